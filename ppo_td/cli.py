@@ -1,0 +1,128 @@
+"""Command line: ``ppo-td train`` and ``ppo-td eval``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import tyro
+
+from ppo_td.config import TrainConfig
+from ppo_td.presets import DEFAULT_PRESET, get_preset
+
+USAGE = """usage: ppo-td COMMAND [ARGS]
+
+commands:
+  train   train PPO (no arguments: the tuned CartPole-v1 preset); --help lists every field
+  eval    run deterministic episodes of a checkpoint and print mean +- std
+
+examples:
+  ppo-td train
+  ppo-td train --preset cleanrl --optim.lr 3e-4 --env.num-envs 8 --frames-per-batch 1024
+  ppo-td eval runs/cartpole-seed1 --episodes 20
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``ppo-td`` script; returns the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0
+    command, rest = argv[0], argv[1:]
+    logging.getLogger("torchrl").setLevel(logging.WARNING)  # its INFO lines would break the progress bar
+    commands = {"train": _train, "eval": _eval}
+    if command not in commands:
+        print(f"ppo-td: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+        return 2
+    try:
+        return commands[command](rest)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"ppo-td {command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainCommand:
+    """Train PPO and write a run folder (config, metrics CSV, learning curve, checkpoint)."""
+
+    config: Annotated[TrainConfig, tyro.conf.arg(name="")]
+    preset: str = DEFAULT_PRESET
+    """Named preset to start from (cartpole, cleanrl); the other flags override its fields."""
+    run_dir: str | None = None
+    """Run folder to write; default runs/<env>-<preset>-seed<seed>-<time>."""
+    tensorboard: bool = False
+    """Also write TensorBoard events to <run_dir>/tensorboard."""
+    progress: bool = True
+    """Show a progress bar with the latest return and steps per second."""
+
+
+def _train(args: list[str]) -> int:
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--preset", default=DEFAULT_PRESET)
+    preset_name = pre.parse_known_args(args)[0].preset
+    default = TrainCommand(config=get_preset(preset_name), preset=preset_name)
+    cmd = tyro.cli(TrainCommand, default=default, args=args, prog="ppo-td train")
+    return run_training(cmd.config, cmd.preset, cmd.run_dir, cmd.tensorboard, cmd.progress)
+
+
+def run_training(config: TrainConfig, preset: str, run_dir: str | None, tensorboard: bool, progress: bool) -> int:
+    """Train ``config``, write the run folder, print the evaluation."""
+    from ppo_td.checkpoint import save_checkpoint
+    from ppo_td.runlog import ProgressBar, RunLogger, plot_learning_curve
+    from ppo_td.trainer import train
+
+    if run_dir is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        run_dir = f"runs/{config.env.env_id}-{preset}-seed{config.seed}-{stamp}"
+    out = Path(run_dir)
+    logger = RunLogger(out, config, tensorboard=tensorboard)
+    bar = ProgressBar(config.num_iterations * config.frames_per_batch, disable=not progress)
+    started = time.perf_counter()
+    try:
+        result = train(config, callbacks=[logger, bar])
+    finally:
+        bar.close()
+        logger.close()
+    seconds = time.perf_counter() - started
+    last = result.history[-1]
+    save_checkpoint(out / "checkpoint.pt", result.pipeline, frames=last["frames"], iteration=last["iteration"])
+    plot_learning_curve(result.episodes, out / "learning_curve.png", f"{config.env.env_id} ({preset})")
+    summary = {"train_seconds": seconds, "frames": last["frames"], "eval_returns": result.eval_returns}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"trained {last['frames']} frames in {seconds:.1f} s ({last['frames'] / seconds:.0f} frames/s)")
+    if result.eval_returns:
+        print(_format_returns(result.eval_returns))
+    print(f"run folder: {out}")
+    return 0
+
+
+def _eval(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="ppo-td eval", description="Deterministic evaluation of a checkpoint.")
+    parser.add_argument("checkpoint", help="checkpoint file, or a run folder holding checkpoint.pt")
+    parser.add_argument("--episodes", type=int, default=10, help="episodes to run (default 10)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the evaluation envs (default 0)")
+    ns = parser.parse_args(args)
+    from ppo_td.checkpoint import load_actor
+    from ppo_td.evaluation import evaluate
+
+    config, actor = load_actor(ns.checkpoint)
+    returns = evaluate(actor, config.env, ns.episodes, seed=ns.seed)
+    print(_format_returns(returns))
+    return 0
+
+
+def _format_returns(returns: list[float]) -> str:
+    std = statistics.pstdev(returns) if len(returns) > 1 else 0.0
+    return f"deterministic evaluation: {statistics.fmean(returns):.1f} +- {std:.1f} over {len(returns)} episodes"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

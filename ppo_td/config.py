@@ -1,0 +1,199 @@
+"""Frozen dataclass configs: one section per part of the pipeline.
+
+Defaults are the published PPO implementation details ("The 37 Implementation
+Details of PPO", Huang et al. 2022, and CleanRL's ``ppo.py``) unless a field says
+otherwise. Field names use TorchRL's vocabulary; the README maps CleanRL's names.
+Every field is validated when the object is built, so a bad value fails before
+any environment or network exists.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from typing import Any, Literal
+
+
+def _check(ok: bool, name: str, value: Any, valid: str) -> None:
+    if not ok:
+        raise ValueError(f"config field {name}={value!r} is invalid: it must be {valid}.")
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Which environment to train on and how many copies to step together."""
+
+    env_id: str = "CartPole-v1"
+    """Gymnasium id of the environment (e.g. CartPole-v1, Acrobot-v1)."""
+    num_envs: int = 8
+    """Copies of the env stepped together in one process, as one batched TorchRL env."""
+    max_episode_steps: int | None = None
+    """Time limit override; None keeps the limit registered with Gymnasium."""
+
+    def __post_init__(self) -> None:
+        _check(bool(self.env_id), "env.env_id", self.env_id, "a Gymnasium id")
+        _check(self.num_envs >= 1, "env.num_envs", self.num_envs, ">= 1")
+        if self.max_episode_steps is not None:
+            _check(self.max_episode_steps >= 1, "env.max_episode_steps", self.max_episode_steps, ">= 1 or None")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Actor and critic networks (MLPs) and their initialization."""
+
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Widths of the hidden layers of each network (CleanRL: 64, 64)."""
+    activation: Literal["tanh", "relu"] = "tanh"
+    """Hidden activation; tanh is the published default for vector observations."""
+    shared_trunk: bool = False
+    """Share the hidden layers between actor and critic (separate networks by default)."""
+    hidden_gain: float = math.sqrt(2)
+    """Orthogonal-init gain of hidden layers (implementation detail 2: sqrt(2))."""
+    policy_head_gain: float = 0.01
+    """Orthogonal-init gain of the policy head: near-uniform initial policy (0.01)."""
+    value_head_gain: float = 1.0
+    """Orthogonal-init gain of the value head (1.0)."""
+
+    def __post_init__(self) -> None:
+        _check(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
+               "model.hidden_sizes", self.hidden_sizes, "one or more positive widths")
+        _check(self.activation in ("tanh", "relu"), "model.activation", self.activation, "'tanh' or 'relu'")
+        for name in ("hidden_gain", "policy_head_gain", "value_head_gain"):
+            _check(getattr(self, name) > 0, f"model.{name}", getattr(self, name), "> 0")
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    """Advantage estimation (GAE) and the clipped PPO objective."""
+
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda: bias/variance trade-off of the advantage (0.95)."""
+    clip_epsilon: float = 0.2
+    """Clip range of the probability ratio (CleanRL clip_coef)."""
+    clip_value: float | None = 0.2
+    """Clip range of the value update around the rollout value; None disables value clipping."""
+    entropy_coeff: float = 0.01
+    """Weight of the entropy bonus (CleanRL ent_coef)."""
+    critic_coeff: float = 0.25
+    """Weight of the value loss. TorchRL's l2 has no 1/2: 0.25 here equals CleanRL's 0.5 * vf_coef 0.5."""
+    loss_critic_type: Literal["l2", "smooth_l1", "l1"] = "l2"
+    """Distance of the value loss; l2 is the published choice (TorchRL defaults to smooth_l1)."""
+    normalize_advantage: bool = True
+    """Standardize advantages per minibatch, CleanRL's formula: (A - mean) / (std + 1e-8)."""
+
+    def __post_init__(self) -> None:
+        _check(0.0 <= self.gamma <= 1.0, "loss.gamma", self.gamma, "in [0, 1]")
+        _check(0.0 <= self.gae_lambda <= 1.0, "loss.gae_lambda", self.gae_lambda, "in [0, 1]")
+        _check(0.0 < self.clip_epsilon < 1.0, "loss.clip_epsilon", self.clip_epsilon, "in (0, 1)")
+        if self.clip_value is not None:
+            _check(self.clip_value > 0, "loss.clip_value", self.clip_value, "> 0 or None")
+        _check(self.entropy_coeff >= 0, "loss.entropy_coeff", self.entropy_coeff, ">= 0")
+        _check(self.critic_coeff > 0, "loss.critic_coeff", self.critic_coeff, "> 0")
+        _check(self.loss_critic_type in ("l2", "smooth_l1", "l1"), "loss.loss_critic_type",
+               self.loss_critic_type, "'l2', 'smooth_l1' or 'l1'")
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """The update: Adam, epochs x minibatches, clipping, annealing, early stop."""
+
+    lr: float = 2.5e-4
+    """Adam learning rate at the start of training."""
+    adam_eps: float = 1e-5
+    """Adam epsilon (implementation detail 3: 1e-5, not PyTorch's 1e-8)."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to lr / num_iterations at the last iteration."""
+    update_epochs: int = 4
+    """Passes over each batch (CleanRL update_epochs)."""
+    num_minibatches: int = 4
+    """Minibatches per pass; frames_per_batch must divide evenly into them."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip over all trained parameters."""
+    target_kl: float | None = None
+    """Stop the epochs of an update once the k3 approx-KL exceeds this; None never stops."""
+
+    def __post_init__(self) -> None:
+        _check(math.isfinite(self.lr) and self.lr > 0, "optim.lr", self.lr, "a finite number > 0")
+        _check(self.adam_eps > 0, "optim.adam_eps", self.adam_eps, "> 0")
+        _check(self.update_epochs >= 1, "optim.update_epochs", self.update_epochs, ">= 1")
+        _check(self.num_minibatches >= 1, "optim.num_minibatches", self.num_minibatches, ">= 1")
+        _check(self.max_grad_norm > 0, "optim.max_grad_norm", self.max_grad_norm, "> 0")
+        if self.target_kl is not None:
+            _check(self.target_kl > 0, "optim.target_kl", self.target_kl, "> 0 or None")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """A whole training run: the sections above plus budget, batch size and seed."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Environment section."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """Network section."""
+    loss: LossConfig = field(default_factory=LossConfig)
+    """GAE and PPO objective section."""
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    """Update section."""
+    total_frames: int = 500_000
+    """Environment steps over the whole run, counted across all envs (CleanRL total_timesteps)."""
+    frames_per_batch: int = 512
+    """Environment steps per iteration across all envs (CleanRL num_envs * num_steps)."""
+    seed: int = 1
+    """Seed of torch, the environments and the sampler."""
+    eval_episodes: int = 10
+    """Deterministic episodes run after training to report the final score."""
+
+    def __post_init__(self) -> None:
+        _check(self.frames_per_batch >= 1, "frames_per_batch", self.frames_per_batch, ">= 1")
+        _check(self.frames_per_batch % self.env.num_envs == 0, "frames_per_batch", self.frames_per_batch,
+               f"a multiple of env.num_envs={self.env.num_envs} (each env runs the same number of steps)")
+        _check(self.frames_per_batch % self.optim.num_minibatches == 0, "frames_per_batch",
+               self.frames_per_batch,
+               f"divisible into optim.num_minibatches={self.optim.num_minibatches} equal minibatches")
+        _check(self.total_frames >= self.frames_per_batch, "total_frames", self.total_frames,
+               f">= frames_per_batch={self.frames_per_batch} (at least one iteration)")
+        _check(self.eval_episodes >= 0, "eval_episodes", self.eval_episodes, ">= 0")
+
+    @property
+    def minibatch_size(self) -> int:
+        """Transitions per minibatch."""
+        return self.frames_per_batch // self.optim.num_minibatches
+
+    @property
+    def steps_per_env(self) -> int:
+        """Steps each env takes per iteration (CleanRL num_steps)."""
+        return self.frames_per_batch // self.env.num_envs
+
+    @property
+    def num_iterations(self) -> int:
+        """Collect-then-update iterations in the run."""
+        return self.total_frames // self.frames_per_batch
+
+
+def to_dict(config: TrainConfig) -> dict[str, Any]:
+    """Plain nested dict of a config (JSON- and checkpoint-safe)."""
+    return asdict(config)
+
+
+def from_dict(data: dict[str, Any]) -> TrainConfig:
+    """Rebuild a :class:`TrainConfig` from :func:`to_dict` output; unknown fields are errors."""
+    return _build(TrainConfig, data)
+
+
+def _build(cls: type, data: dict[str, Any]) -> Any:
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ValueError(f"unknown config field(s) {unknown} for {cls.__name__}; known: {sorted(known)}")
+    kwargs = {}
+    for name, value in data.items():
+        default = known[name].default_factory() if callable(known[name].default_factory) else None
+        if is_dataclass(default):
+            kwargs[name] = _build(type(default), value)
+        elif isinstance(value, list):
+            kwargs[name] = tuple(value)
+        else:
+            kwargs[name] = value
+    return cls(**kwargs)

@@ -1,0 +1,96 @@
+"""The run folder: config, metrics CSV, optional TensorBoard, learning curve, progress bar."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from ppo_td.config import TrainConfig, to_dict
+from ppo_td.pipeline import Pipeline
+
+METRIC_COLUMNS = [
+    "iteration", "frames", "time", "sps", "collect_sps", "update_seconds", "lr",
+    "episodes", "episode_return", "episode_length",
+    "loss_policy", "loss_value", "loss_entropy", "entropy", "kl_k1", "kl_k3",
+    "clip_fraction", "value_clip_fraction", "explained_variance", "grad_norm", "epochs",
+]  # fmt: skip
+
+
+class RunLogger:
+    """Training callback that writes ``config.json`` and ``metrics.csv`` (and TensorBoard events).
+
+    Example:
+        >>> logger = RunLogger("runs/demo", config)
+        >>> train(config, callbacks=[logger])
+    """
+
+    def __init__(self, run_dir: str | Path, config: TrainConfig, tensorboard: bool = False) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.json").write_text(json.dumps(to_dict(config), indent=2) + "\n")
+        self._csv_file = open(self.run_dir / "metrics.csv", "w", newline="")  # noqa: SIM115 - closed in close()
+        self._csv = csv.DictWriter(self._csv_file, fieldnames=METRIC_COLUMNS, extrasaction="ignore")
+        self._csv.writeheader()
+        self._tb = None
+        if tensorboard:
+            from torchrl.record.loggers.tensorboard import TensorboardLogger
+
+            self._tb = TensorboardLogger(exp_name="tensorboard", log_dir=str(self.run_dir))
+
+    def __call__(self, metrics: dict[str, Any], pipeline: Pipeline) -> None:
+        self._csv.writerow(metrics)
+        self._csv_file.flush()
+        if self._tb is not None:
+            for name, value in metrics.items():
+                if name not in ("iteration", "frames") and not math.isnan(float(value)):
+                    self._tb.log_scalar(name, float(value), step=int(metrics["frames"]))
+
+    def close(self) -> None:
+        self._csv_file.close()
+
+
+class ProgressBar:
+    """tqdm bar over frames showing the latest episode return and steps per second."""
+
+    def __init__(self, total_frames: int, disable: bool = False) -> None:
+        from tqdm import tqdm
+
+        self._bar = tqdm(total=total_frames, unit="frames", disable=disable, dynamic_ncols=True)
+        self._last_return = float("nan")
+
+    def __call__(self, metrics: dict[str, Any], pipeline: Pipeline) -> None:
+        if not math.isnan(metrics["episode_return"]):
+            self._last_return = metrics["episode_return"]
+        self._bar.update(metrics["frames"] - self._bar.n)
+        self._bar.set_postfix(ret=f"{self._last_return:.1f}", sps=f"{metrics['sps']:.0f}", refresh=False)
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+def plot_learning_curve(episodes: list[dict[str, float]], path: str | Path, title: str) -> Path:
+    """PNG of episode return against frames (each episode, and a 20-episode moving mean)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    frames = [e["frames"] for e in episodes]
+    returns = [e["return"] for e in episodes]
+    ax.plot(frames, returns, ".", alpha=0.3, label="episode return")
+    window = 20
+    if len(returns) >= window:
+        smooth = [sum(returns[i - window:i]) / window for i in range(window, len(returns) + 1)]
+        ax.plot(frames[window - 1:], smooth, "-", label=f"mean of last {window}")
+    ax.set_xlabel("frames")
+    ax.set_ylabel("episode return")
+    ax.set_title(title)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)

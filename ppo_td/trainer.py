@@ -1,0 +1,142 @@
+"""The one training loop: collect, advantages, epochs x minibatches, step, log."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModule
+
+from ppo_td import keys
+from ppo_td.config import TrainConfig
+from ppo_td.evaluation import evaluate
+from ppo_td.objective import explained_variance, total_loss
+from ppo_td.pipeline import Pipeline, build_pipeline
+
+Callback = Callable[[dict[str, Any], Pipeline], None]
+
+# loss-output key -> metric name; averaged over the minibatches of an update
+_LOSS_METRICS = {
+    "loss_objective": "loss_policy",
+    "loss_critic": "loss_value",
+    "loss_entropy": "loss_entropy",
+    "entropy": "entropy",
+    "kl_approx": "kl_k1",
+    "kl_approx_k3": "kl_k3",
+    "clip_fraction": "clip_fraction",
+    "value_clip_fraction": "value_clip_fraction",
+}
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns: the trained modules, the metric history and every episode."""
+
+    actor: TensorDictModule
+    critic: TensorDictModule
+    pipeline: Pipeline
+    history: list[dict[str, Any]] = field(default_factory=list)
+    episodes: list[dict[str, float]] = field(default_factory=list)
+    eval_returns: list[float] = field(default_factory=list)
+
+
+def train(config: TrainConfig, *, callbacks: Sequence[Callback] = (), **parts: Any) -> TrainResult:
+    """Train PPO with ``config``. Any part may be passed in to replace the default.
+
+    Args:
+        config: the run's :class:`TrainConfig` (see :mod:`ppo_td.presets`).
+        callbacks: called as ``callback(metrics, pipeline)`` after every iteration.
+        **parts: ``env``, ``actor``, ``critic``, ``collector``, ``buffer``,
+            ``advantage``, ``loss``, ``optimizer`` (see :func:`build_pipeline`).
+
+    Returns:
+        :class:`TrainResult` with the actor, critic, metric history, episodes and
+        the returns of ``config.eval_episodes`` deterministic evaluation episodes.
+
+    Example:
+        >>> result = train(get_preset("cartpole"))
+        >>> sum(result.eval_returns) / len(result.eval_returns)
+    """
+    pipeline = build_pipeline(config, **parts)
+    return run(pipeline, callbacks=callbacks)
+
+
+def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0, iteration: int = 0) -> TrainResult:
+    """Run the loop on a built :class:`Pipeline` (``frames``/``iteration`` continue a resumed run)."""
+    p, cfg = pipeline, pipeline.config
+    result = TrainResult(actor=p.actor, critic=p.critic, pipeline=p)
+    start = last = time.perf_counter()
+    for batch in p.collector:
+        collected = time.perf_counter()
+        iteration += 1
+        frames += batch.numel()
+        with torch.no_grad():
+            p.advantage(batch)  # on [env, time], before flattening
+        metrics: dict[str, Any] = {"iteration": iteration, "frames": frames, "lr": p.optimizer.param_groups[0]["lr"]}
+        metrics.update(_episode_stats(batch, frames, result.episodes))
+        metrics["explained_variance"] = explained_variance(batch)
+        metrics.update(update(p, batch))
+        p.scheduler.step()
+        now = time.perf_counter()
+        metrics.update(time=now - start, sps=frames / (now - start),
+                       collect_sps=batch.numel() / (collected - last), update_seconds=now - collected)
+        result.history.append(metrics)
+        for callback in callbacks:
+            callback(metrics, p)
+        last = time.perf_counter()
+    p.collector.shutdown()
+    if cfg.eval_episodes:
+        result.eval_returns = evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000)
+    return result
+
+
+def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
+    """PPO update on one batch: ``update_epochs`` passes of ``num_minibatches`` minibatches.
+
+    Stops after an epoch whose mean k3 approx-KL exceeds ``optim.target_kl`` (if set).
+    Returns the update's metrics averaged over its minibatches.
+    """
+    opt = p.config.optim
+    params = p.parameters
+    p.buffer.empty()
+    p.buffer.extend(batch.reshape(-1))
+    records: list[dict[str, torch.Tensor]] = []
+    epochs = 0
+    for _ in range(opt.update_epochs):
+        for _ in range(opt.num_minibatches):
+            losses = p.loss(p.buffer.sample())
+            p.optimizer.zero_grad(set_to_none=True)
+            total_loss(losses).backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, opt.max_grad_norm)
+            p.optimizer.step()
+            record = {name: losses[key].detach() for key, name in _LOSS_METRICS.items() if key in losses.keys()}
+            record["grad_norm"] = grad_norm
+            records.append(record)
+        epochs += 1
+        epoch_kl = torch.stack([r["kl_k3"] for r in records[-opt.num_minibatches:]]).mean()
+        if opt.target_kl is not None and epoch_kl > opt.target_kl:
+            break
+    out = {name: float(torch.stack([r[name] for r in records]).float().mean()) for name in records[0]}
+    out["epochs"] = epochs
+    return out
+
+
+def _episode_stats(batch: TensorDictBase, frames: int, episodes: list[dict[str, float]]) -> dict[str, float]:
+    """Mean return/length of the episodes that ended in ``batch``; appends them to ``episodes``."""
+    done = batch.get(keys.DONE).squeeze(-1)
+    returns = batch.get(keys.EPISODE_RETURN, None)
+    lengths = batch.get(keys.EPISODE_LENGTH, None)
+    if returns is None or not done.any():
+        return {"episodes": 0, "episode_return": float("nan"), "episode_length": float("nan")}
+    ended_returns = returns[done].flatten().tolist()
+    ended_lengths = lengths[done].flatten().tolist() if lengths is not None else [float("nan")] * len(ended_returns)
+    episodes.extend({"frames": frames, "return": r, "length": n} for r, n in zip(ended_returns, ended_lengths))
+    return {
+        "episodes": len(ended_returns),
+        "episode_return": sum(ended_returns) / len(ended_returns),
+        "episode_length": sum(ended_lengths) / len(ended_lengths),
+    }
