@@ -64,7 +64,7 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     if path.is_dir():
         path = path / "checkpoint.pt"
     if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}: pass a checkpoint file or a run folder holding checkpoint.pt")
+        raise FileNotFoundError(f"no checkpoint at {path}: pass a checkpoint file or a run folder with checkpoint.pt")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError, OSError) as err:

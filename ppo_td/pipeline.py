@@ -30,6 +30,7 @@ def make_collector(env: EnvBase, actor: TensorDictModule, config: TrainConfig) -
         actor,
         frames_per_batch=config.frames_per_batch,
         total_frames=config.num_iterations * config.frames_per_batch,
+        auto_register_policy_transforms=False,  # our actor is stateless: it needs no InitTracker
     )
 
 

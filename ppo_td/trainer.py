@@ -134,7 +134,8 @@ def _episode_stats(batch: TensorDictBase, frames: int, episodes: list[dict[str, 
         return {"episodes": 0, "episode_return": float("nan"), "episode_length": float("nan")}
     ended_returns = returns[done].flatten().tolist()
     ended_lengths = lengths[done].flatten().tolist() if lengths is not None else [float("nan")] * len(ended_returns)
-    episodes.extend({"frames": frames, "return": r, "length": n} for r, n in zip(ended_returns, ended_lengths))
+    pairs = zip(ended_returns, ended_lengths, strict=True)
+    episodes.extend({"frames": frames, "return": r, "length": n} for r, n in pairs)
     return {
         "episodes": len(ended_returns),
         "episode_return": sum(ended_returns) / len(ended_returns),

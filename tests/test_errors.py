@@ -1,0 +1,108 @@
+"""Bad input fails early with a message naming the problem and the fix."""
+
+import dataclasses
+
+import pytest
+from conftest import small_config
+
+from ppo_td.checkpoint import load_actor, load_checkpoint, save_checkpoint
+from ppo_td.cli import main
+from ppo_td.config import EnvConfig, OptimConfig, TrainConfig, from_dict, to_dict
+from ppo_td.envs import make_env
+from ppo_td.presets import get_preset
+from ppo_td.trainer import train
+
+
+def test_unknown_env_id_suggests_the_close_match():
+    with pytest.raises(ValueError, match=r"unknown Gymnasium env id 'CartPol-v1'.*CartPole-v1"):
+        make_env(EnvConfig("CartPol-v1"))
+
+
+def test_continuous_env_is_refused_by_the_discrete_pipeline():
+    with pytest.raises(ValueError, match=r"Pendulum-v1.*Box.*Discrete action space"):
+        train(dataclasses.replace(get_preset("cartpole"), env=EnvConfig("Pendulum-v1", num_envs=8)))
+
+
+def test_frames_per_batch_not_divisible_into_minibatches():
+    with pytest.raises(ValueError, match=r"frames_per_batch=100.*num_minibatches=3"):
+        TrainConfig(env=EnvConfig(num_envs=4), frames_per_batch=100, optim=OptimConfig(num_minibatches=3))
+
+
+def test_frames_per_batch_not_divisible_by_num_envs():
+    with pytest.raises(ValueError, match=r"frames_per_batch=90.*multiple of env.num_envs=4"):
+        TrainConfig(env=EnvConfig(num_envs=4), frames_per_batch=90, optim=OptimConfig(num_minibatches=1))
+
+
+@pytest.mark.parametrize("lr", [-1e-3, 0.0, float("nan")])
+def test_bad_learning_rate(lr):
+    with pytest.raises(ValueError, match=r"optim.lr=.*must be a finite number > 0"):
+        OptimConfig(lr=lr)
+
+
+def test_unknown_preset_lists_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown preset 'cartpol'.*Did you mean 'cartpole'"):
+        get_preset("cartpol")
+
+
+def test_config_round_trips_and_rejects_unknown_fields():
+    config = get_preset("cleanrl")
+    assert from_dict(to_dict(config)) == config
+    data = to_dict(config)
+    data["optim"]["learning_rate"] = 1.0
+    with pytest.raises(ValueError, match="unknown config field.*learning_rate"):
+        from_dict(data)
+
+
+def test_cli_reports_bad_env_id_with_exit_code_2(capsys):
+    assert main(["train", "--env.env-id", "CartPol-v1", "--no-progress"]) == 2
+    assert "unknown Gymnasium env id" in capsys.readouterr().err
+
+
+def test_cli_rejects_negative_learning_rate(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--optim.lr", "-0.1"])
+    assert exit_info.value.code != 0
+    captured = capsys.readouterr()
+    assert "optim.lr=-0.1" in captured.out + captured.err
+
+
+def test_checkpoint_for_another_env_is_refused_with_both_shapes(tmp_path):
+    result = train(small_config(total_frames=64, eval_episodes=0))
+    path = save_checkpoint(tmp_path / "c.pt", result.pipeline, frames=64, iteration=1)
+    state = load_checkpoint(path)
+    state["config"]["env"]["env_id"] = "Acrobot-v1"  # 6-dim observations, 3 actions
+    import torch
+
+    torch.save(state, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match=r"observation_shape': \[4\].*Discrete\(2\).*observation_shape': \[6\]"):
+        load_actor(tmp_path / "other.pt")
+
+
+def test_truncated_checkpoint_is_refused_clearly(tmp_path):
+    result = train(small_config(total_frames=64, eval_episodes=0))
+    path = save_checkpoint(tmp_path / "c.pt", result.pipeline, frames=64, iteration=1)
+    data = path.read_bytes()
+    (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="unreadable .truncated or corrupt"):
+        load_checkpoint(tmp_path / "cut.pt")
+    (tmp_path / "other.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="unreadable"):
+        load_checkpoint(tmp_path / "other.pt")
+    with pytest.raises(FileNotFoundError, match="no checkpoint at"):
+        load_checkpoint(tmp_path / "missing.pt")
+
+
+def test_failed_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    result = train(small_config(total_frames=64, eval_episodes=0))
+    path = save_checkpoint(tmp_path / "c.pt", result.pipeline, frames=64, iteration=1)
+    before = path.read_bytes()
+
+    def crash(*args, **kwargs):
+        raise OSError("disk died between write and rename")
+
+    monkeypatch.setattr("ppo_td.checkpoint.os.replace", crash)
+    with pytest.raises(OSError, match="disk died"):
+        save_checkpoint(path, result.pipeline, frames=128, iteration=2)
+    assert path.read_bytes() == before
+    assert load_checkpoint(path)["iteration"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["c.pt"], "the temp file must be cleaned up"

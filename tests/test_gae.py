@@ -1,0 +1,77 @@
+"""GAE against a plain reference loop, on [env, time] data with episode ends in the middle."""
+
+import torch
+from tensordict import TensorDict
+from torch import nn
+from torchrl.modules import ValueOperator
+
+from ppo_td.config import LossConfig
+from ppo_td.objective import make_advantage
+
+
+def reference_gae(value, next_value, reward, terminated, done, gamma, lam):
+    """CleanRL-style backward loop over one env's time axis, bootstrapping through truncation."""
+    T = reward.shape[0]
+    advantages = torch.zeros(T)
+    last = 0.0
+    for t in reversed(range(T)):
+        delta = reward[t] + gamma * next_value[t] * (1.0 - terminated[t]) - value[t]
+        last = delta + gamma * lam * (1.0 - done[t]) * last
+        advantages[t] = last
+    return advantages
+
+
+def test_gae_matches_reference_loop_with_terminations_and_truncations():
+    torch.manual_seed(0)
+    n_envs, T, obs_dim, gamma, lam = 3, 17, 5, 0.97, 0.9
+    critic = ValueOperator(nn.Linear(obs_dim, 1), in_keys=["observation"])
+    obs = torch.randn(n_envs, T, obs_dim)
+    next_obs = torch.randn(n_envs, T, obs_dim)
+    reward = torch.randn(n_envs, T, 1)
+    terminated = torch.zeros(n_envs, T, 1, dtype=torch.bool)
+    truncated = torch.zeros(n_envs, T, 1, dtype=torch.bool)
+    terminated[0, 4] = terminated[1, 10] = terminated[2, T - 1] = True
+    truncated[0, 9] = truncated[1, 3] = truncated[2, 7] = True
+    done = terminated | truncated
+    batch = TensorDict(
+        {
+            "observation": obs,
+            "next": {"observation": next_obs, "reward": reward, "terminated": terminated,
+                     "truncated": truncated, "done": done},
+        },
+        batch_size=[n_envs, T],
+        names=[None, "time"],
+    )
+    gae = make_advantage(critic, LossConfig(gamma=gamma, gae_lambda=lam))
+    with torch.no_grad():
+        gae(batch)
+        for e in range(n_envs):
+            v = critic.module(obs[e]).squeeze(-1)
+            nv = critic.module(next_obs[e]).squeeze(-1)
+            expected = reference_gae(v, nv, reward[e, :, 0], terminated[e, :, 0].float(), done[e, :, 0].float(),
+                                     gamma, lam)
+            torch.testing.assert_close(batch["advantage"][e, :, 0], expected, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(batch["value_target"][e, :, 0], expected + v, atol=1e-5, rtol=1e-5)
+
+
+def test_truncation_bootstraps_but_termination_does_not():
+    """The same transition differs only by terminated vs truncated: only truncation adds gamma * V(next)."""
+    critic = ValueOperator(nn.Linear(1, 1), in_keys=["observation"])
+    nn.init.zeros_(critic.module.weight)
+    nn.init.constant_(critic.module.bias, 2.0)  # V(s) = 2 everywhere
+    ones = torch.ones(1, 1, 1)
+
+    def advantage(terminated: bool) -> float:
+        td = TensorDict(
+            {"observation": ones, "next": {"observation": ones, "reward": ones,
+                                           "terminated": torch.full((1, 1, 1), terminated),
+                                           "truncated": torch.full((1, 1, 1), not terminated),
+                                           "done": torch.ones(1, 1, 1, dtype=torch.bool)}},
+            batch_size=[1, 1], names=[None, "time"],
+        )
+        with torch.no_grad():
+            make_advantage(critic, LossConfig(gamma=0.5, gae_lambda=0.95))(td)
+        return float(td["advantage"])
+
+    assert advantage(terminated=True) == 1.0 - 2.0  # r - V(s)
+    assert advantage(terminated=False) == 1.0 + 0.5 * 2.0 - 2.0  # r + gamma V(s') - V(s)

@@ -1,0 +1,15 @@
+"""Short learning tests with fixed seeds."""
+
+import statistics
+
+from ppo_td.presets import get_preset
+from ppo_td.trainer import train
+
+
+def test_default_preset_solves_cartpole():
+    """The default preset (what `ppo-td train` runs) reaches a deterministic evaluation mean >= 475."""
+    config = get_preset("cartpole")
+    result = train(config)
+    assert config.total_frames == 50_000 and config.seed == 1
+    assert len(result.eval_returns) == config.eval_episodes
+    assert statistics.fmean(result.eval_returns) >= 475, result.eval_returns

@@ -1,0 +1,20 @@
+"""The notebooks run top to bottom (their own asserts check the results)."""
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_executes(path, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    notebook = nbformat.read(path, as_version=4)
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+
+
+def test_notebooks_exist():
+    assert "01_quickstart.ipynb" in [p.name for p in NOTEBOOKS]
