@@ -4,9 +4,9 @@ import math
 
 import pytest
 import torch
-from conftest import small_config
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+from conftest import small_config
 from ppo_td.checkpoint import load_actor, load_checkpoint, restore, save_checkpoint
 from ppo_td.envs import make_env
 from ppo_td.evaluation import evaluate

@@ -3,8 +3,8 @@
 import dataclasses
 
 import pytest
-from conftest import small_config
 
+from conftest import small_config
 from ppo_td.checkpoint import load_actor, load_checkpoint, save_checkpoint
 from ppo_td.cli import main
 from ppo_td.config import EnvConfig, OptimConfig, TrainConfig, from_dict, to_dict

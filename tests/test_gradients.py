@@ -1,8 +1,8 @@
 """Gradient separation, and rollout data that carries no autograd graph."""
 
 import torch
-from conftest import small_config
 
+from conftest import small_config
 from ppo_td.config import ModelConfig
 from ppo_td.pipeline import build_pipeline
 from ppo_td.trainer import update

@@ -103,7 +103,8 @@ def test_unnormalized_advantage_option_changes_the_objective(parts):
 
 def test_cleanrl_preset_matches_cleanrl_defaults():
     c = get_preset("cleanrl")
-    assert (c.env.env_id, c.env.num_envs, c.steps_per_env, c.total_frames, c.seed) == ("CartPole-v1", 4, 128, 500_000, 1)
+    assert (c.env.env_id, c.env.num_envs, c.steps_per_env, c.total_frames, c.seed) == (
+        "CartPole-v1", 4, 128, 500_000, 1)
     assert (c.optim.lr, c.optim.adam_eps, c.optim.anneal_lr, c.optim.update_epochs, c.optim.num_minibatches,
             c.optim.max_grad_norm, c.optim.target_kl) == (2.5e-4, 1e-5, True, 4, 4, 0.5, None)
     assert (c.loss.gamma, c.loss.gae_lambda, c.loss.clip_epsilon, c.loss.clip_value, c.loss.entropy_coeff,

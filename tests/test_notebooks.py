@@ -13,7 +13,8 @@ NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 def test_notebook_executes(path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     notebook = nbformat.read(path, as_version=4)
-    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    resources = {"metadata": {"path": str(path.parent)}}
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources=resources).execute()
 
 
 def test_notebooks_exist():

@@ -5,10 +5,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import small_config
 from tensordict import TensorDictBase
 from torchrl.envs import Transform
 
+from conftest import small_config
 from ppo_td.config import EnvConfig, LossConfig, OptimConfig
 from ppo_td.envs import make_env
 from ppo_td.trainer import train

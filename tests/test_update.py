@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 import torch
-from conftest import small_config
 
+from conftest import small_config
 from ppo_td.config import OptimConfig
 from ppo_td.pipeline import build_pipeline
 from ppo_td.trainer import train
