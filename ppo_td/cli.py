@@ -22,11 +22,13 @@ USAGE = """usage: ppo-td COMMAND [ARGS]
 commands:
   train   train PPO (no arguments: the tuned CartPole-v1 preset); --help lists every field
   eval    run deterministic episodes of a checkpoint and print mean +- std
+  doctor  audit one collection and one update of a pipeline for autograd mistakes
 
 examples:
   ppo-td train
   ppo-td train --preset cleanrl --optim.lr 3e-4 --env.num-envs 8 --frames-per-batch 1024
   ppo-td eval runs/cartpole-seed1 --episodes 20
+  ppo-td doctor --preset cleanrl --loss my_project.losses:make_loss
 """
 
 
@@ -38,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command, rest = argv[0], argv[1:]
     logging.getLogger("torchrl").setLevel(logging.WARNING)  # its INFO lines would break the progress bar
-    commands = {"train": _train, "eval": _eval}
+    commands = {"train": _train, "eval": _eval, "doctor": _doctor}
     if command not in commands:
         print(f"ppo-td: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         return 2
@@ -117,6 +119,48 @@ def _eval(args: list[str]) -> int:
     returns = evaluate(actor, config.env, ns.episodes, seed=ns.seed)
     print(_format_returns(returns))
     return 0
+
+
+def _doctor(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ppo-td doctor",
+        description="Run one collection and one update under the autograd audit; exit 1 if anything is found. "
+        "Each PART is module:function; the function gets (env, config) for --actor/--critic/--transform "
+        "and (actor, critic, config) for --loss.",
+    )
+    parser.add_argument("--preset", default=DEFAULT_PRESET, help="preset to build the pipeline from")
+    for part in ("actor", "critic", "loss", "transform"):
+        parser.add_argument(f"--{part}", metavar="MODULE:FUNCTION", help=f"your own {part} factory")
+    ns = parser.parse_args(args)
+    from ppo_td.checkup import checkup
+    from ppo_td.envs import make_env
+    from ppo_td.models import make_actor_critic
+    from ppo_td.pipeline import build_pipeline
+
+    config = get_preset(ns.preset)
+    env = make_env(config.env, seed=config.seed)
+    if ns.transform:
+        env.append_transform(_load(ns.transform)(env, config))
+    actor, critic = make_actor_critic(env, config.model)
+    actor = _load(ns.actor)(env, config) if ns.actor else actor
+    critic = _load(ns.critic)(env, config) if ns.critic else critic
+    parts = {"loss": _load(ns.loss)(actor, critic, config)} if ns.loss else {}
+    audit = checkup(build_pipeline(config, env=env, actor=actor, critic=critic, **parts))
+    print(audit.report())
+    return 0 if audit.ok else 1
+
+
+def _load(spec: str):
+    """Import ``module:function``; clear errors for a malformed spec or a missing name."""
+    import importlib
+
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"{spec!r} is not of the form module:function (e.g. my_pkg.nets:make_actor)")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"cannot load {spec!r}: {err}. Is the module on PYTHONPATH?") from err
 
 
 def _format_returns(returns: list[float]) -> str:

@@ -1,0 +1,23 @@
+"""User extensions for `ppo-td doctor` tests: one buggy, one correct."""
+
+from tensordict import TensorDictBase
+
+from ppo_td.objective import PPOObjective
+
+
+class UndetachedAdvantageLoss(PPOObjective):
+    """A custom loss that recomputes the advantage from the live critic, without .detach()."""
+
+    def forward(self, tensordict: TensorDictBase):
+        tensordict = tensordict.clone(False)
+        value = self.critic_network(tensordict.clone(False)).get("state_value")
+        tensordict.set("advantage", tensordict.get("value_target") - value)  # the bug
+        return super().forward(tensordict)
+
+
+def buggy_loss(actor, critic, config):
+    return UndetachedAdvantageLoss(actor, critic, config.loss)
+
+
+def correct_loss(actor, critic, config):
+    return PPOObjective(actor, critic, config.loss)

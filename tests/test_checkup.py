@@ -1,0 +1,33 @@
+"""`ppo-td doctor`: every preset audits clean; a user's buggy loss is caught."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from ppo_td.checkup import checkup
+from ppo_td.cli import main
+from ppo_td.pipeline import build_pipeline
+from ppo_td.presets import PRESETS
+
+sys.path.insert(0, str(Path(__file__).parent))  # makes doctor_plugins importable as module:function
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_audits_clean(name):
+    audit = checkup(build_pipeline(PRESETS[name]))
+    assert audit.ok, audit.report()
+    assert "no findings" in audit.report()
+
+
+def test_cli_doctor_exit_codes(capsys):
+    assert main(["doctor", "--preset", "cleanrl", "--loss", "doctor_plugins:correct_loss"]) == 0
+    assert "no findings" in capsys.readouterr().out
+    assert main(["doctor", "--preset", "cleanrl", "--loss", "doctor_plugins:buggy_loss"]) == 1
+    out = capsys.readouterr().out
+    assert "[2] critic outputs flow into the actor loss" in out and "critic.module.0.weight" in out
+
+
+def test_cli_doctor_bad_plugin_spec(capsys):
+    assert main(["doctor", "--loss", "no_colon_here"]) == 2
+    assert "module:function" in capsys.readouterr().err

@@ -1,0 +1,215 @@
+"""A gallery of buggy hand-written PPO updates: each is diagnosed, each fixed version is clean."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from ppo_td.doctor import DoctorError, audit, explain
+
+torch.manual_seed(0)
+
+
+class Problem:
+    """A small PPO minibatch problem on plain nn.Modules."""
+
+    def __init__(self):
+        torch.manual_seed(0)
+        self.actor = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 2))
+        self.critic = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1))
+        self.opt = torch.optim.Adam([*self.actor.parameters(), *self.critic.parameters()], lr=1e-3)
+        self.obs = torch.randn(64, 4)
+        self.next_obs = torch.randn(64, 4)
+        self.rewards = torch.randn(64)
+        with torch.no_grad():
+            dist = self.dist(self.obs)
+            self.actions = dist.sample()
+            self.old_logp = dist.log_prob(self.actions)
+            self.values = self.critic(self.obs).squeeze(-1)
+            self.returns = self.rewards + 0.99 * self.critic(self.next_obs).squeeze(-1)
+            self.adv = self.returns - self.values
+
+    def dist(self, obs):
+        return torch.distributions.Categorical(logits=self.actor(obs))
+
+    def audit(self):
+        return audit(actor=self.actor, critic=self.critic, optimizers=[self.opt])
+
+    def ppo_loss(self, new_logp, adv, value, returns):
+        ratio = (new_logp - self.old_logp).exp()
+        pg = -torch.min(ratio * adv, ratio.clamp(0.8, 1.2) * adv).mean()
+        return pg + 0.5 * ((value - returns) ** 2).mean()
+
+    def step(self, loss, **backward_kwargs):
+        self.opt.zero_grad()
+        loss.backward(**backward_kwargs)
+        self.opt.step()
+
+    def correct_update(self, epochs=2):
+        for _ in range(epochs):
+            new_logp = self.dist(self.obs).log_prob(self.actions)
+            value = self.critic(self.obs).squeeze(-1)
+            self.step(self.ppo_loss(new_logp, self.adv, value, self.returns))
+
+
+def items(a):
+    return [f.item for f in a.findings]
+
+
+def test_fixed_update_is_clean():
+    p = Problem()
+    with p.audit() as a:
+        p.correct_update()
+    assert a.ok, a.report()
+    assert "no findings" in a.report()
+
+
+# 1. rollout data with a graph, reused in a later loss
+def test_rollout_logprobs_with_graph_reused_under_retain_graph():
+    p = Problem()
+    with p.audit() as a:
+        old_logp = p.dist(p.obs).log_prob(p.actions)  # recorded with gradients on: the bug
+        p.opt.zero_grad()
+        for _ in range(2):  # two losses on the same rollout before the step
+            new_logp = p.dist(p.obs).log_prob(p.actions)
+            value = p.critic(p.obs).squeeze(-1)
+            p.ppo_loss(new_logp, p.adv, value, p.returns)
+            loss = -((new_logp - old_logp).exp() * p.adv).mean() + ((value - p.returns) ** 2).mean()
+            loss.backward(retain_graph=True)
+        p.opt.step()
+    assert items(a)[0] == 1, a.report()
+    assert "actor forward #1" in a.findings[0].culprit and "test_doctor.py" in a.findings[0].culprit
+    # and its consequence: gradient through new - old cancels, the policy gets an all-zero gradient
+    assert items(a)[1:] == [4] and "all-zero gradient: actor.0.weight" in a.findings[1].culprit
+
+
+# 2. critic outputs in the actor loss; a value target that is not detached
+def test_advantage_not_detached_puts_actor_loss_gradient_on_critic():
+    p = Problem()
+    with p.audit() as a:
+        new_logp = p.dist(p.obs).log_prob(p.actions)
+        value = p.critic(p.obs).squeeze(-1)
+        adv = p.returns - value  # the bug: no .detach()
+        p.step(p.ppo_loss(new_logp, adv, value, p.returns))
+    assert items(a) == [2], a.report()
+    assert "critic.0.weight" in a.findings[0].culprit and "Mul" in a.findings[0].culprit
+
+
+def test_value_target_with_gradient():
+    p = Problem()
+    with p.audit() as a:
+        new_logp = p.dist(p.obs).log_prob(p.actions)
+        value = p.critic(p.obs).squeeze(-1)
+        target = p.rewards + 0.99 * p.critic(p.next_obs).squeeze(-1)  # the bug: target not detached
+        p.step(p.ppo_loss(new_logp, p.adv, value, target))
+    assert items(a) == [2], a.report()
+    assert "value target" in a.findings[0].title
+
+
+# 3. backward through a freed graph; an optimizer step between forward and backward
+def test_second_backward_names_the_backward_that_freed_the_graph():
+    p = Problem()
+    with pytest.raises(DoctorError, match=r"(?s)second time.*reuses graph freed by backward #1.*retain_graph=True is"):
+        with p.audit() as a:
+            values = p.critic(p.obs).squeeze(-1)  # critic output computed once, with graph
+            for _ in range(2):
+                new_logp = p.dist(p.obs).log_prob(p.actions)
+                p.step(p.ppo_loss(new_logp, (p.returns - values).detach(), values, p.returns))
+    assert items(a) == [3]
+    assert "critic forward #1" in a.findings[0].culprit
+
+
+def test_inplace_error_names_the_optimizer_step_and_parameter():
+    p = Problem()
+    with pytest.raises(DoctorError, match=r"(?s)inplace operation.*critic\.2\.weight \[1, 16\].*optimizer step #1"):
+        with p.audit() as a:
+            values = p.critic(p.obs).squeeze(-1)  # computed once, before the loop
+            for _ in range(2):
+                new_logp = p.dist(p.obs).log_prob(p.actions)
+                loss = p.ppo_loss(new_logp, p.adv, values, p.returns)
+                p.step(loss, retain_graph=True)  # "fixing" the second-backward error with retain_graph
+    assert items(a) == [1, 3], a.report()
+
+
+def test_explain_without_audit():
+    p = Problem()
+    values = p.critic(p.obs).squeeze(-1)
+    ((values - p.returns) ** 2).mean().backward()
+    with pytest.raises(RuntimeError) as info:
+        ((values - p.returns) ** 2).mean().backward()
+    explanation = explain(info.value)
+    assert explanation.item == 3 and "torch.no_grad()" in explanation.fix and "retain_graph" in explanation.fix
+    assert explain(RuntimeError("something else")).item is None
+
+
+# 4. parameters that should learn but get no gradient
+def test_graph_cut_by_item_leaves_actor_without_gradient():
+    p = Problem()
+    with p.audit() as a:
+        new_logp = torch.tensor(p.dist(p.obs).log_prob(p.actions).mean().item())  # the bug: .item()
+        value = p.critic(p.obs).squeeze(-1)
+        p.step(-(new_logp * p.adv.mean()) + ((value - p.returns) ** 2).mean())
+    assert items(a) == [4], a.report()
+    assert "actor.0.weight" in a.findings[0].culprit and "no gradient" in a.findings[0].culprit
+
+
+def test_stored_log_probs_used_as_new_ones():
+    p = Problem()
+    with p.audit() as a:
+        value = p.critic(p.obs).squeeze(-1)
+        p.step(p.ppo_loss(p.old_logp, p.adv, value, p.returns))  # the bug: no recomputed log-prob
+    assert items(a) == [4], a.report()
+
+
+# 5. non-finite losses, exploding gradients
+def test_nan_loss_from_std_of_one_element():
+    p = Problem()
+    with p.audit() as a:
+        new_logp = p.dist(p.obs[:1]).log_prob(p.actions[:1])
+        adv = (p.adv[:1] - p.adv[:1].mean()) / p.adv[:1].std()  # std of one element is NaN
+        p.step(-(new_logp * adv).mean())
+    assert 5 in items(a), a.report()
+    assert any("non-finite" in f.title for f in a.findings)
+
+
+def test_exploding_gradient_norm():
+    p = Problem()
+    with p.audit() as a:
+        new_logp = p.dist(p.obs).log_prob(p.actions)
+        value = p.critic(p.obs).squeeze(-1)
+        p.step(1e6 * p.ppo_loss(new_logp, p.adv, value, p.returns))
+    assert items(a) == [5], a.report()
+    assert "exploding" in a.findings[0].title
+
+
+# 6. PPO ratio not 1 on the first minibatch
+def test_old_log_probs_from_a_stale_copy():
+    p = Problem()
+    stale = copy.deepcopy(p.actor)
+    with torch.no_grad():
+        for param in stale.parameters():
+            param.add_(0.3 * torch.randn_like(param))
+        p.old_logp = torch.distributions.Categorical(logits=stale(p.obs)).log_prob(p.actions)
+    with p.audit() as a:
+        new_logp = p.dist(p.obs).log_prob(p.actions)
+        a.check_ratio(new_logp - p.old_logp)
+        value = p.critic(p.obs).squeeze(-1)
+        p.step(p.ppo_loss(new_logp, p.adv, value, p.returns))
+    assert items(a) == [6], a.report()
+
+
+def test_ratio_of_the_current_policy_is_clean():
+    p = Problem()
+    with p.audit() as a:
+        a.check_ratio(p.dist(p.obs).log_prob(p.actions) - p.old_logp)
+        p.correct_update()
+    assert a.ok, a.report()
+
+
+def test_audit_restores_autograd():
+    original = torch.autograd.backward
+    p = Problem()
+    with p.audit():
+        assert torch.autograd.backward is not original
+    assert torch.autograd.backward is original
