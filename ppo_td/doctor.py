@@ -67,6 +67,7 @@ class Audit:
     _steps: int = 0
     _step_versions: dict[int, tuple[int, int]] = field(default_factory=dict)  # param id -> (version, step)
     _ratio_checked: bool = False
+    _nonzero_steps: dict[int, list] = field(default_factory=dict)  # param id -> [param, steps with grad != 0]
 
     @property
     def ok(self) -> bool:
@@ -250,14 +251,11 @@ def _pre_step(a: Audit, optimizer: torch.optim.Optimizer) -> None:
     a._steps += 1
     params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
     missing = [a._named(p) for p in params if p.grad is None]
-    zero = [a._named(p) for p in params if p.grad is not None and not torch.any(p.grad)]
-    if missing or zero:
-        culprit = "; ".join(filter(None, [f"no gradient: {', '.join(missing[:4])}" if missing else "",
-                                          f"all-zero gradient: {', '.join(zero[:4])}" if zero else ""]))
-        a._add(4, f"parameters that should learn got no gradient before optimizer step #{a._steps}", culprit,
-               "the loss graph is cut before these parameters: .item(), .numpy(), argmax, a stray .detach(), "
-               "or actions sampled without keeping log_prob. Recompute dist.log_prob(action) from the current "
-               "network inside the loss; call zero_grad() before backward(), not between backward() and step()")
+    if missing:
+        _no_gradient(a, f"no gradient before optimizer step #{a._steps}: {', '.join(missing[:4])}")
+    for p in params:  # all-zero is judged over the whole audit: one clipped minibatch may be all-zero
+        a._nonzero_steps.setdefault(id(p), [p, 0])
+        a._nonzero_steps[id(p)][1] += int(p.grad is not None and bool(torch.any(p.grad)))
     grads = [p.grad for p in params if p.grad is not None]
     if grads:
         norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
@@ -271,6 +269,19 @@ def _pre_step(a: Audit, optimizer: torch.optim.Optimizer) -> None:
                    "clip with torch.nn.utils.clip_grad_norm_(params, 0.5), normalize advantages and "
                    "observations, lower the learning rate")
     a._step_versions.update({id(p): (p._version, a._steps) for p in params})
+
+
+def _no_gradient(a: Audit, culprit: str) -> None:
+    a._add(4, "parameters that should learn got no gradient", culprit,
+           "the loss graph is cut before these parameters: .item(), .numpy(), argmax, a stray .detach(), "
+           "or actions sampled without keeping log_prob. Recompute dist.log_prob(action) from the current "
+           "network inside the loss; call zero_grad() before backward(), not between backward() and step()")
+
+
+def _finish(a: Audit) -> None:
+    zero = [a._named(p) for p, nonzero in a._nonzero_steps.values() if nonzero == 0 and p.grad is not None]
+    if zero:
+        _no_gradient(a, f"all-zero gradient at every one of {a._steps} optimizer step(s): {', '.join(zero[:4])}")
 
 
 def _forward_hook(a: Audit, name: str):
@@ -320,6 +331,7 @@ def audit(actor: nn.Module | None = None, critic: nn.Module | None = None,
         torch.autograd.backward = original
         for h in handles:
             h.remove()
+        _finish(a)
 
 
 def _diagnose(a: Audit, err: RuntimeError, record: _Backward | None) -> DoctorError:

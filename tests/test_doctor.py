@@ -81,7 +81,8 @@ def test_rollout_logprobs_with_graph_reused_under_retain_graph():
     assert items(a)[0] == 1, a.report()
     assert "actor forward #1" in a.findings[0].culprit and "test_doctor.py" in a.findings[0].culprit
     # and its consequence: gradient through new - old cancels, the policy gets an all-zero gradient
-    assert items(a)[1:] == [4] and "all-zero gradient: actor.0.weight" in a.findings[1].culprit
+    assert items(a)[1:] == [4] and "all-zero gradient at every one of 1 optimizer step(s): actor.0.weight" in (
+        a.findings[1].culprit)
 
 
 # 2. critic outputs in the actor loss; a value target that is not detached
