@@ -151,8 +151,12 @@ def _doctor(args: list[str]) -> int:
 
 
 def _load(spec: str):
-    """Import ``module:function``; clear errors for a malformed spec or a missing name."""
+    """Import ``module:function`` (the working directory is searched first, as with ``python -m``)."""
     import importlib
+    import os
+
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
 
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:

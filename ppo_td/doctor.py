@@ -227,7 +227,8 @@ def _check_mixing(a: Audit, nodes, children, roles, actor, critic) -> None:
             continue
         kid_roles = [roles.get(id(k), set()) for k in kids]
         name = type(node).__name__
-        if name.startswith(_DISTANCE_NODES) and sum("critic" in r for r in kid_roles) >= 2:
+        if (name.startswith(_DISTANCE_NODES) and sum("critic" in r for r in kid_roles) >= 2
+                and not _derived(kids[0], kids[1])):
             a._add(2, "the value target carries gradient into the critic",
                    f"{name}: both the prediction and the target depend on critic parameters "
                    f"({_some(critic)})",
@@ -240,6 +241,13 @@ def _check_mixing(a: Audit, nodes, children, roles, actor, critic) -> None:
                    f"{name} multiplies a policy term with a term that depends on {_some(critic)}",
                    "detach the advantage (advantages = (returns - values).detach(), or compute GAE under "
                    "torch.no_grad()) before it weights the log-prob ratio")
+
+
+def _derived(a: object, b: object) -> bool:
+    """True if one node lies below the other (``x - x.mean()``), i.e. not two independent critic outputs."""
+    below_a, _ = _graph(a)
+    below_b, _ = _graph(b)
+    return id(b) in below_a or id(a) in below_b
 
 
 def _some(params: dict[int, str]) -> str:
