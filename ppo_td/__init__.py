@@ -1,5 +1,6 @@
 """ppo_td: Proximal Policy Optimization from TorchRL and TensorDict parts."""
 
+from ppo_td import doctor
 from ppo_td.config import EnvConfig, LossConfig, ModelConfig, OptimConfig, TrainConfig
 from ppo_td.presets import PRESETS, get_preset
 from ppo_td.trainer import TrainResult, train
@@ -12,6 +13,7 @@ __all__ = [
     "OptimConfig",
     "TrainConfig",
     "TrainResult",
+    "doctor",
     "get_preset",
     "train",
 ]

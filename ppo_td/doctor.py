@@ -317,6 +317,7 @@ def audit(actor: nn.Module | None = None, critic: nn.Module | None = None,
 
     A ``RuntimeError`` from ``backward()`` is re-raised as :class:`DoctorError` (a
     ``RuntimeError``) naming the earlier backward or optimizer step that caused it.
+    The audit keeps every audited graph alive until it ends: wrap a few updates, not a run.
     """
     a = Audit(actor, critic, list(optimizers), explode_threshold)
     handles = [opt.register_step_pre_hook(lambda opt, *_: _pre_step(a, opt)) for opt in a.optimizers]
