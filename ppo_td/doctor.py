@@ -65,7 +65,7 @@ class Audit:
     _backwards: list[_Backward] = field(default_factory=list)
     _outputs: dict[int, tuple[object, str]] = field(default_factory=dict)
     _steps: int = 0
-    _step_versions: dict[int, tuple[int, int]] = field(default_factory=dict)  # param id -> (version, step)
+    _stepped_at: dict[int, int] = field(default_factory=dict)  # param id -> last optimizer step that changed it
     _ratio_checked: bool = False
     _nonzero_steps: dict[int, list] = field(default_factory=dict)  # param id -> [param, steps with grad != 0]
 
@@ -178,8 +178,9 @@ def _caller() -> str:
 
 
 def _on_backward(a: Audit, tensors, retain_graph: bool | None) -> _Backward | None:
-    roots = [t for t in (tensors if isinstance(tensors, (list, tuple)) else [tensors]) if t.grad_fn is not None]
-    for t in tensors if isinstance(tensors, (list, tuple)) else [tensors]:
+    tensors = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
+    roots = [t for t in tensors if t.grad_fn is not None]
+    for t in tensors:
         if not torch.isfinite(t.detach()).all():
             a._add(5, "non-finite loss", f"loss passed to backward #{len(a._backwards) + 1} at {_caller()}",
                    "look for log(0), division by a zero std (add eps), exp of a large log-ratio; "
@@ -194,7 +195,7 @@ def _on_backward(a: Audit, tensors, retain_graph: bool | None) -> _Backward | No
         children.update(c)
     actor, critic = a._role_params()
     roles = _reach(nodes, children, actor, critic)
-    _check_mixing(a, nodes, children, roles, actor, critic)
+    _check_mixing(a, nodes, children, roles, critic)
     record = _Backward(len(a._backwards) + 1, _caller(), nodes, bool(retain_graph))
     for earlier in a._backwards:
         shared = _shared_nodes(record, earlier)
@@ -220,7 +221,7 @@ def _describe_outputs(a: Audit, node_ids: Iterable[int]) -> str:
     return f" (outputs of {', '.join(names)})" if names else ""
 
 
-def _check_mixing(a: Audit, nodes, children, roles, actor, critic) -> None:
+def _check_mixing(a: Audit, nodes, children, roles, critic) -> None:
     for nid, node in nodes.items():
         kids = children[nid]
         if len(kids) < 2:
@@ -276,7 +277,7 @@ def _pre_step(a: Audit, optimizer: torch.optim.Optimizer) -> None:
             a._add(5, "exploding gradient norm", f"global grad norm {norm:.3g} before optimizer step #{a._steps}",
                    "clip with torch.nn.utils.clip_grad_norm_(params, 0.5), normalize advantages and "
                    "observations, lower the learning rate")
-    a._step_versions.update({id(p): (p._version, a._steps) for p in params})
+    a._stepped_at.update({id(p): a._steps for p in params})
 
 
 def _no_gradient(a: Audit, culprit: str) -> None:
@@ -357,8 +358,7 @@ def _diagnose(a: Audit, err: RuntimeError, record: _Backward | None) -> DoctorEr
         shape, version = parse_inplace_error(text)
         # the saved tensor may be the parameter or its transpose (Linear saves weight.t())
         params = [p for p in a._params() if shape is not None and shape in (list(p.shape), list(p.shape)[::-1])]
-        stepped = [(f"{a._named(p)} {list(p.shape)}", a._step_versions[id(p)][1])
-                   for p in params if id(p) in a._step_versions]
+        stepped = [(f"{a._named(p)} {list(p.shape)}", a._stepped_at[id(p)]) for p in params if id(p) in a._stepped_at]
         if stepped:
             culprit = (f"{where}: {stepped[0][0]} was changed in place by optimizer step #{stepped[0][1]} "
                        "after the forward this loss uses")
