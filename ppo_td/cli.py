@@ -93,13 +93,15 @@ def run_training(config: TrainConfig, preset: str, run_dir: str | None, tensorbo
     finally:
         bar.close()
         logger.close()
-    seconds = time.perf_counter() - started
+    total_seconds = time.perf_counter() - started
     last = result.history[-1]
     save_checkpoint(out / "checkpoint.pt", result.pipeline, frames=last["frames"], iteration=last["iteration"])
     plot_learning_curve(result.episodes, out / "learning_curve.png", f"{config.env.env_id} ({preset})")
-    summary = {"train_seconds": seconds, "frames": last["frames"], "eval_returns": result.eval_returns}
+    summary = {"train_seconds": last["time"], "train_and_eval_seconds": total_seconds, "frames": last["frames"],
+               "eval_returns": result.eval_returns}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"trained {last['frames']} frames in {seconds:.1f} s ({last['frames'] / seconds:.0f} frames/s)")
+    print(f"trained {last['frames']} frames in {last['time']:.1f} s ({last['sps']:.0f} frames/s); "
+          f"with set-up and evaluation {total_seconds:.1f} s")
     if result.eval_returns:
         print(_format_returns(result.eval_returns))
     print(f"run folder: {out}")

@@ -117,9 +117,10 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
             record["grad_norm"] = grad_norm
             records.append(record)
         epochs += 1
-        epoch_kl = torch.stack([r["kl_k3"] for r in records[-opt.num_minibatches:]]).mean()
-        if opt.target_kl is not None and epoch_kl > opt.target_kl:
-            break
+        if opt.target_kl is not None:
+            epoch_kl = torch.stack([r["kl_k3"] for r in records[-opt.num_minibatches:]]).mean()
+            if epoch_kl > opt.target_kl:
+                break
     out = {name: float(torch.stack([r[name] for r in records]).float().mean()) for name in records[0]}
     out["epochs"] = epochs
     return out
