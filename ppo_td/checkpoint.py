@@ -17,7 +17,8 @@ from torchrl.envs import EnvBase
 from ppo_td.config import TrainConfig, from_dict, to_dict
 from ppo_td.envs import env_signature, make_env
 from ppo_td.models import make_actor_critic
-from ppo_td.pipeline import Pipeline
+from ppo_td.pipeline import Pipeline, build_pipeline, make_collector
+from ppo_td.snapshot import capture, restore_snapshot
 
 FORMAT = "ppo_td.checkpoint"
 VERSION = 1
@@ -28,7 +29,8 @@ def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int,
 
     A crash mid-write leaves any previous file at ``path`` untouched. Holds the
     config, the env signature, actor/critic/optimizer/scheduler state, the env's
-    transform state (normalization statistics) and the frame/iteration counters.
+    transform state (normalization statistics), the frame/iteration counters and
+    the RNG/simulator/collector snapshot that makes a resume exact (:mod:`ppo_td.snapshot`).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -44,6 +46,7 @@ def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int,
         "env_state": pipeline.env.state_dict(),
         "frames": frames,
         "iteration": iteration,
+        "snapshot": capture(pipeline),
     }
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -96,13 +99,14 @@ def check_compatible(state: dict[str, Any], env: EnvBase) -> None:
 
 
 def restore(pipeline: Pipeline, state: dict[str, Any]) -> None:
-    """Load a checkpoint's weights, optimizer, schedule and env state into a built pipeline."""
+    """Load a checkpoint's weights, optimizer, schedule, env state and snapshot into a built pipeline."""
     check_compatible(state, pipeline.env)
     pipeline.actor.load_state_dict(state["actor"])
     pipeline.critic.load_state_dict(state["critic"])
     pipeline.optimizer.load_state_dict(state["optimizer"])
     pipeline.scheduler.load_state_dict(state["scheduler"])
     pipeline.env.load_state_dict(state["env_state"])
+    restore_snapshot(pipeline, state["snapshot"])
 
 
 def load_actor(path: str | os.PathLike) -> tuple[TrainConfig, TensorDictModule]:
@@ -117,3 +121,58 @@ def load_actor(path: str | os.PathLike) -> tuple[TrainConfig, TensorDictModule]:
         env.close()
     actor.load_state_dict(state["actor"])
     return config, actor
+
+
+def resume_pipeline(path: str | os.PathLike) -> tuple[Pipeline, int, int]:
+    """Rebuild a run's pipeline from its checkpoint, ready to continue: ``(pipeline, frames, iteration)``.
+
+    Pass the result to :func:`ppo_td.trainer.run` with ``frames`` and ``iteration``.
+    """
+    state = load_checkpoint(path)
+    config = checkpoint_config(state)
+    env = make_env(config.env, seed=config.seed)
+    check_compatible(state, env)
+    actor, critic = make_actor_critic(env, config.model)
+    collector = make_collector(env, actor, config, done_frames=state["frames"])
+    pipeline = build_pipeline(config, env=env, actor=actor, critic=critic, collector=collector)
+    restore(pipeline, state)
+    return pipeline, state["frames"], state["iteration"]
+
+
+class Checkpointer:
+    """Training callback: checkpoint every ``every`` iterations, keep the last ``keep``, stop on request.
+
+    Writes ``<run_dir>/checkpoints/iter_NNNNNN.pt`` and points ``<run_dir>/checkpoint.pt``
+    at the newest (a hard link swapped in atomically). After :meth:`request_stop`
+    (e.g. from a SIGINT handler) the next iteration end writes a checkpoint and
+    raises :class:`~ppo_td.trainer.StopTraining`.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, every: int, keep: int) -> None:
+        if every < 0 or keep < 1:
+            raise ValueError(f"checkpoint every={every} must be >= 0 (0: only at the end) and keep={keep} >= 1")
+        self.run_dir, self.every, self.keep = Path(run_dir), every, keep
+        self.stop_requested = False
+
+    def request_stop(self) -> None:
+        self.stop_requested = True
+
+    def __call__(self, metrics: dict[str, Any], pipeline: Pipeline) -> None:
+        from ppo_td.trainer import StopTraining
+
+        due = self.every and metrics["iteration"] % self.every == 0
+        if due or self.stop_requested:
+            self.save(pipeline, metrics["frames"], metrics["iteration"])
+        if self.stop_requested:
+            raise StopTraining
+
+    def save(self, pipeline: Pipeline, frames: int, iteration: int) -> Path:
+        folder = self.run_dir / "checkpoints"
+        path = save_checkpoint(folder / f"iter_{iteration:06d}.pt", pipeline, frames=frames, iteration=iteration)
+        link = folder / f".latest.{os.getpid()}.tmp"
+        link.unlink(missing_ok=True)
+        os.link(path, link)
+        os.replace(link, self.run_dir / "checkpoint.pt")
+        for old in sorted(folder.glob("iter_*.pt"))[: -self.keep]:
+            old.unlink()
+        return path

@@ -23,13 +23,16 @@ from ppo_td.models import make_actor_critic
 from ppo_td.objective import make_advantage, make_loss
 
 
-def make_collector(env: EnvBase, actor: TensorDictModule, config: TrainConfig) -> Collector:
-    """In-process TorchRL collector yielding ``[num_envs, steps_per_env]`` batches."""
+def make_collector(env: EnvBase, actor: TensorDictModule, config: TrainConfig, done_frames: int = 0) -> Collector:
+    """In-process TorchRL collector yielding ``[num_envs, steps_per_env]`` batches.
+
+    ``done_frames`` (a resumed run's frame count) shortens the budget accordingly.
+    """
     return Collector(
         env,
         actor,
         frames_per_batch=config.frames_per_batch,
-        total_frames=config.num_iterations * config.frames_per_batch,
+        total_frames=config.num_iterations * config.frames_per_batch - done_frames,
         auto_register_policy_transforms=False,  # our actor is stateless: it needs no InitTracker
     )
 

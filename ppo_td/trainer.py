@@ -32,6 +32,14 @@ _LOSS_METRICS = {
 }
 
 
+class StopTraining(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by a callback to end training cleanly after the current iteration."""
+
+
+class NonFiniteError(RuntimeError):
+    """A loss or gradient became NaN/inf; the update stopped before applying it."""
+
+
 @dataclass
 class TrainResult:
     """What :func:`train` returns: the trained modules, the metric history and every episode."""
@@ -42,6 +50,8 @@ class TrainResult:
     history: list[dict[str, Any]] = field(default_factory=list)
     episodes: list[dict[str, float]] = field(default_factory=list)
     eval_returns: list[float] = field(default_factory=list)
+    stopped: bool = False
+    """True when a callback ended training early (:class:`StopTraining`); no evaluation is run then."""
 
 
 def train(config: TrainConfig, *, callbacks: Sequence[Callback] = (), **parts: Any) -> TrainResult:
@@ -70,26 +80,35 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
     p, cfg = pipeline, pipeline.config
     result = TrainResult(actor=p.actor, critic=p.critic, pipeline=p)
     start = last = time.perf_counter()
-    for batch in p.collector:
-        collected = time.perf_counter()
-        iteration += 1
-        frames += batch.numel()
-        with torch.no_grad():
-            p.advantage(batch)  # on [env, time], before flattening
-        metrics: dict[str, Any] = {"iteration": iteration, "frames": frames, "lr": p.optimizer.param_groups[0]["lr"]}
-        metrics.update(_episode_stats(batch, frames, result.episodes))
-        metrics["explained_variance"] = explained_variance(batch)
-        metrics.update(update(p, batch))
-        p.scheduler.step()
-        now = time.perf_counter()
-        metrics.update(time=now - start, sps=frames / (now - start),
-                       collect_sps=batch.numel() / (collected - last), update_seconds=now - collected)
-        result.history.append(metrics)
-        for callback in callbacks:
-            callback(metrics, p)
-        last = time.perf_counter()
-    p.collector.shutdown()
-    if cfg.eval_episodes:
+    start_frames = frames
+    try:
+        for batch in p.collector:
+            collected = time.perf_counter()
+            iteration += 1
+            frames += batch.numel()
+            with torch.no_grad():
+                p.advantage(batch)  # on [env, time], before flattening
+            metrics: dict[str, Any] = {"iteration": iteration, "frames": frames,
+                                       "lr": p.optimizer.param_groups[0]["lr"]}
+            metrics.update(_episode_stats(batch, frames, result.episodes))
+            metrics["explained_variance"] = explained_variance(batch)
+            try:
+                metrics.update(update(p, batch))
+            except NonFiniteError as err:
+                raise NonFiniteError(f"iteration {iteration} ({frames} frames): {err}") from err
+            p.scheduler.step()
+            now = time.perf_counter()
+            metrics.update(time=now - start, sps=(frames - start_frames) / (now - start),
+                           collect_sps=batch.numel() / (collected - last), update_seconds=now - collected)
+            result.history.append(metrics)
+            for callback in callbacks:
+                callback(metrics, p)
+            last = time.perf_counter()
+    except StopTraining:
+        result.stopped = True
+    finally:
+        p.collector.shutdown()
+    if cfg.eval_episodes and not result.stopped:
         result.eval_returns = evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000)
     return result
 
@@ -110,8 +129,15 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
         for _ in range(opt.num_minibatches):
             losses = p.loss(p.buffer.sample())
             p.optimizer.zero_grad(set_to_none=True)
-            total_loss(losses).backward()
+            loss = total_loss(losses)
+            if not torch.isfinite(loss):
+                raise NonFiniteError(f"non-finite loss in epoch {epochs + 1}: "
+                                     f"{ {k: float(v) for k, v in losses.items() if k.startswith('loss_')} }")
+            loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(params, opt.max_grad_norm)
+            if not torch.isfinite(grad_norm):
+                raise NonFiniteError(f"non-finite gradient norm {float(grad_norm)} in epoch {epochs + 1}; "
+                                     "the optimizer step was not taken")
             p.optimizer.step()
             record = {name: losses[key].detach() for key, name in _LOSS_METRICS.items() if key in losses.keys()}
             record["grad_norm"] = grad_norm
