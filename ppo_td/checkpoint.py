@@ -130,6 +130,9 @@ def resume_pipeline(path: str | os.PathLike) -> tuple[Pipeline, int, int]:
     """
     state = load_checkpoint(path)
     config = checkpoint_config(state)
+    budget = config.num_iterations * config.frames_per_batch
+    if state["frames"] >= budget:
+        raise ValueError(f"{path} is at {state['frames']} of {budget} frames: the run is complete, nothing to resume")
     env = make_env(config.env, seed=config.seed)
     check_compatible(state, env)
     actor, critic = make_actor_critic(env, config.model)

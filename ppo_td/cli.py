@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
+import signal
 import statistics
 import sys
 import time
@@ -53,13 +55,19 @@ def main(argv: list[str] | None = None) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class TrainCommand:
-    """Train PPO and write a run folder (config, metrics CSV, learning curve, checkpoint)."""
+    """Train PPO and write a run folder (config, metrics CSV, learning curve, checkpoints)."""
 
     config: Annotated[TrainConfig, tyro.conf.arg(name="")]
     preset: str = DEFAULT_PRESET
     """Named preset to start from (cartpole, cleanrl); the other flags override its fields."""
     run_dir: str | None = None
     """Run folder to write; default runs/<env>-<preset>-seed<seed>-<time>."""
+    resume: str | None = None
+    """Run folder to continue from its checkpoint.pt (config, weights, RNG and counters come from it)."""
+    checkpoint_every: int = 10
+    """Write a checkpoint every N iterations (0: only at the end and on interruption)."""
+    keep_checkpoints: int = 3
+    """How many periodic checkpoints to keep in <run_dir>/checkpoints."""
     tensorboard: bool = False
     """Also write TensorBoard events to <run_dir>/tensorboard."""
     progress: bool = True
@@ -72,35 +80,77 @@ def _train(args: list[str]) -> int:
     preset_name = pre.parse_known_args(args)[0].preset
     default = TrainCommand(config=get_preset(preset_name), preset=preset_name)
     cmd = tyro.cli(TrainCommand, default=default, args=args, prog="ppo-td train")
-    return run_training(cmd.config, cmd.preset, cmd.run_dir, cmd.tensorboard, cmd.progress)
+    if cmd.resume and (cmd.config != default.config or cmd.run_dir):
+        raise ValueError("--resume continues a run with the config stored in its checkpoint and writes to the "
+                         "same folder: drop the config flags and --run-dir")
+    return run_training(cmd)
 
 
-def run_training(config: TrainConfig, preset: str, run_dir: str | None, tensorboard: bool, progress: bool) -> int:
-    """Train ``config``, write the run folder, print the evaluation."""
-    from ppo_td.checkpoint import save_checkpoint
-    from ppo_td.runlog import ProgressBar, RunLogger, plot_learning_curve
-    from ppo_td.trainer import train
+@contextlib.contextmanager
+def _stop_on_signals(checkpointer):
+    """First SIGINT/SIGTERM: checkpoint and stop after the current iteration. A second SIGINT aborts."""
+    received: list[int] = []
 
-    if run_dir is None:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        run_dir = f"runs/{config.env.env_id}-{preset}-seed{config.seed}-{stamp}"
-    out = Path(run_dir)
-    logger = RunLogger(out, config, tensorboard=tensorboard)
-    bar = ProgressBar(config.num_iterations * config.frames_per_batch, disable=not progress)
-    started = time.perf_counter()
+    def handler(signum, frame):
+        if received and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        received.append(signum)
+        checkpointer.request_stop()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = train(config, callbacks=[logger, bar])
+        yield received
     finally:
-        bar.close()
-        logger.close()
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run_training(cmd: TrainCommand) -> int:
+    """Train (or resume) as ``cmd`` says, write the run folder, print the evaluation; returns the exit code."""
+    from ppo_td.checkpoint import Checkpointer, resume_pipeline
+    from ppo_td.pipeline import build_pipeline
+    from ppo_td.runlog import ProgressBar, RunLogger, plot_learning_curve, read_episodes
+    from ppo_td.trainer import NonFiniteError, run
+
+    started = time.perf_counter()
+    if cmd.resume:
+        out = Path(cmd.resume)
+        pipeline, frames, iteration = resume_pipeline(out / "checkpoint.pt")
+        logger = RunLogger(out, pipeline.config, tensorboard=cmd.tensorboard, resume_iteration=iteration)
+        print(f"resuming {out} at iteration {iteration} ({frames} frames)")
+    else:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        c = cmd.config
+        out = Path(cmd.run_dir or f"runs/{c.env.env_id}-{cmd.preset}-seed{c.seed}-{stamp}")
+        pipeline, frames, iteration = build_pipeline(c), 0, 0
+        logger = RunLogger(out, c, tensorboard=cmd.tensorboard)
+    config = pipeline.config
+    checkpointer = Checkpointer(out, cmd.checkpoint_every, cmd.keep_checkpoints)
+    bar = ProgressBar(config.num_iterations * config.frames_per_batch, initial=frames, disable=not cmd.progress)
+    with _stop_on_signals(checkpointer) as received:
+        try:
+            result = run(pipeline, callbacks=[logger, bar, checkpointer], frames=frames, iteration=iteration)
+        except NonFiniteError as err:
+            kept = out / "checkpoint.pt"
+            print(f"ppo-td train: error: {err}\nlast good checkpoint: "
+                  f"{kept if kept.exists() else 'none (use --checkpoint-every)'}", file=sys.stderr)
+            return 1
+        finally:
+            bar.close()
+            logger.close()
+    last = result.history[-1] if result.history else {"frames": frames, "iteration": iteration, "time": 0.0}
+    if result.stopped:
+        print(f"stopped by signal {received[0]} after iteration {last['iteration']}; "
+              f"checkpoint: {out / 'checkpoint.pt'}\ncontinue with: ppo-td train --resume {out}")
+        return 128 + received[0]
+    checkpointer.save(pipeline, last["frames"], last["iteration"])
+    plot_learning_curve(read_episodes(out), out / "learning_curve.png", f"{config.env.env_id}")
     total_seconds = time.perf_counter() - started
-    last = result.history[-1]
-    save_checkpoint(out / "checkpoint.pt", result.pipeline, frames=last["frames"], iteration=last["iteration"])
-    plot_learning_curve(result.episodes, out / "learning_curve.png", f"{config.env.env_id} ({preset})")
     summary = {"train_seconds": last["time"], "train_and_eval_seconds": total_seconds, "frames": last["frames"],
                "eval_returns": result.eval_returns}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"trained {last['frames']} frames in {last['time']:.1f} s ({last['sps']:.0f} frames/s); "
+    sps = (last["frames"] - frames) / last["time"] if last["time"] else 0.0
+    print(f"trained {last['frames'] - frames} frames in {last['time']:.1f} s ({sps:.0f} frames/s); "
           f"with set-up and evaluation {total_seconds:.1f} s")
     if result.eval_returns:
         print(_format_returns(result.eval_returns))

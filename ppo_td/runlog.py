@@ -19,21 +19,28 @@ METRIC_COLUMNS = [
 ]  # fmt: skip
 
 
+EPISODE_COLUMNS = ["iteration", "frames", "return", "length"]
+
+
 class RunLogger:
-    """Training callback that writes ``config.json`` and ``metrics.csv`` (and TensorBoard events).
+    """Training callback that writes ``config.json``, ``metrics.csv``, ``episodes.csv`` (and TensorBoard events).
+
+    With ``resume_iteration`` it continues an existing run folder: rows after that
+    iteration (written after the checkpoint being resumed) are dropped, new rows appended.
 
     Example:
         >>> logger = RunLogger("runs/demo", config)
         >>> train(config, callbacks=[logger])
     """
 
-    def __init__(self, run_dir: str | Path, config: TrainConfig, tensorboard: bool = False) -> None:
+    def __init__(self, run_dir: str | Path, config: TrainConfig, tensorboard: bool = False,
+                 resume_iteration: int | None = None) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.json").write_text(json.dumps(to_dict(config), indent=2) + "\n")
-        self._csv_file = open(self.run_dir / "metrics.csv", "w", newline="")  # noqa: SIM115 - closed in close()
-        self._csv = csv.DictWriter(self._csv_file, fieldnames=METRIC_COLUMNS, extrasaction="ignore")
-        self._csv.writeheader()
+        if resume_iteration is None:
+            (self.run_dir / "config.json").write_text(json.dumps(to_dict(config), indent=2) + "\n")
+        self._metrics = _CsvTable(self.run_dir / "metrics.csv", METRIC_COLUMNS, resume_iteration)
+        self._episodes = _CsvTable(self.run_dir / "episodes.csv", EPISODE_COLUMNS, resume_iteration)
         self._tb = None
         if tensorboard:
             from torchrl.record.loggers.tensorboard import TensorboardLogger
@@ -41,24 +48,52 @@ class RunLogger:
             self._tb = TensorboardLogger(exp_name="tensorboard", log_dir=str(self.run_dir))
 
     def __call__(self, metrics: dict[str, Any], pipeline: Pipeline) -> None:
-        self._csv.writerow(metrics)
-        self._csv_file.flush()
+        self._metrics.write([metrics])
+        self._episodes.write(metrics.get("ended_episodes", []))
         if self._tb is not None:
             for name, value in metrics.items():
-                if name not in ("iteration", "frames") and not math.isnan(float(value)):
+                if name not in ("iteration", "frames") and isinstance(value, (int, float)) and not math.isnan(value):
                     self._tb.log_scalar(name, float(value), step=int(metrics["frames"]))
 
     def close(self) -> None:
-        self._csv_file.close()
+        self._metrics.close()
+        self._episodes.close()
+
+
+class _CsvTable:
+    """An append-only CSV file keyed by iteration, flushed after every write."""
+
+    def __init__(self, path: Path, columns: list[str], keep_through: int | None) -> None:
+        kept = []
+        if keep_through is not None and path.exists():
+            with path.open(newline="") as f:
+                kept = [row for row in csv.DictReader(f) if int(row["iteration"]) <= keep_through]
+        self._file = path.open("w", newline="")
+        self._writer = csv.DictWriter(self._file, fieldnames=columns, extrasaction="ignore")
+        self._writer.writeheader()
+        self.write(kept)
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        self._writer.writerows(rows)
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_episodes(run_dir: str | Path) -> list[dict[str, float]]:
+    """Every episode of a run folder (``episodes.csv``), for plots of resumed runs."""
+    with (Path(run_dir) / "episodes.csv").open(newline="") as f:
+        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
 
 
 class ProgressBar:
     """tqdm bar over frames showing the latest episode return and steps per second."""
 
-    def __init__(self, total_frames: int, disable: bool = False) -> None:
+    def __init__(self, total_frames: int, initial: int = 0, disable: bool = False) -> None:
         from tqdm import tqdm
 
-        self._bar = tqdm(total=total_frames, unit="frames", disable=disable, dynamic_ncols=True)
+        self._bar = tqdm(total=total_frames, initial=initial, unit="frames", disable=disable, dynamic_ncols=True)
         self._last_return = float("nan")
 
     def __call__(self, metrics: dict[str, Any], pipeline: Pipeline) -> None:

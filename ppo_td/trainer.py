@@ -90,7 +90,7 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
                 p.advantage(batch)  # on [env, time], before flattening
             metrics: dict[str, Any] = {"iteration": iteration, "frames": frames,
                                        "lr": p.optimizer.param_groups[0]["lr"]}
-            metrics.update(_episode_stats(batch, frames, result.episodes))
+            metrics.update(_episode_stats(batch, iteration, frames, result.episodes))
             metrics["explained_variance"] = explained_variance(batch)
             try:
                 metrics.update(update(p, batch))
@@ -152,19 +152,24 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     return out
 
 
-def _episode_stats(batch: TensorDictBase, frames: int, episodes: list[dict[str, float]]) -> dict[str, float]:
-    """Mean return/length of the episodes that ended in ``batch``; appends them to ``episodes``."""
+def _episode_stats(batch: TensorDictBase, iteration: int, frames: int, episodes: list[dict]) -> dict[str, Any]:
+    """Mean return/length of the episodes that ended in ``batch``; appends them to ``episodes``.
+
+    The new episodes are also returned under ``ended_episodes`` for callbacks (the run folder's episodes.csv).
+    """
     done = batch.get(keys.DONE).squeeze(-1)
     returns = batch.get(keys.EPISODE_RETURN, None)
     lengths = batch.get(keys.EPISODE_LENGTH, None)
     if returns is None or not done.any():
-        return {"episodes": 0, "episode_return": float("nan"), "episode_length": float("nan")}
+        return {"episodes": 0, "episode_return": float("nan"), "episode_length": float("nan"), "ended_episodes": []}
     ended_returns = returns[done].flatten().tolist()
     ended_lengths = lengths[done].flatten().tolist() if lengths is not None else [float("nan")] * len(ended_returns)
     pairs = zip(ended_returns, ended_lengths, strict=True)
-    episodes.extend({"frames": frames, "return": r, "length": n} for r, n in pairs)
+    ended = [{"iteration": iteration, "frames": frames, "return": r, "length": n} for r, n in pairs]
+    episodes.extend(ended)
     return {
         "episodes": len(ended_returns),
         "episode_return": sum(ended_returns) / len(ended_returns),
         "episode_length": sum(ended_lengths) / len(ended_lengths),
+        "ended_episodes": ended,
     }
