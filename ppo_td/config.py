@@ -29,6 +29,8 @@ class EnvConfig:
     """Copies of the env stepped together in one process, as one batched TorchRL env."""
     max_episode_steps: int | None = None
     """Time limit override; None keeps the limit registered with Gymnasium."""
+    check_finite: bool = True
+    """Raise on a NaN/inf observation or reward, naming env, key and step (off saves its small cost)."""
 
     def __post_init__(self) -> None:
         _check(bool(self.env_id), "env.env_id", self.env_id, "a Gymnasium id")

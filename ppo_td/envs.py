@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -12,6 +13,30 @@ from torchrl.envs import Compose, DoubleToFloat, EnvBase, GymWrapper, RewardSum,
 
 from ppo_td import keys
 from ppo_td.config import EnvConfig
+from ppo_td.transforms import FiniteCheck
+
+
+class EnvStepError(RuntimeError):
+    """An exception raised inside an environment's step, with the env id and step attached."""
+
+
+class StepErrorContext(gym.Wrapper):
+    """Re-raise an exception from ``step`` as :class:`EnvStepError` naming the env id and the step."""
+
+    def __init__(self, env: gym.Env, env_id: str) -> None:
+        super().__init__(env)
+        self.env_id = env_id
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        try:
+            return self.env.step(action)
+        except Exception as err:
+            raise EnvStepError(
+                f"env {self.env_id!r} raised {type(err).__name__} at step {self.steps} "
+                f"(action {action!r}): {err}"
+            ) from err
 
 
 def _check_env_id(env_id: str) -> None:
@@ -48,8 +73,10 @@ def make_env(config: EnvConfig, seed: int | None = None) -> TransformedEnv:
     The copies run in this process (a synchronous Gymnasium vector env without
     autoreset: TorchRL resets finished envs itself, so ``("next", "observation")``
     is the true final observation and time-limit truncation can be bootstrapped).
-    Transforms: ``StepCounter`` (episode length), ``RewardSum`` (episode return),
-    ``DoubleToFloat`` (float64 observations to float32).
+    Transforms: ``FiniteCheck`` (NaN/inf guard, unless ``check_finite=False``),
+    ``StepCounter`` (episode length), ``RewardSum`` (episode return), ``DoubleToFloat``
+    (float64 observations to float32). Each Gymnasium env is wrapped so an exception
+    in its ``step`` names the env id and step (:class:`EnvStepError`).
 
     Example:
         >>> env = make_env(EnvConfig("CartPole-v1", num_envs=4), seed=0)
@@ -65,6 +92,7 @@ def make_env(config: EnvConfig, seed: int | None = None) -> TransformedEnv:
         num_envs=config.num_envs,
         vectorization_mode="sync",
         vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
+        wrappers=[partial(StepErrorContext, env_id=config.env_id)],
         **make_kwargs,
     )
     try:
@@ -74,6 +102,8 @@ def make_env(config: EnvConfig, seed: int | None = None) -> TransformedEnv:
         raise
     base = GymWrapper(vec, categorical_action_encoding=True)
     transforms = [StepCounter(), RewardSum()]
+    if config.check_finite:
+        transforms.insert(0, FiniteCheck(config.env_id))
     if base.observation_spec[keys.OBSERVATION].dtype == torch.float64:
         transforms.append(DoubleToFloat())
     env = TransformedEnv(base, Compose(*transforms))

@@ -132,7 +132,7 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
             loss = total_loss(losses)
             if not torch.isfinite(loss):
                 raise NonFiniteError(f"non-finite loss in epoch {epochs + 1}: "
-                                     f"{ {k: float(v) for k, v in losses.items() if k.startswith('loss_')} }")
+                                     f"{ {k: float(v.detach()) for k, v in losses.items() if k.startswith('loss_')} }")
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(params, opt.max_grad_norm)
             if not torch.isfinite(grad_norm):

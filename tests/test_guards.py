@@ -1,0 +1,84 @@
+"""Guards: non-finite env output, env exceptions and non-finite losses stop training with a clear message."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from conftest import small_config
+from ppo_td.checkpoint import Checkpointer, load_checkpoint
+from ppo_td.config import EnvConfig
+from ppo_td.envs import EnvStepError, make_env
+from ppo_td.trainer import NonFiniteError, train
+from ppo_td.transforms import NonFiniteEnvError
+
+
+class Faulty(gym.Env):
+    """Observation NaN (or an exception) at a given step count; a fresh episode every 100 steps."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, bad_step=37, mode="nan"):
+        self.bad_step, self.mode, self.t = bad_step, mode, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        obs = np.zeros(3, np.float32)
+        if self.t == self.bad_step:
+            if self.mode == "raise":
+                raise ZeroDivisionError("division by zero in the physics")
+            obs[1] = np.nan
+        return obs, 1.0, False, self.t % 100 == 0, {}
+
+
+for name, mode in (("ppo_td_test/NaNAt37-v0", "nan"), ("ppo_td_test/RaiseAt37-v0", "raise")):
+    if name not in gym.registry:
+        gym.register(name, entry_point=Faulty, kwargs={"mode": mode})
+
+
+def test_nan_observation_names_env_key_and_step():
+    config = small_config(env=EnvConfig("ppo_td_test/NaNAt37-v0", num_envs=1), frames_per_batch=64,
+                          total_frames=128)
+    with pytest.raises(NonFiniteEnvError, match=r"'ppo_td_test/NaNAt37-v0'.*non-finite 'observation' at step 37"):
+        train(config)
+
+
+def test_guard_can_be_switched_off():
+    env = make_env(EnvConfig("ppo_td_test/NaNAt37-v0", num_envs=1, check_finite=False), seed=0)
+    td = env.rollout(40, break_when_any_done=False)
+    assert torch.isnan(td["next", "observation"][0, 36]).any()
+
+
+def test_exception_in_env_step_names_env_and_step():
+    config = small_config(env=EnvConfig("ppo_td_test/RaiseAt37-v0", num_envs=2), frames_per_batch=64,
+                          total_frames=128)
+    with pytest.raises(EnvStepError, match=r"'ppo_td_test/RaiseAt37-v0' raised ZeroDivisionError at step 37"):
+        train(config)
+
+
+def test_non_finite_loss_stops_with_iteration_named_and_checkpoint_kept(tmp_path, monkeypatch):
+    config = small_config(total_frames=64 * 6, eval_episodes=0)
+    checkpointer = Checkpointer(tmp_path, every=1, keep=10)
+    from ppo_td import objective
+
+    real = objective.PPOObjective.forward
+    calls = {"n": 0}
+
+    def poisoned(self, td):
+        calls["n"] += 1
+        out = real(self, td)
+        if calls["n"] > 3 * config.optim.update_epochs * config.optim.num_minibatches:  # from iteration 4 on
+            out.set("loss_objective", out["loss_objective"] * float("nan"))
+        return out
+
+    monkeypatch.setattr(objective.PPOObjective, "forward", poisoned)
+    with pytest.raises(NonFiniteError, match=r"iteration 4 \(256 frames\): non-finite loss in epoch 1"):
+        train(config, callbacks=[checkpointer])
+    state = load_checkpoint(tmp_path / "checkpoint.pt")
+    assert state["iteration"] == 3
+    assert all(torch.isfinite(v).all() for v in state["actor"].values())
