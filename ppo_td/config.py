@@ -19,6 +19,30 @@ def _check(ok: bool, name: str, value: Any, valid: str) -> None:
         raise ValueError(f"config field {name}={value!r} is invalid: it must be {valid}.")
 
 
+_SCALARS = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+
+
+def _check_types(obj: Any, section: str) -> None:
+    """TypeError for a field whose value does not match its annotation (bool is not a number here)."""
+    for f in fields(obj):
+        value, kind = getattr(obj, f.name), str(f.type)
+        name = f"{section}{f.name}"
+        if value is None and kind.endswith("| None"):
+            continue
+        base = kind.removesuffix(" | None")
+        if base in _SCALARS:
+            ok = isinstance(value, _SCALARS[base]) and (base == "bool" or not isinstance(value, bool))
+        elif base.startswith("tuple[int"):
+            ok = isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        elif base.startswith("Literal"):
+            ok = isinstance(value, str)
+        else:
+            continue
+        if not ok:
+            raise TypeError(f"config field {name}={value!r} has type {type(value).__name__}; it must be {kind}.")
+        _check(base != "float" or math.isfinite(value), name, value, "a finite number")
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     """Which environment to train on and how many copies to step together."""
@@ -33,6 +57,7 @@ class EnvConfig:
     """Raise on a NaN/inf observation or reward, naming env, key and step (off saves its small cost)."""
 
     def __post_init__(self) -> None:
+        _check_types(self, "env.")
         _check(bool(self.env_id), "env.env_id", self.env_id, "a Gymnasium id")
         _check(self.num_envs >= 1, "env.num_envs", self.num_envs, ">= 1")
         if self.max_episode_steps is not None:
@@ -57,6 +82,7 @@ class ModelConfig:
     """Orthogonal-init gain of the value head (1.0)."""
 
     def __post_init__(self) -> None:
+        _check_types(self, "model.")
         _check(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
                "model.hidden_sizes", self.hidden_sizes, "one or more positive widths")
         _check(self.activation in ("tanh", "relu"), "model.activation", self.activation, "'tanh' or 'relu'")
@@ -86,6 +112,7 @@ class LossConfig:
     """Standardize advantages per minibatch, CleanRL's formula: (A - mean) / (std + 1e-8)."""
 
     def __post_init__(self) -> None:
+        _check_types(self, "loss.")
         _check(0.0 <= self.gamma <= 1.0, "loss.gamma", self.gamma, "in [0, 1]")
         _check(0.0 <= self.gae_lambda <= 1.0, "loss.gae_lambda", self.gae_lambda, "in [0, 1]")
         _check(0.0 < self.clip_epsilon < 1.0, "loss.clip_epsilon", self.clip_epsilon, "in (0, 1)")
@@ -117,6 +144,7 @@ class OptimConfig:
     """Stop the epochs of an update once the k3 approx-KL exceeds this; None never stops."""
 
     def __post_init__(self) -> None:
+        _check_types(self, "optim.")
         _check(math.isfinite(self.lr) and self.lr > 0, "optim.lr", self.lr, "a finite number > 0")
         _check(self.adam_eps > 0, "optim.adam_eps", self.adam_eps, "> 0")
         _check(self.update_epochs >= 1, "optim.update_epochs", self.update_epochs, ">= 1")
@@ -148,6 +176,7 @@ class TrainConfig:
     """Deterministic episodes run after training to report the final score."""
 
     def __post_init__(self) -> None:
+        _check_types(self, "")
         _check(self.frames_per_batch >= 1, "frames_per_batch", self.frames_per_batch, ">= 1")
         _check(self.frames_per_batch % self.env.num_envs == 0, "frames_per_batch", self.frames_per_batch,
                f"a multiple of env.num_envs={self.env.num_envs} (each env runs the same number of steps)")
@@ -157,6 +186,7 @@ class TrainConfig:
         _check(self.total_frames >= self.frames_per_batch, "total_frames", self.total_frames,
                f">= frames_per_batch={self.frames_per_batch} (at least one iteration)")
         _check(self.eval_episodes >= 0, "eval_episodes", self.eval_episodes, ">= 0")
+        _check(0 <= self.seed < 2**32, "seed", self.seed, "in [0, 2**32) (Gymnasium and numpy seeds)")
 
     @property
     def minibatch_size(self) -> int:
