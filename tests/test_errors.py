@@ -35,7 +35,7 @@ def test_frames_per_batch_not_divisible_by_num_envs():
 
 @pytest.mark.parametrize("lr", [-1e-3, 0.0, float("nan")])
 def test_bad_learning_rate(lr):
-    with pytest.raises(ValueError, match=r"optim.lr=.*must be a finite number > 0"):
+    with pytest.raises(ValueError, match=r"optim.lr=.*must be a finite number"):
         OptimConfig(lr=lr)
 
 
