@@ -15,9 +15,9 @@ from tensordict.nn import TensorDictModule
 from torchrl.envs import EnvBase
 
 from ppo_td.config import TrainConfig, from_dict, to_dict
-from ppo_td.envs import env_signature, make_env
+from ppo_td.envs import env_signature, make_env, observation_stats
 from ppo_td.models import make_actor_critic
-from ppo_td.pipeline import Pipeline, build_pipeline, make_collector
+from ppo_td.pipeline import Pipeline, build_pipeline, make_collector, make_train_env
 from ppo_td.snapshot import capture, restore_snapshot
 
 FORMAT = "ppo_td.checkpoint"
@@ -44,6 +44,7 @@ def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int,
         "optimizer": pipeline.optimizer.state_dict(),
         "scheduler": pipeline.scheduler.state_dict(),
         "env_state": pipeline.env.state_dict(),
+        "obs_stats": observation_stats(pipeline.env),
         "frames": frames,
         "iteration": iteration,
         "snapshot": capture(pipeline),
@@ -109,8 +110,11 @@ def restore(pipeline: Pipeline, state: dict[str, Any]) -> None:
     restore_snapshot(pipeline, state["snapshot"])
 
 
-def load_actor(path: str | os.PathLike) -> tuple[TrainConfig, TensorDictModule]:
-    """Config and trained actor of a checkpoint, checked against a freshly built env."""
+def load_actor(path: str | os.PathLike) -> tuple[TrainConfig, TensorDictModule, dict[str, Any] | None]:
+    """Config, trained actor and observation statistics of a checkpoint, checked against a fresh env.
+
+    Pass the statistics to :func:`ppo_td.evaluation.evaluate` (``obs_stats``).
+    """
     state = load_checkpoint(path)
     config = checkpoint_config(state)
     env = make_env(dataclasses.replace(config.env, num_envs=1))
@@ -120,7 +124,7 @@ def load_actor(path: str | os.PathLike) -> tuple[TrainConfig, TensorDictModule]:
     finally:
         env.close()
     actor.load_state_dict(state["actor"])
-    return config, actor
+    return config, actor, state["obs_stats"]
 
 
 def resume_pipeline(path: str | os.PathLike) -> tuple[Pipeline, int, int]:
@@ -133,7 +137,7 @@ def resume_pipeline(path: str | os.PathLike) -> tuple[Pipeline, int, int]:
     budget = config.num_iterations * config.frames_per_batch
     if state["frames"] >= budget:
         raise ValueError(f"{path} is at {state['frames']} of {budget} frames: the run is complete, nothing to resume")
-    env = make_env(config.env, seed=config.seed)
+    env = make_train_env(config)
     check_compatible(state, env)
     actor, critic = make_actor_critic(env, config.model)
     collector = make_collector(env, actor, config, done_frames=state["frames"])

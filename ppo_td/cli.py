@@ -167,8 +167,8 @@ def _eval(args: list[str]) -> int:
     from ppo_td.checkpoint import load_actor
     from ppo_td.evaluation import evaluate
 
-    config, actor = load_actor(ns.checkpoint)
-    returns = evaluate(actor, config.env, ns.episodes, seed=ns.seed)
+    config, actor, obs_stats = load_actor(ns.checkpoint)
+    returns = evaluate(actor, config.env, ns.episodes, seed=ns.seed, obs_stats=obs_stats)
     print(_format_returns(returns))
     return 0
 
@@ -185,12 +185,11 @@ def _doctor(args: list[str]) -> int:
         parser.add_argument(f"--{part}", metavar="MODULE:FUNCTION", help=f"your own {part} factory")
     ns = parser.parse_args(args)
     from ppo_td.checkup import checkup
-    from ppo_td.envs import make_env
     from ppo_td.models import make_actor_critic
-    from ppo_td.pipeline import build_pipeline
+    from ppo_td.pipeline import build_pipeline, make_train_env
 
     config = get_preset(ns.preset)
-    env = make_env(config.env, seed=config.seed)
+    env = make_train_env(config)
     if ns.transform:
         env.append_transform(_load(ns.transform)(env, config))
     actor, critic = make_actor_critic(env, config.model)

@@ -55,6 +55,16 @@ class EnvConfig:
     """Time limit override; None keeps the limit registered with Gymnasium."""
     check_finite: bool = True
     """Raise on a NaN/inf observation or reward, naming env, key and step (off saves its small cost)."""
+    normalize_observations: bool = False
+    """Standardize observations by a running mean/std over all env copies (VecNormV2, count-based)."""
+    obs_clip: float = 10.0
+    """Clip normalized observations to +-obs_clip (published value 10)."""
+    normalize_rewards: bool = False
+    """Divide rewards by the running std of the discounted return (ReturnScaling; gamma is loss.gamma)."""
+    reward_clip: float = 10.0
+    """Clip scaled rewards to +-reward_clip (published value 10)."""
+    clip_actions: bool = True
+    """Clip Box actions to their bounds for the env only; the stored action and its log-prob stay unclipped."""
 
     def __post_init__(self) -> None:
         _check_types(self, "env.")
@@ -62,6 +72,8 @@ class EnvConfig:
         _check(self.num_envs >= 1, "env.num_envs", self.num_envs, ">= 1")
         if self.max_episode_steps is not None:
             _check(self.max_episode_steps >= 1, "env.max_episode_steps", self.max_episode_steps, ">= 1 or None")
+        _check(self.obs_clip > 0, "env.obs_clip", self.obs_clip, "> 0")
+        _check(self.reward_clip > 0, "env.reward_clip", self.reward_clip, "> 0")
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,10 @@ class ModelConfig:
     """Orthogonal-init gain of the policy head: near-uniform initial policy (0.01)."""
     value_head_gain: float = 1.0
     """Orthogonal-init gain of the value head (1.0)."""
+    log_std_init: float = 0.0
+    """Box actions: initial value of the state-independent log standard deviation (0: std 1)."""
+    squash_actions: bool = False
+    """Box actions: tanh-squashed Gaussian inside the bounds, instead of a Gaussian clipped for the env."""
 
     def __post_init__(self) -> None:
         _check_types(self, "model.")

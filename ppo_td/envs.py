@@ -7,13 +7,25 @@ from functools import partial
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
-from torchrl.envs import Compose, DoubleToFloat, EnvBase, GymWrapper, RewardSum, StepCounter, TransformedEnv
+from torchrl.envs import (
+    ClipTransform,
+    Compose,
+    DoubleToFloat,
+    EnvBase,
+    GymWrapper,
+    RewardSum,
+    StepCounter,
+    Transform,
+    TransformedEnv,
+    VecNormV2,
+)
 
 from ppo_td import keys
 from ppo_td.config import EnvConfig
-from ppo_td.transforms import FiniteCheck
+from ppo_td.transforms import FiniteCheck, ReturnScaling, RunningObsNorm
 
 
 class EnvStepError(RuntimeError):
@@ -52,12 +64,14 @@ def _check_env_id(env_id: str) -> None:
 
 def _check_spaces(env_id: str, vec: gym.vector.VectorEnv) -> None:
     action_space = vec.single_action_space
-    if not isinstance(action_space, gym.spaces.Discrete):
+    box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1
+    if not (isinstance(action_space, gym.spaces.Discrete) or box):
         raise ValueError(
-            f"env {env_id!r} has action space {action_space}, but ppo_td's policy needs a "
-            "Discrete action space (Gaussian policies for Box actions are not built yet). "
-            "Pick a discrete-action env such as CartPole-v1 or Acrobot-v1."
+            f"env {env_id!r} has action space {action_space}; ppo_td's policies handle Discrete actions "
+            "(Categorical) and 1-D Box actions (Gaussian). Wrap the env to expose one of them."
         )
+    if box and not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
+        raise ValueError(f"env {env_id!r} has unbounded Box actions {action_space}; ppo_td needs finite bounds")
     obs_space = vec.single_observation_space
     if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
         raise ValueError(
@@ -67,16 +81,21 @@ def _check_spaces(env_id: str, vec: gym.vector.VectorEnv) -> None:
         )
 
 
-def make_env(config: EnvConfig, seed: int | None = None) -> TransformedEnv:
+def make_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) -> TransformedEnv:
     """Build ``config.num_envs`` copies of a Gymnasium env as one batched TorchRL env.
 
     The copies run in this process (a synchronous Gymnasium vector env without
     autoreset: TorchRL resets finished envs itself, so ``("next", "observation")``
     is the true final observation and time-limit truncation can be bootstrapped).
-    Transforms: ``FiniteCheck`` (NaN/inf guard, unless ``check_finite=False``),
-    ``StepCounter`` (episode length), ``RewardSum`` (episode return), ``DoubleToFloat``
-    (float64 observations to float32). Each Gymnasium env is wrapped so an exception
-    in its ``step`` names the env id and step (:class:`EnvStepError`).
+    Each Gymnasium env is wrapped so an exception in its ``step`` names the env id
+    and step (:class:`EnvStepError`), and Box actions are clipped to their bounds
+    (``clip_actions``). Transforms, in order:
+
+    - ``FiniteCheck``: NaN/inf guard on the raw output (``check_finite``);
+    - ``DoubleToFloat``: float64 observations to float32;
+    - ``RunningObsNorm`` (a VecNormV2) + ``ClipTransform``: observation normalization (``normalize_observations``);
+    - ``StepCounter``, ``RewardSum``: episode length and (raw) return;
+    - ``ReturnScaling``: reward scaling by the discounted return's std, with ``gamma`` (``normalize_rewards``).
 
     Example:
         >>> env = make_env(EnvConfig("CartPole-v1", num_envs=4), seed=0)
@@ -87,12 +106,15 @@ def make_env(config: EnvConfig, seed: int | None = None) -> TransformedEnv:
     make_kwargs: dict[str, Any] = {}
     if config.max_episode_steps is not None:
         make_kwargs["max_episode_steps"] = config.max_episode_steps
+    wrappers: list = [partial(StepErrorContext, env_id=config.env_id)]
+    if config.clip_actions:
+        wrappers.append(_clip_box_actions)
     vec = gym.make_vec(
         config.env_id,
         num_envs=config.num_envs,
         vectorization_mode="sync",
         vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
-        wrappers=[partial(StepErrorContext, env_id=config.env_id)],
+        wrappers=wrappers,
         **make_kwargs,
     )
     try:
@@ -101,22 +123,60 @@ def make_env(config: EnvConfig, seed: int | None = None) -> TransformedEnv:
         vec.close()
         raise
     base = GymWrapper(vec, categorical_action_encoding=True)
-    transforms = [StepCounter(), RewardSum()]
-    if config.check_finite:
-        transforms.insert(0, FiniteCheck(config.env_id))
+    transforms: list = [FiniteCheck(config.env_id)] if config.check_finite else []
     if base.observation_spec[keys.OBSERVATION].dtype == torch.float64:
         transforms.append(DoubleToFloat())
+    if config.normalize_observations:
+        transforms.append(RunningObsNorm(in_keys=[keys.OBSERVATION]))
+        transforms.append(ClipTransform(in_keys=[keys.OBSERVATION], low=-config.obs_clip, high=config.obs_clip))
+    transforms += [StepCounter(), RewardSum()]
+    if config.normalize_rewards:
+        transforms.append(ReturnScaling(gamma=gamma, clip=config.reward_clip))
     env = TransformedEnv(base, Compose(*transforms))
     if seed is not None:
         env.set_seed(seed)
     return env
 
 
+class ClipToBounds(gym.ActionWrapper):
+    """Clip Box actions to the bounds before the env sees them, keeping the bounded action space.
+
+    Gymnasium's ``ClipAction`` widens the space to (-inf, inf), which would hide the
+    bounds from the policy (the tanh-squashed Gaussian needs them).
+    """
+
+    def action(self, action):
+        return np.clip(action, self.action_space.low, self.action_space.high)
+
+
+def _clip_box_actions(env: gym.Env) -> gym.Env:
+    return ClipToBounds(env) if isinstance(env.action_space, gym.spaces.Box) else env
+
+
+def observation_stats(env: EnvBase) -> dict[str, Any] | None:
+    """State of ``env``'s observation normalizer (None without one): what evaluation must reuse, frozen."""
+    norm = find_transform(env, VecNormV2)
+    return norm.state_dict() if norm is not None else None
+
+
+def find_transform(env: EnvBase, cls: type) -> Transform | None:
+    """The first transform of type ``cls`` in ``env``'s transform stack, or None."""
+    transform = getattr(env, "transform", None)
+    stack = list(transform) if isinstance(transform, Compose) else [transform] if transform is not None else []
+    return next((t for t in stack if isinstance(t, cls)), None)
+
+
 def env_signature(env: EnvBase) -> dict[str, Any]:
-    """What a checkpoint must match to be loaded into ``env``: observation shape and action count."""
+    """What a checkpoint must match to be loaded into ``env``: observation shape and action space."""
     obs_spec = env.observation_spec[keys.OBSERVATION]
-    action_spec = env.action_spec
-    return {
-        "observation_shape": list(obs_spec.shape[len(env.batch_size):]),
-        "action_space": f"Discrete({action_spec.space.n})",
-    }
+    action_spec = env.action_spec_unbatched
+    if is_discrete(env):
+        action = f"Discrete({action_spec.space.n})"
+    else:
+        action = f"Box(shape={list(action_spec.shape)})"
+    return {"observation_shape": list(obs_spec.shape[len(env.batch_size):]), "action_space": action}
+
+
+def is_discrete(env: EnvBase) -> bool:
+    """True for a Categorical action spec, False for a continuous (Box) one."""
+    return hasattr(env.action_spec_unbatched.space, "n")

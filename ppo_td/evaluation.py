@@ -3,47 +3,79 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import gymnasium as gym
 import torch
 from tensordict.nn import TensorDictModule
+from torchrl.envs import EnvBase, VecNormV2
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from ppo_td import keys
 from ppo_td.config import EnvConfig
-from ppo_td.envs import make_env
+from ppo_td.envs import find_transform, make_env
 
 DEFAULT_STEP_CAP = 100_000
 
 
-def evaluate(actor: TensorDictModule, env_config: EnvConfig, episodes: int, seed: int) -> list[float]:
+def evaluate(actor: TensorDictModule, env_config: EnvConfig, episodes: int, seed: int,
+             obs_stats: dict[str, Any] | None = None) -> list[float]:
     """Return of ``episodes`` deterministic episodes (the mode of the policy), one per env copy.
 
-    Runs ``episodes`` copies of the env side by side and keeps the first episode
-    of each. Raises if an episode does not end within the env's time limit (or
-    100,000 steps when the env has none).
+    See :func:`make_eval_env` for the env (frozen training statistics, raw rewards)
+    and :func:`run_episodes` for the episodes.
+    """
+    env = make_eval_env(env_config, episodes, seed, obs_stats)
+    try:
+        return run_episodes(actor, env, env_config)
+    finally:
+        env.close()
+
+
+def make_eval_env(env_config: EnvConfig, episodes: int, seed: int,
+                  obs_stats: dict[str, Any] | None = None) -> EnvBase:
+    """``episodes`` copies of the env for evaluation.
+
+    With observation normalization, ``obs_stats`` (from
+    :func:`~ppo_td.envs.observation_stats` of the training env, or a checkpoint) is
+    loaded and frozen: evaluation sees the training statistics and never moves them.
+    Reward scaling is off, so returns are raw.
     """
     if episodes < 1:
         raise ValueError(f"episodes={episodes} must be >= 1")
-    env = make_env(dataclasses.replace(env_config, num_envs=episodes), seed=seed)
+    if env_config.normalize_observations and obs_stats is None:
+        raise ValueError("this policy was trained on normalized observations: pass the training env's "
+                         "statistics (obs_stats=observation_stats(train_env), or evaluate from a checkpoint)")
+    env = make_env(dataclasses.replace(env_config, num_envs=episodes, normalize_rewards=False), seed=seed)
+    norm = find_transform(env, VecNormV2)
+    if norm is not None:
+        norm.load_state_dict(obs_stats)
+        norm.freeze()
+    return env
+
+
+def run_episodes(actor: TensorDictModule, env: EnvBase, env_config: EnvConfig) -> list[float]:
+    """First episode's raw return in each copy of ``env``, acting with the policy's mode.
+
+    Raises if an episode does not end within the env's time limit (or 100,000 steps
+    when the env has none).
+    """
+    copies = env.batch_size.numel()
     limit = env_config.max_episode_steps or gym.spec(env_config.env_id).max_episode_steps or DEFAULT_STEP_CAP
-    returns: list[float | None] = [None] * episodes
-    try:
-        with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
-            td = env.reset()
-            for _ in range(limit):
-                td, next_td = env.step_and_maybe_reset(actor(td))
-                done = td.get(keys.DONE).view(episodes)
-                for i in done.nonzero().flatten().tolist():
-                    if returns[i] is None:
-                        returns[i] = float(td.get(keys.EPISODE_RETURN)[i])
-                if all(r is not None for r in returns):
-                    return [float(r) for r in returns]
-                td = next_td
-    finally:
-        env.close()
+    returns: list[float | None] = [None] * copies
+    with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+        td = env.reset()
+        for _ in range(limit):
+            td, next_td = env.step_and_maybe_reset(actor(td))
+            done = td.get(keys.DONE).view(copies)
+            for i in done.nonzero().flatten().tolist():
+                if returns[i] is None:
+                    returns[i] = float(td.get(keys.EPISODE_RETURN)[i])
+            if all(r is not None for r in returns):
+                return [float(r) for r in returns]
+            td = next_td
     unfinished = sum(r is None for r in returns)
     raise RuntimeError(
-        f"{unfinished} of {episodes} evaluation episodes of {env_config.env_id} did not end within "
+        f"{unfinished} of {copies} evaluation episodes of {env_config.env_id} did not end within "
         f"{limit} steps; set env.max_episode_steps to bound them."
     )

@@ -7,6 +7,8 @@ They are TorchRL's default names. The log-prob key is not listed: read it from
 OBSERVATION = "observation"
 ACTION = "action"
 LOGITS = "logits"
+LOC = "loc"
+SCALE = "scale"
 HIDDEN = "hidden"
 STATE_VALUE = "state_value"
 ADVANTAGE = "advantage"

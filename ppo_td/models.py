@@ -6,10 +6,18 @@ import torch
 from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.envs import EnvBase
-from torchrl.modules import MLP, ActorValueOperator, ProbabilisticActor, ValueOperator
+from torchrl.modules import (
+    MLP,
+    ActorValueOperator,
+    IndependentNormal,
+    ProbabilisticActor,
+    TanhNormal,
+    ValueOperator,
+)
 
 from ppo_td import keys
 from ppo_td.config import ModelConfig
+from ppo_td.envs import is_discrete
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
@@ -40,31 +48,57 @@ def _mlp(in_features: int, out_features: int, config: ModelConfig, head_gain: fl
     return init_orthogonal_(net, config.hidden_gain, head_gain)
 
 
+class GaussianHead(nn.Module):
+    """Mean from ``net``, standard deviation from a state-independent learned log-std (CleanRL's actor_logstd)."""
+
+    def __init__(self, net: nn.Module, action_dim: int, log_std_init: float) -> None:
+        super().__init__()
+        self.net = net
+        self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
+
+    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        loc = self.net(features)
+        return loc, self.log_std.exp().expand_as(loc)
+
+
 def _sizes(env: EnvBase) -> tuple[int, int]:
     obs_dim = env.observation_spec[keys.OBSERVATION].shape[-1]
-    return obs_dim, int(env.action_spec.space.n)
+    spec = env.action_spec_unbatched
+    return obs_dim, int(spec.space.n) if is_discrete(env) else int(spec.shape[-1])
 
 
-def _policy_head(module: nn.Module, in_key: str) -> ProbabilisticActor:
-    return ProbabilisticActor(
-        TensorDictModule(module, in_keys=[in_key], out_keys=[keys.LOGITS]),
-        in_keys=[keys.LOGITS],
-        out_keys=[keys.ACTION],
-        distribution_class=torch.distributions.Categorical,
-        return_log_prob=True,
-    )
+def _policy_head(module: nn.Module, in_key: str, env: EnvBase, config: ModelConfig) -> ProbabilisticActor:
+    """Categorical head for discrete actions; Gaussian (optionally tanh-squashed) head for Box actions."""
+    if is_discrete(env):
+        return ProbabilisticActor(
+            TensorDictModule(module, in_keys=[in_key], out_keys=[keys.LOGITS]),
+            in_keys=[keys.LOGITS], out_keys=[keys.ACTION],
+            distribution_class=torch.distributions.Categorical, return_log_prob=True,
+        )
+    action_dim = int(env.action_spec_unbatched.shape[-1])
+    head = TensorDictModule(GaussianHead(module, action_dim, config.log_std_init), in_keys=[in_key],
+                            out_keys=[keys.LOC, keys.SCALE])
+    if config.squash_actions:
+        space = env.action_spec_unbatched.space
+        dist, kwargs = TanhNormal, {"low": space.low.clone(), "high": space.high.clone()}
+    else:  # the sample (and its log-prob) is stored unclipped; the env clips it (EnvConfig.clip_actions)
+        dist, kwargs = IndependentNormal, {}
+    return ProbabilisticActor(head, in_keys=[keys.LOC, keys.SCALE], out_keys=[keys.ACTION],
+                              distribution_class=dist, distribution_kwargs=kwargs, return_log_prob=True)
 
 
 def make_actor(env: EnvBase, config: ModelConfig) -> ProbabilisticActor:
-    """Categorical policy: observation -> logits -> action (+ its log-prob).
+    """Policy: observation -> logits -> Categorical action, or -> (loc, scale) -> Gaussian action.
+
+    Both write the action and its log-prob.
 
     Example:
         >>> actor = make_actor(env, ModelConfig())
         >>> actor(env.reset())["action"].shape == env.action_spec.shape
         True
     """
-    obs_dim, n_actions = _sizes(env)
-    return _policy_head(_mlp(obs_dim, n_actions, config, config.policy_head_gain), keys.OBSERVATION)
+    obs_dim, n_out = _sizes(env)
+    return _policy_head(_mlp(obs_dim, n_out, config, config.policy_head_gain), keys.OBSERVATION, env, config)
 
 
 def make_critic(env: EnvBase, config: ModelConfig) -> ValueOperator:
@@ -81,7 +115,8 @@ def make_actor_critic(env: EnvBase, config: ModelConfig) -> tuple[TensorDictModu
     obs_dim, n_actions = _sizes(env)
     width = config.hidden_sizes[-1]
     trunk = TensorDictModule(_mlp(obs_dim, width, config, None), in_keys=[keys.OBSERVATION], out_keys=[keys.HIDDEN])
-    policy = _policy_head(init_orthogonal_(nn.Linear(width, n_actions), 1.0, config.policy_head_gain), keys.HIDDEN)
+    policy_net = init_orthogonal_(nn.Linear(width, n_actions), 1.0, config.policy_head_gain)
+    policy = _policy_head(policy_net, keys.HIDDEN, env, config)
     value_net = init_orthogonal_(nn.Linear(width, 1), 1.0, config.value_head_gain)
     value = ValueOperator(value_net, in_keys=[keys.HIDDEN], out_keys=[keys.STATE_VALUE])
     both = ActorValueOperator(trunk, policy, value)

@@ -23,6 +23,11 @@ from ppo_td.models import make_actor_critic
 from ppo_td.objective import make_advantage, make_loss
 
 
+def make_train_env(config: TrainConfig) -> EnvBase:
+    """The training env of ``config``: seeded, rewards scaled with the loss's discount."""
+    return make_env(config.env, seed=config.seed, gamma=config.loss.gamma)
+
+
 def make_collector(env: EnvBase, actor: TensorDictModule, config: TrainConfig, done_frames: int = 0) -> Collector:
     """In-process TorchRL collector yielding ``[num_envs, steps_per_env]`` batches.
 
@@ -112,7 +117,7 @@ def build_pipeline(
     """
     torch.manual_seed(config.seed)
     if env is None:
-        env = make_env(config.env, seed=config.seed)
+        env = make_train_env(config)
     if actor is None or critic is None:
         default_actor, default_critic = make_actor_critic(env, config.model)
         actor = actor if actor is not None else default_actor

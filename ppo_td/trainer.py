@@ -13,6 +13,7 @@ from tensordict.nn import TensorDictModule
 
 from ppo_td import keys
 from ppo_td.config import TrainConfig
+from ppo_td.envs import observation_stats
 from ppo_td.evaluation import evaluate
 from ppo_td.objective import explained_variance, total_loss
 from ppo_td.pipeline import Pipeline, build_pipeline
@@ -109,7 +110,8 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
     finally:
         p.collector.shutdown()
     if cfg.eval_episodes and not result.stopped:
-        result.eval_returns = evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000)
+        result.eval_returns = evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000,
+                                       obs_stats=observation_stats(p.env))
     return result
 
 

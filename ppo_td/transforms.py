@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import torch
 from tensordict import TensorDictBase
-from torchrl.envs import Transform
+from torchrl.envs import Transform, VecNormV2
 
 from ppo_td import keys
 
@@ -55,3 +56,117 @@ class FiniteCheck(Transform):
 
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         return next_tensordict
+
+
+class ReturnScaling(Transform):
+    """Divide each reward by the running std of the discounted return, then clip (no mean subtraction).
+
+    The semantics of Gymnasium's ``NormalizeReward`` and Stable-Baselines3's
+    ``VecNormalize(norm_reward=True)``, which TorchRL lacks. Per env copy it keeps
+    ``G <- gamma * G + r`` (reset to 0 when the episode ends); the mean/variance of
+    ``G`` are count-based over every copy and step (parallel Welford update, starting
+    from mean 0, var 1, count 1e-4 as SB3 and Gymnasium do). The reward becomes
+    ``clip(r / sqrt(var + eps), -clip, clip)``. Only ``"reward"`` changes; keys written
+    before it (``RewardSum``'s episode return) keep the raw reward.
+
+    ``freeze()`` stops the statistics from updating (evaluation); the state lives in
+    ``state_dict()``, so checkpoints restore it.
+
+    Example:
+        >>> env.append_transform(ReturnScaling(gamma=0.99))
+    """
+
+    def __init__(self, gamma: float = 0.99, clip: float = 10.0, eps: float = 1e-8) -> None:
+        super().__init__(in_keys=["reward"], out_keys=["reward"])
+        if not 0.0 <= gamma <= 1.0 or clip <= 0 or eps <= 0:
+            raise ValueError(f"ReturnScaling needs gamma in [0, 1], clip > 0, eps > 0; got {gamma}, {clip}, {eps}")
+        self.gamma, self.clip, self.eps = gamma, clip, eps
+        self.frozen = False
+        # statistics of the discounted return, float64 as in numpy-based references
+        self.register_buffer("mean", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("var", torch.ones((), dtype=torch.float64))
+        self.register_buffer("count", torch.full((), 1e-4, dtype=torch.float64))
+        self.register_buffer("running_return", torch.zeros(0, dtype=torch.float64))  # one per env copy
+
+    def freeze(self) -> ReturnScaling:
+        """Stop updating the statistics (scaling still applies)."""
+        self.frozen = True
+        return self
+
+    def unfreeze(self) -> ReturnScaling:
+        self.frozen = False
+        return self
+
+    def _update(self, returns: torch.Tensor) -> None:
+        n = returns.numel()
+        batch_mean = returns.mean()
+        batch_var = returns.var(correction=0)
+        delta = batch_mean - self.mean
+        total = self.count + n
+        m2 = self.var * self.count + batch_var * n + delta.pow(2) * self.count * n / total
+        self.mean.copy_(self.mean + delta * n / total)
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        reward = next_tensordict.get("reward")
+        flat = reward.reshape(next_tensordict.batch_size).to(torch.float64)
+        if self.running_return.shape != flat.shape:
+            self.running_return = torch.zeros_like(flat)
+        returns = self.running_return * self.gamma + flat
+        if not self.frozen:
+            self._update(returns)
+        scaled = (reward.to(torch.float64) / torch.sqrt(self.var + self.eps)).clamp(-self.clip, self.clip)
+        next_tensordict.set("reward", scaled.to(reward.dtype))
+        done = next_tensordict.get("done").reshape(flat.shape)
+        self.running_return = returns.masked_fill(done, 0.0)
+        return next_tensordict
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+        batch = tensordict_reset.batch_size
+        if self.running_return.shape != batch:
+            self.running_return = torch.zeros(batch, dtype=torch.float64)
+        reset = tensordict.get("_reset", None) if tensordict is not None else None
+        if reset is None:
+            self.running_return.zero_()
+        else:
+            self.running_return = self.running_return.masked_fill(reset.reshape(batch), 0.0)
+        return tensordict_reset
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        return next_tensordict
+
+
+class RunningObsNorm(VecNormV2):
+    """TorchRL's ``VecNormV2`` with count-based statistics over exactly the observations the envs emit.
+
+    Configured as ``decay=1.0`` (count-based running mean/variance, infinite memory,
+    as Gymnasium's ``NormalizeObservation`` and SB3's ``VecNormalize``; VecNormV2's
+    default is an exponential moving average) and ``reduce_batch_dims=True`` (one set
+    of statistics over all env copies). One fix on top: on a partial reset VecNormV2
+    would add the current observation of *every* copy to the statistics again; here
+    only the copies that reset contribute their new first observation. The statistics
+    then equal numpy's mean/variance (population) of the concatenated stream.
+    ``freeze()`` stops updates (evaluation); the state is in ``state_dict()``.
+    """
+
+    def __init__(self, in_keys: Sequence = (keys.OBSERVATION,), eps: float = 1e-4) -> None:
+        super().__init__(in_keys=list(in_keys), decay=1.0, eps=eps, reduce_batch_dims=True)
+
+    def set_container(self, container) -> None:
+        with warnings.catch_warnings():  # "batched containers are experimental": ppo_td tests this use
+            warnings.filterwarnings("ignore", message="Support of .* batch-size is experimental")
+            super().set_container(container)
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+        mask = tensordict.get("_reset", None) if tensordict is not None else None
+        if mask is None or self.frozen or bool(mask.all()):
+            return super()._reset(tensordict, tensordict_reset)
+        self._maybe_stateful_init(tensordict_reset)
+        rows = tensordict_reset.select(*self.in_keys)[mask.reshape(tensordict_reset.batch_size)]
+        self._stateful_update(rows)
+        self.frozen = True  # normalize every row, update nothing more
+        try:
+            return super()._reset(tensordict, tensordict_reset)
+        finally:
+            self.frozen = False

@@ -42,7 +42,8 @@ def test_save_load_gives_same_actions_and_evaluation(tmp_path):
     config = small_config(total_frames=64 * 3)
     result = train(config)
     path = save_checkpoint(tmp_path / "checkpoint.pt", result.pipeline, frames=192, iteration=3)
-    loaded_config, actor = load_actor(path)
+    loaded_config, actor, obs_stats = load_actor(path)
+    assert obs_stats is None  # no observation normalization in this config
     assert loaded_config == config
     env = make_env(config.env, seed=5)
     td = env.reset()

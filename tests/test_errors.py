@@ -1,7 +1,7 @@
 """Bad input fails early with a message naming the problem and the fix."""
 
-import dataclasses
-
+import gymnasium as gym
+import numpy as np
 import pytest
 
 from conftest import small_config
@@ -18,9 +18,18 @@ def test_unknown_env_id_suggests_the_close_match():
         make_env(EnvConfig("CartPol-v1"))
 
 
-def test_continuous_env_is_refused_by_the_discrete_pipeline():
-    with pytest.raises(ValueError, match=r"Pendulum-v1.*Box.*Discrete action space"):
-        train(dataclasses.replace(get_preset("cartpole"), env=EnvConfig("Pendulum-v1", num_envs=8)))
+class MultiBinaryActions(gym.Env):
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.MultiBinary(3)
+
+
+if "ppo_td_test/MultiBinary-v0" not in gym.registry:
+    gym.register("ppo_td_test/MultiBinary-v0", entry_point=MultiBinaryActions)
+
+
+def test_unsupported_action_space_is_refused():
+    with pytest.raises(ValueError, match=r"MultiBinary-v0.*MultiBinary\(3\).*Discrete actions.*1-D Box actions"):
+        make_env(EnvConfig("ppo_td_test/MultiBinary-v0", num_envs=2))
 
 
 def test_frames_per_batch_not_divisible_into_minibatches():
