@@ -143,10 +143,12 @@ class RunningObsNorm(VecNormV2):
     Configured as ``decay=1.0`` (count-based running mean/variance, infinite memory,
     as Gymnasium's ``NormalizeObservation`` and SB3's ``VecNormalize``; VecNormV2's
     default is an exponential moving average) and ``reduce_batch_dims=True`` (one set
-    of statistics over all env copies). One fix on top: on a partial reset VecNormV2
+    of statistics over all env copies). Two fixes on top: on a partial reset VecNormV2
     would add the current observation of *every* copy to the statistics again; here
-    only the copies that reset contribute their new first observation. The statistics
-    then equal numpy's mean/variance (population) of the concatenated stream.
+    only the copies that reset contribute their new first observation, so the
+    statistics equal numpy's mean/variance (population) of the concatenated stream.
+    And the variance E[x^2] - E[x]^2 is clamped at 0 before the square root (VecNormV2
+    returns NaN when rounding makes it negative).
     ``freeze()`` stops updates (evaluation); the state is in ``state_dict()``.
     """
 
@@ -157,6 +159,17 @@ class RunningObsNorm(VecNormV2):
         with warnings.catch_warnings():  # "batched containers are experimental": ppo_td tests this use
             warnings.filterwarnings("ignore", message="Support of .* batch-size is experimental")
             super().set_container(container)
+
+    def _norm(self, data: TensorDictBase, loc: TensorDictBase, var: TensorDictBase, count) -> TensorDictBase:
+        # VecNormV2 stores E[x] and E[x^2]; their difference can round below zero for a near-constant
+        # feature (Hopper's first steps), and sqrt of it is NaN: clamp the variance at 0 first.
+        if self.missing_tolerance:
+            loc = loc.select(*data.keys(True, True))
+            var = var.select(*data.keys(True, True))
+            if loc.is_empty():
+                return data
+        scale = (var - loc.pow(2)).clamp_min(0.0).sqrt().clamp_min(self.eps)
+        return (data - loc) / scale
 
     def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
         mask = tensordict.get("_reset", None) if tensordict is not None else None

@@ -13,3 +13,11 @@ def test_default_preset_solves_cartpole():
     assert config.total_frames == 50_000 and config.seed == 1
     assert len(result.eval_returns) == config.eval_episodes
     assert statistics.fmean(result.eval_returns) >= 475, result.eval_returns
+
+
+def test_pendulum_preset_learns():
+    """Pendulum-v1 (Gaussian policy, both normalizations): deterministic evaluation above -400."""
+    config = get_preset("pendulum")
+    result = train(config)
+    assert config.total_frames == 100_352 and config.seed == 1
+    assert statistics.fmean(result.eval_returns) > -400, result.eval_returns

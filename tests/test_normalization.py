@@ -205,3 +205,32 @@ def test_resume_restores_reward_scaling_state(tmp_path):
     scaler_keys = [k for k in saved if k.endswith(("mean", "var", "count", "running_return"))]
     assert scaler_keys and all(torch.equal(saved[k], restored[k]) for k in scaler_keys)
     pipeline.collector.shutdown()
+
+
+class ConstantObservation(gym.Env):
+    """Features that barely move (as Hopper's do at first): E[x^2] - E[x]^2 rounds below zero in float32."""
+
+    observation_space = gym.spaces.Box(-1e4, 1e4, (3,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def _obs(self):
+        return (np.array([3.0819921, 1.7, 0.9]) + 1e-4 * self.np_random.standard_normal(3)).astype(np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._obs(), {}
+
+    def step(self, action):
+        return self._obs(), 1.0, False, False, {}
+
+
+if "ppo_td_test/ConstantObs-v0" not in gym.registry:
+    gym.register("ppo_td_test/ConstantObs-v0", entry_point=ConstantObservation, max_episode_steps=1000)
+
+
+def test_nearly_constant_feature_normalizes_without_nan():
+    """VecNormV2 alone emits NaN here (sqrt of a variance rounded below zero)."""
+    env = make_env(EnvConfig("ppo_td_test/ConstantObs-v0", num_envs=2, normalize_observations=True), seed=0)
+    td = env.rollout(200, break_when_any_done=False)
+    assert torch.isfinite(td["next", "observation"]).all()
+    assert td["next", "observation"].abs().max() <= 10.0
