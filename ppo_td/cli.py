@@ -59,7 +59,7 @@ class TrainCommand:
 
     config: Annotated[TrainConfig, tyro.conf.arg(name="")]
     preset: str = DEFAULT_PRESET
-    """Named preset to start from (cartpole, cleanrl); the other flags override its fields."""
+    """Preset to start from: cartpole, cleanrl, pendulum, trading, halfcheetah, hopper, walker2d, ant."""
     run_dir: str | None = None
     """Run folder to write; default runs/<env>-<preset>-seed<seed>-<time>."""
     resume: str | None = None

@@ -65,6 +65,9 @@ class EnvConfig:
     """Clip scaled rewards to +-reward_clip (published value 10)."""
     clip_actions: bool = True
     """Clip Box actions to their bounds for the env only; the stored action and its log-prob stay unclipped."""
+    action_mask: Literal["auto", "observation", "info", "none"] = "auto"
+    """Where invalid-action masks come from: a Dict observation's 'action_mask' entry ('auto' uses it when
+    present), info['action_mask'] ('info'), or nowhere ('none')."""
 
     def __post_init__(self) -> None:
         _check_types(self, "env.")
@@ -72,6 +75,8 @@ class EnvConfig:
         _check(self.num_envs >= 1, "env.num_envs", self.num_envs, ">= 1")
         if self.max_episode_steps is not None:
             _check(self.max_episode_steps >= 1, "env.max_episode_steps", self.max_episode_steps, ">= 1 or None")
+        _check(self.action_mask in ("auto", "observation", "info", "none"), "env.action_mask", self.action_mask,
+               "'auto', 'observation', 'info' or 'none'")
         _check(self.obs_clip > 0, "env.obs_clip", self.obs_clip, "> 0")
         _check(self.reward_clip > 0, "env.reward_clip", self.reward_clip, "> 0")
 

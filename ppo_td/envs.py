@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 from torchrl.envs import (
+    ActionMask,
     ClipTransform,
     Compose,
     DoubleToFloat,
@@ -23,9 +24,12 @@ from torchrl.envs import (
     VecNormV2,
 )
 
-from ppo_td import keys
+from ppo_td import keys, trading
 from ppo_td.config import EnvConfig
+from ppo_td.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
 from ppo_td.transforms import FiniteCheck, ReturnScaling, RunningObsNorm
+
+trading.register()  # ppo_td's example env with invalid actions
 
 
 class EnvStepError(RuntimeError):
@@ -65,20 +69,31 @@ def _check_env_id(env_id: str) -> None:
 def _check_spaces(env_id: str, vec: gym.vector.VectorEnv) -> None:
     action_space = vec.single_action_space
     box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1
-    if not (isinstance(action_space, gym.spaces.Discrete) or box):
+    multi = isinstance(action_space, gym.spaces.MultiDiscrete) and len(action_space.nvec.shape) == 1
+    if not (isinstance(action_space, gym.spaces.Discrete) or box or multi):
         raise ValueError(
             f"env {env_id!r} has action space {action_space}; ppo_td's policies handle Discrete actions "
-            "(Categorical) and 1-D Box actions (Gaussian). Wrap the env to expose one of them."
+            "(Categorical), 1-D MultiDiscrete actions and 1-D Box actions (Gaussian). Wrap the env to expose one."
         )
     if box and not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
         raise ValueError(f"env {env_id!r} has unbounded Box actions {action_space}; ppo_td needs finite bounds")
     obs_space = vec.single_observation_space
+    if isinstance(obs_space, gym.spaces.Dict) and set(obs_space.spaces) == {keys.OBSERVATION, MASK_KEY}:
+        obs_space = obs_space[keys.OBSERVATION]
     if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
         raise ValueError(
             f"env {env_id!r} has observation space {obs_space}; ppo_td's MLP networks need a flat "
-            "Box observation. Flatten it with gymnasium.wrappers.FlattenObservation in your own "
-            "env factory and pass the env to train(..., env=...)."
+            "Box observation (or a Dict of one with an 'action_mask'). Flatten it with "
+            "gymnasium.wrappers.FlattenObservation in your own env factory and pass it to train(..., env=...)."
         )
+
+
+def _nvec_of(space: gym.Space) -> list[int]:
+    return [int(space.n)] if isinstance(space, gym.spaces.Discrete) else [int(n) for n in space.nvec]
+
+
+def _mask_size(space: gym.Space) -> int:
+    return sum(_nvec_of(space))
 
 
 def make_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) -> TransformedEnv:
@@ -92,6 +107,8 @@ def make_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) ->
     (``clip_actions``). Transforms, in order:
 
     - ``FiniteCheck``: NaN/inf guard on the raw output (``check_finite``);
+    - ``MaskCheck`` + ``ActionMask``: the action mask, validated and cast to bool, and the action
+      spec that follows it (when observations carry ``action_mask``, see ``EnvConfig.action_mask``);
     - ``DoubleToFloat``: float64 observations to float32;
     - ``RunningObsNorm`` (a VecNormV2) + ``ClipTransform``: observation normalization (``normalize_observations``);
     - ``StepCounter``, ``RewardSum``: episode length and (raw) return;
@@ -109,6 +126,8 @@ def make_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) ->
     wrappers: list = [partial(StepErrorContext, env_id=config.env_id)]
     if config.clip_actions:
         wrappers.append(_clip_box_actions)
+    if config.action_mask == "info":
+        wrappers.append(lambda e: InfoMaskToObservation(e, _mask_size(e.action_space)))
     vec = gym.make_vec(
         config.env_id,
         num_envs=config.num_envs,
@@ -124,6 +143,13 @@ def make_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) ->
         raise
     base = GymWrapper(vec, categorical_action_encoding=True)
     transforms: list = [FiniteCheck(config.env_id)] if config.check_finite else []
+    if config.action_mask != "none" and MASK_KEY in base.observation_spec.keys():
+        transforms.append(MaskCheck(config.env_id, _nvec_of(vec.single_action_space)))
+        if isinstance(vec.single_action_space, gym.spaces.Discrete):
+            transforms.append(ActionMask(action_key=keys.ACTION, mask_key=MASK_KEY))  # the spec half
+    elif config.action_mask == "observation":
+        raise ValueError(f"env {config.env_id!r} has no {MASK_KEY!r} observation entry (env.action_mask="
+                         "'observation'); use 'info' if the env puts the mask in info, or 'none'")
     if base.observation_spec[keys.OBSERVATION].dtype == torch.float64:
         transforms.append(DoubleToFloat())
     if config.normalize_observations:
@@ -169,14 +195,29 @@ def find_transform(env: EnvBase, cls: type) -> Transform | None:
 def env_signature(env: EnvBase) -> dict[str, Any]:
     """What a checkpoint must match to be loaded into ``env``: observation shape and action space."""
     obs_spec = env.observation_spec[keys.OBSERVATION]
-    action_spec = env.action_spec_unbatched
-    if is_discrete(env):
-        action = f"Discrete({action_spec.space.n})"
+    nvec = action_nvec(env)
+    if nvec is None:
+        action = f"Box(shape={list(env.action_spec_unbatched.shape)})"
     else:
-        action = f"Box(shape={list(action_spec.shape)})"
+        action = f"Discrete({nvec[0]})" if is_discrete(env) else f"MultiDiscrete({nvec})"
     return {"observation_shape": list(obs_spec.shape[len(env.batch_size):]), "action_space": action}
 
 
 def is_discrete(env: EnvBase) -> bool:
-    """True for a Categorical action spec, False for a continuous (Box) one."""
+    """True for a Categorical action spec (Discrete), False for MultiDiscrete or Box."""
     return hasattr(env.action_spec_unbatched.space, "n")
+
+
+def action_nvec(env: EnvBase) -> list[int] | None:
+    """Sizes of the action dimensions: ``[n]`` for Discrete, ``nvec`` for MultiDiscrete, None for Box."""
+    spec = env.action_spec_unbatched
+    if is_discrete(env):
+        return [int(spec.space.n)]
+    if spec.dtype.is_floating_point:
+        return None
+    return (spec.space.high - spec.space.low + 1).long().tolist()
+
+
+def has_action_mask(env: EnvBase) -> bool:
+    """True when the env's observations carry an action mask (checked by :class:`MaskCheck`)."""
+    return find_transform(env, MaskCheck) is not None

@@ -10,6 +10,7 @@ from torchrl.modules import (
     MLP,
     ActorValueOperator,
     IndependentNormal,
+    MaskedCategorical,
     ProbabilisticActor,
     TanhNormal,
     ValueOperator,
@@ -17,7 +18,8 @@ from torchrl.modules import (
 
 from ppo_td import keys
 from ppo_td.config import ModelConfig
-from ppo_td.envs import is_discrete
+from ppo_td.envs import action_nvec, has_action_mask, is_discrete
+from ppo_td.masking import MASK_KEY, MaskedMultiCategorical
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
@@ -63,18 +65,29 @@ class GaussianHead(nn.Module):
 
 def _sizes(env: EnvBase) -> tuple[int, int]:
     obs_dim = env.observation_spec[keys.OBSERVATION].shape[-1]
-    spec = env.action_spec_unbatched
-    return obs_dim, int(spec.space.n) if is_discrete(env) else int(spec.shape[-1])
+    nvec = action_nvec(env)
+    return obs_dim, sum(nvec) if nvec is not None else int(env.action_spec_unbatched.shape[-1])
+
+
+def _logits_head(module: nn.Module, in_key: str, env: EnvBase) -> ProbabilisticActor:
+    """Categorical (Discrete) or per-dimension categoricals (MultiDiscrete), masked when the env has a mask."""
+    masked = has_action_mask(env)
+    in_keys = {"logits": keys.LOGITS, "mask": MASK_KEY} if masked else {"logits": keys.LOGITS}
+    if is_discrete(env):
+        dist, kwargs = (MaskedCategorical if masked else torch.distributions.Categorical), {}
+    else:
+        dist, kwargs = MaskedMultiCategorical, {"nvec": action_nvec(env)}
+    return ProbabilisticActor(
+        TensorDictModule(module, in_keys=[in_key], out_keys=[keys.LOGITS]),
+        in_keys=in_keys, out_keys=[keys.ACTION], distribution_class=dist, distribution_kwargs=kwargs,
+        return_log_prob=True,
+    )
 
 
 def _policy_head(module: nn.Module, in_key: str, env: EnvBase, config: ModelConfig) -> ProbabilisticActor:
-    """Categorical head for discrete actions; Gaussian (optionally tanh-squashed) head for Box actions."""
-    if is_discrete(env):
-        return ProbabilisticActor(
-            TensorDictModule(module, in_keys=[in_key], out_keys=[keys.LOGITS]),
-            in_keys=[keys.LOGITS], out_keys=[keys.ACTION],
-            distribution_class=torch.distributions.Categorical, return_log_prob=True,
-        )
+    """Logits head for (multi-)discrete actions; Gaussian (optionally tanh-squashed) head for Box actions."""
+    if action_nvec(env) is not None:
+        return _logits_head(module, in_key, env)
     action_dim = int(env.action_spec_unbatched.shape[-1])
     head = TensorDictModule(GaussianHead(module, action_dim, config.log_std_init), in_keys=[in_key],
                             out_keys=[keys.LOC, keys.SCALE])

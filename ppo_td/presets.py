@@ -75,10 +75,23 @@ PENDULUM = TrainConfig(
     seed=1,
 )
 
+# ppo_td/Trading-v0 (ppo_td's masked example env): 8 envs x 128 steps, 4 epochs x 4
+# minibatches, lr 3e-4, entropy 0.01, gamma 0.9, 50k frames. At this budget masking is
+# what makes it learn: see benchmarks/masking.py (README "Action masking").
+TRADING = TrainConfig(
+    env=EnvConfig(env_id="ppo_td/Trading-v0", num_envs=8),
+    loss=LossConfig(gamma=0.9, gae_lambda=0.95, entropy_coeff=0.01),
+    optim=OptimConfig(lr=3e-4, update_epochs=4, num_minibatches=4),
+    total_frames=50_176,
+    frames_per_batch=8 * 128,
+    seed=1,
+)
+
 PRESETS: dict[str, TrainConfig] = {
     "cartpole": CARTPOLE,
     "cleanrl": CLEANRL,
     "pendulum": PENDULUM,
+    "trading": TRADING,
     "halfcheetah": _mujoco("HalfCheetah-v5"),
     "hopper": _mujoco("Hopper-v5"),
     "walker2d": _mujoco("Walker2d-v5"),

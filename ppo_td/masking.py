@@ -1,0 +1,140 @@
+"""Action masking: the mask's way into the TensorDict, its checks, and a multi-discrete distribution.
+
+Masking has two halves (TORCHRL_FACTS 6): TorchRL's ``ActionMask`` transform updates the
+action spec (random policies obey it), and the learned policy must read the mask
+(``MaskedCategorical``; :class:`MaskedMultiCategorical` for MultiDiscrete actions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+from tensordict import TensorDictBase
+from torch import distributions as D
+from torchrl.data import Binary, Composite
+from torchrl.envs import Transform
+from torchrl.modules import MaskedCategorical
+
+MASK_KEY = "action_mask"
+_NO_SAMPLE_SHAPE = torch.Size()
+
+
+class InfoMaskToObservation(gym.Wrapper):
+    """Lift ``info["action_mask"]`` (the common Gymnasium convention) into a Dict observation.
+
+    The observation becomes ``{"observation": obs, "action_mask": mask}``, so TorchRL's
+    GymWrapper reads the mask like any observation key, at resets and at steps.
+    """
+
+    def __init__(self, env: gym.Env, mask_size: int) -> None:
+        super().__init__(env)
+        self.observation_space = gym.spaces.Dict(
+            {"observation": env.observation_space, MASK_KEY: gym.spaces.MultiBinary(mask_size)}
+        )
+
+    def _lift(self, obs, info):
+        if MASK_KEY not in info:
+            raise KeyError(f"env {self.spec.id if self.spec else self.env}: info has no {MASK_KEY!r} entry; "
+                           "set env.action_mask='none' or 'observation', or add the mask to info")
+        return {"observation": obs, MASK_KEY: np.asarray(info[MASK_KEY], dtype=np.int8)}
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return self._lift(obs, info), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return self._lift(obs, info), reward, terminated, truncated, info
+
+
+class MaskCheck(Transform):
+    """Validate the action mask and cast it to bool; raise on an all-masked state.
+
+    ``segments`` are the action dimensions' sizes (``[n]`` for Discrete, ``nvec`` for
+    MultiDiscrete): every segment must leave at least one legal action, or the
+    policy would have nothing to choose (no NaN, no silent uniform choice).
+    """
+
+    def __init__(self, env_id: str, segments: Sequence[int], mask_key: str = MASK_KEY) -> None:
+        super().__init__(in_keys=[mask_key], out_keys=[mask_key])
+        self.env_id, self.segments, self.mask_key = env_id, [int(s) for s in segments], mask_key
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+    def _check(self, td: TensorDictBase, where: str) -> None:
+        mask = td.get(self.mask_key, None)
+        if mask is None:
+            raise KeyError(f"env {self.env_id!r} gave no {self.mask_key!r} {where}")
+        width = sum(self.segments)
+        if mask.shape[-1] != width:
+            raise ValueError(f"env {self.env_id!r}: action mask has {mask.shape[-1]} entries {where}, the action "
+                             f"space needs {width} ({' + '.join(map(str, self.segments))})")
+        if mask.dtype.is_floating_point or mask.dtype.is_complex:
+            raise TypeError(f"env {self.env_id!r}: action mask dtype {mask.dtype} {where}; use bool or 0/1 integers")
+        if mask.dtype != torch.bool:
+            if ((mask != 0) & (mask != 1)).any():
+                raise ValueError(f"env {self.env_id!r}: action mask holds values other than 0/1 {where}")
+            mask = mask.bool()
+        for i, part in enumerate(mask.split(self.segments, dim=-1)):
+            empty = ~part.any(-1)
+            if empty.any():
+                copy = empty.nonzero()[0].tolist()
+                dim = f" in action dimension {i}" if len(self.segments) > 1 else ""
+                raise ValueError(f"env {self.env_id!r}: every action is masked{dim} {where} (env copy {copy[0]}); "
+                                 "the env must always leave at least one legal action (e.g. a no-op)")
+        td.set(self.mask_key, mask)
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        self.steps += 1
+        self._check(next_tensordict, f"at step {int(self.steps)}")
+        return next_tensordict
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+        self._check(tensordict_reset, "at reset")
+        return tensordict_reset
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        return next_tensordict
+
+    def transform_observation_spec(self, observation_spec: Composite) -> Composite:
+        spec = observation_spec[self.mask_key]
+        observation_spec[self.mask_key] = Binary(n=spec.shape[-1], shape=spec.shape, device=spec.device,
+                                                 dtype=torch.bool)
+        return observation_spec
+
+
+class MaskedMultiCategorical(D.Distribution):
+    """Independent (masked) categoricals, one per MultiDiscrete dimension.
+
+    ``logits`` and ``mask`` hold the dimensions side by side (``sum(nvec)`` entries);
+    the action holds one index per dimension. Log-prob and entropy are sums over
+    dimensions; masked entries get zero probability and no gradient.
+    """
+
+    arg_constraints: dict = {}
+
+    def __init__(self, logits: torch.Tensor, nvec: Sequence[int], mask: torch.Tensor | None = None) -> None:
+        self.nvec = [int(n) for n in nvec]
+        masks = mask.split(self.nvec, -1) if mask is not None else [None] * len(self.nvec)
+        self.parts = [MaskedCategorical(logits=lg, mask=m) if m is not None else D.Categorical(logits=lg)
+                      for lg, m in zip(logits.split(self.nvec, -1), masks, strict=True)]
+        super().__init__(batch_shape=logits.shape[:-1], validate_args=False)
+
+    def sample(self, sample_shape: torch.Size = _NO_SAMPLE_SHAPE) -> torch.Tensor:
+        return torch.stack([p.sample(sample_shape) for p in self.parts], -1)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        return sum(p.log_prob(v) for p, v in zip(self.parts, value.unbind(-1), strict=True))
+
+    def entropy(self) -> torch.Tensor:
+        return sum(p.entropy() for p in self.parts)
+
+    @property
+    def mode(self) -> torch.Tensor:
+        return torch.stack([p.probs.argmax(-1) for p in self.parts], -1)
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.mode
