@@ -25,7 +25,7 @@ def checkup(pipeline: Pipeline) -> Audit:
                 p.advantage(batch)
                 p.buffer.empty()
                 p.buffer.extend(batch.reshape(-1))
-                first = p.buffer.sample()
+                first = p.buffer.sample()[: p.config.minibatch_size]
                 new = p.actor.get_dist(first).log_prob(first.get(keys.ACTION))
                 a.check_ratio(new - first.get(p.loss.tensor_keys.sample_log_prob))
             update(p, batch)

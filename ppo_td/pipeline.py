@@ -43,21 +43,23 @@ def make_collector(env: EnvBase, actor: TensorDictModule, config: TrainConfig, d
 
 
 def make_buffer(config: TrainConfig) -> ReplayBuffer:
-    """One iteration's flattened batch, sampled in minibatches without replacement.
+    """One iteration's flattened batch, drawn without replacement.
 
-    ``num_minibatches`` samples are exactly one pass over a fresh permutation,
-    so every epoch sees every transition once (CleanRL's shuffled indices).
+    Each draw is a fresh permutation of the whole batch; the update cuts it into
+    ``num_minibatches`` minibatches, so every epoch sees every transition once in a
+    new order (CleanRL's shuffled indices) for one buffer call per epoch.
     """
     return ReplayBuffer(
         storage=LazyTensorStorage(config.frames_per_batch),
         sampler=SamplerWithoutReplacement(drop_last=True),
-        batch_size=config.minibatch_size,
+        batch_size=config.frames_per_batch,
     )
 
 
 def make_optimizer(params: list[torch.nn.Parameter], config: OptimConfig) -> torch.optim.Adam:
-    """Adam with the published epsilon (1e-5)."""
-    return torch.optim.Adam(params, lr=config.lr, eps=config.adam_eps)
+    """Adam with the published epsilon (1e-5); the fused kernel when all parameters are on the CPU or a GPU."""
+    fused = all(p.device.type in ("cpu", "cuda") for p in params)
+    return torch.optim.Adam(params, lr=config.lr, eps=config.adam_eps, fused=fused)
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig) -> torch.optim.lr_scheduler.LRScheduler:

@@ -128,8 +128,10 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     records: list[dict[str, torch.Tensor]] = []
     epochs = 0
     for _ in range(opt.update_epochs):
-        for _ in range(opt.num_minibatches):
-            losses = p.loss(p.buffer.sample())
+        # one draw per epoch: a fresh permutation of the whole batch, cut into minibatches
+        # (the same minibatches as num_minibatches draws, at a quarter of the buffer overhead)
+        for minibatch in p.buffer.sample().split(p.config.minibatch_size):
+            losses = p.loss(minibatch)
             p.optimizer.zero_grad(set_to_none=True)
             loss = total_loss(losses)
             if not torch.isfinite(loss):

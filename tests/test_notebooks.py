@@ -18,4 +18,5 @@ def test_notebook_executes(path, monkeypatch):
 
 
 def test_notebooks_exist():
-    assert "01_quickstart.ipynb" in [p.name for p in NOTEBOOKS]
+    assert [p.name for p in NOTEBOOKS] == ["01_quickstart.ipynb", "02_custom_transform.ipynb",
+                                           "03_action_masking.ipynb", "04_doctor.ipynb"]

@@ -17,10 +17,11 @@ def test_each_epoch_sees_every_transition_exactly_once(tiny_config):
     for _ in range(2):  # a fresh batch each iteration, as in the loop
         p.buffer.empty()
         p.buffer.extend(batch.reshape(-1))
-        for _epoch in range(3):
-            seen = torch.cat([torch.as_tensor(p.buffer.sample(return_info=True)[1]["index"])
-                              for _ in range(tiny_config.optim.num_minibatches)])
+        for _epoch in range(3):  # the update draws the whole batch once per epoch, then splits it
+            _, info = p.buffer.sample(return_info=True)
+            seen = torch.as_tensor(info["index"])
             assert sorted(seen.tolist()) == list(range(tiny_config.frames_per_batch))
+            assert not torch.equal(seen, torch.arange(tiny_config.frames_per_batch)), "shuffled"
     p.collector.shutdown()
 
 
