@@ -28,6 +28,7 @@ from ppo_td import keys, trading
 from ppo_td.config import EnvConfig
 from ppo_td.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
 from ppo_td.transforms import FiniteCheck, ReturnScaling, RunningObsNorm
+from ppo_td.vector import PartialResetCartPole, numpy_vectorized
 
 trading.register()  # ppo_td's example env with invalid actions
 
@@ -99,12 +100,13 @@ def _mask_size(space: gym.Space) -> int:
 def make_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) -> TransformedEnv:
     """Build ``config.num_envs`` copies of a Gymnasium env as one batched TorchRL env.
 
-    The copies run in this process (a synchronous Gymnasium vector env without
-    autoreset: TorchRL resets finished envs itself, so ``("next", "observation")``
-    is the true final observation and time-limit truncation can be bootstrapped).
-    Each Gymnasium env is wrapped so an exception in its ``step`` names the env id
-    and step (:class:`EnvStepError`), and Box actions are clipped to their bounds
-    (``clip_actions``). Transforms, in order:
+    The copies run in this process without autoreset: TorchRL resets finished envs
+    itself, so ``("next", "observation")`` is the true final observation and
+    time-limit truncation can be bootstrapped. Where Gymnasium has a numpy-vectorized
+    implementation (CartPole-v1) all copies step as arrays (:mod:`ppo_td.vector`);
+    otherwise a synchronous vector env steps each copy, wrapped so an exception in its
+    ``step`` names the env id and step (:class:`EnvStepError`) and Box actions are
+    clipped to their bounds (``clip_actions``). Transforms, in order:
 
     - ``FiniteCheck``: NaN/inf guard on the raw output (``check_finite``);
     - ``MaskCheck`` + ``ActionMask``: the action mask, validated and cast to bool, and the action
@@ -120,22 +122,7 @@ def make_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) ->
         torch.Size([4])
     """
     _check_env_id(config.env_id)
-    make_kwargs: dict[str, Any] = {}
-    if config.max_episode_steps is not None:
-        make_kwargs["max_episode_steps"] = config.max_episode_steps
-    wrappers: list = [partial(StepErrorContext, env_id=config.env_id)]
-    if config.clip_actions:
-        wrappers.append(_clip_box_actions)
-    if config.action_mask == "info":
-        wrappers.append(lambda e: InfoMaskToObservation(e, _mask_size(e.action_space)))
-    vec = gym.make_vec(
-        config.env_id,
-        num_envs=config.num_envs,
-        vectorization_mode="sync",
-        vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
-        wrappers=wrappers,
-        **make_kwargs,
-    )
+    vec = _make_vector_env(config)
     try:
         _check_spaces(config.env_id, vec)
     except ValueError:
@@ -173,6 +160,28 @@ class ClipToBounds(gym.ActionWrapper):
 
     def action(self, action):
         return np.clip(action, self.action_space.low, self.action_space.high)
+
+
+def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
+    """Gymnasium's numpy-vectorized implementation where ppo_td can step it (``vectorization``), else
+    a synchronous vector env of per-copy envs, each wrapped for error context and action clipping."""
+    make_kwargs: dict[str, Any] = {}
+    if config.max_episode_steps is not None:
+        make_kwargs["max_episode_steps"] = config.max_episode_steps
+    if config.vectorization == "numpy" or (config.vectorization == "auto" and numpy_vectorized(config.env_id)):
+        if not numpy_vectorized(config.env_id):
+            raise ValueError(f"env {config.env_id!r} has no numpy-vectorized implementation ppo_td can step "
+                             "(Gymnasium 1.x has one for CartPole-v1); use env.vectorization='sync'")
+        vec = gym.make_vec(config.env_id, num_envs=config.num_envs, vectorization_mode="vector_entry_point",
+                           **make_kwargs)
+        return PartialResetCartPole(vec)
+    wrappers: list = [partial(StepErrorContext, env_id=config.env_id)]
+    if config.clip_actions:
+        wrappers.append(_clip_box_actions)
+    if config.action_mask == "info":
+        wrappers.append(lambda e: InfoMaskToObservation(e, _mask_size(e.action_space)))
+    return gym.make_vec(config.env_id, num_envs=config.num_envs, vectorization_mode="sync",
+                        vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED}, wrappers=wrappers, **make_kwargs)
 
 
 def _clip_box_actions(env: gym.Env) -> gym.Env:

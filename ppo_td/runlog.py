@@ -12,7 +12,7 @@ from ppo_td.config import TrainConfig, to_dict
 from ppo_td.pipeline import Pipeline
 
 METRIC_COLUMNS = [
-    "iteration", "frames", "time", "sps", "collect_sps", "update_seconds", "lr",
+    "iteration", "frames", "time", "sps", "collect_seconds", "collect_sps", "update_seconds", "lr",
     "episodes", "episode_return", "episode_length",
     "loss_policy", "loss_value", "loss_entropy", "entropy", "kl_k1", "kl_k3",
     "clip_fraction", "value_clip_fraction", "explained_variance", "grad_norm", "epochs",

@@ -100,7 +100,8 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
             p.scheduler.step()
             now = time.perf_counter()
             metrics.update(time=now - start, sps=(frames - start_frames) / (now - start),
-                           collect_sps=batch.numel() / (collected - last), update_seconds=now - collected)
+                           collect_seconds=collected - last, collect_sps=batch.numel() / (collected - last),
+                           update_seconds=now - collected)
             result.history.append(metrics)
             for callback in callbacks:
                 callback(metrics, p)

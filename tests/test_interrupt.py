@@ -13,7 +13,7 @@ from ppo_td.cli import main
 
 TINY = ["--preset", "cleanrl", "--model.hidden-sizes", "16", "16", "--env.num-envs", "4",
         "--frames-per-batch", "64", "--no-progress", "--eval-episodes", "2"]
-TIMING = {"time", "sps", "collect_sps", "update_seconds"}
+TIMING = {"time", "sps", "collect_seconds", "collect_sps", "update_seconds"}
 
 
 def _rows(path):

@@ -6,7 +6,7 @@ from conftest import small_config
 from ppo_td.checkpoint import Checkpointer, load_checkpoint, resume_pipeline
 from ppo_td.trainer import run, train
 
-TIMING = {"time", "sps", "collect_sps", "update_seconds"}
+TIMING = {"time", "sps", "collect_seconds", "collect_sps", "update_seconds"}
 
 
 def _strip(history):

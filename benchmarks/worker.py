@@ -1,0 +1,152 @@
+"""One benchmark run in its own process: ppo_td or Stable-Baselines3, one config, one seed.
+
+Run by the suites (``python -m benchmarks``) as ``python -m benchmarks.worker JSON``;
+prints one JSON result line. A separate process per run keeps peak memory and state
+apart and keeps import time out of the timed region.
+
+Spec keys: ``library`` ("ppo_td" | "sb3"), ``preset`` (a ppo_td preset: the config
+both libraries use), ``sb3_zoo`` (use RL-Zoo's tuned CartPole settings instead),
+``seed``, ``total_frames`` (optional override), ``eval_episodes``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import resource
+import statistics
+import sys
+import time
+from typing import Any
+
+import torch
+
+from ppo_td.config import TrainConfig
+from ppo_td.presets import get_preset
+
+# RL-Zoo hyperparams/ppo.yml, CartPole-v1 (1e5 steps, linear lr and clip schedules)
+ZOO_CARTPOLE = dict(n_envs=8, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
+                    learning_rate=1e-3, clip_range=0.2, total_frames=100_000)
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_ppo_td(config: TrainConfig) -> dict[str, Any]:
+    from ppo_td.trainer import train
+
+    result = train(config)
+    times = {m["iteration"]: m["time"] for m in result.history}
+    return {
+        "episodes": [(e["frames"], times[e["iteration"]], e["return"]) for e in result.episodes],
+        "eval_returns": result.eval_returns,
+        "frames": result.history[-1]["frames"],
+        "train_seconds": result.history[-1]["time"],
+        "collect_seconds": sum(m["collect_seconds"] for m in result.history),
+        "update_seconds": sum(m["update_seconds"] for m in result.history),
+    }
+
+
+def _sb3_kwargs(config: TrainConfig) -> dict[str, Any]:
+    """The same PPO as ``config`` in SB3's names. SB3's value loss is mse without 1/2, as TorchRL's."""
+    from torch import nn
+
+    lr, clip = config.optim.lr, config.loss.clip_epsilon
+    return dict(
+        n_steps=config.steps_per_env, batch_size=config.minibatch_size, n_epochs=config.optim.update_epochs,
+        gamma=config.loss.gamma, gae_lambda=config.loss.gae_lambda, clip_range=clip,
+        clip_range_vf=config.loss.clip_value, normalize_advantage=config.loss.normalize_advantage,
+        ent_coef=config.loss.entropy_coeff, vf_coef=config.loss.critic_coeff, max_grad_norm=config.optim.max_grad_norm,
+        target_kl=config.optim.target_kl,
+        learning_rate=(lambda progress: progress * lr) if config.optim.anneal_lr else lr,
+        policy_kwargs=dict(net_arch=dict(pi=list(config.model.hidden_sizes), vf=list(config.model.hidden_sizes)),
+                           activation_fn=nn.Tanh if config.model.activation == "tanh" else nn.ReLU,
+                           log_std_init=config.model.log_std_init),
+    )
+
+
+def run_sb3(config: TrainConfig, zoo: bool) -> dict[str, Any]:
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    if zoo:
+        z = dict(ZOO_CARTPOLE)
+        n_envs, total = z.pop("n_envs"), z.pop("total_frames")
+        lr, clip = z.pop("learning_rate"), z.pop("clip_range")
+        kwargs = dict(z, learning_rate=lambda p: p * lr, clip_range=lambda p: p * clip)
+    else:
+        n_envs, kwargs = config.env.num_envs, _sb3_kwargs(config)
+        total = config.num_iterations * config.frames_per_batch
+    env = make_vec_env(config.env.env_id, n_envs=n_envs, seed=config.seed)
+    if config.env.normalize_observations or config.env.normalize_rewards:
+        env = VecNormalize(env, norm_obs=config.env.normalize_observations, norm_reward=config.env.normalize_rewards,
+                           clip_obs=config.env.obs_clip, clip_reward=config.env.reward_clip, gamma=config.loss.gamma)
+
+    class Record(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.episodes, self.collect, self.start = [], 0.0, 0.0
+
+        def _on_training_start(self):
+            self.start = time.perf_counter()
+
+        def _on_rollout_start(self):
+            self.rollout_started = time.perf_counter()
+
+        def _on_rollout_end(self):
+            self.collect += time.perf_counter() - self.rollout_started
+
+        def _on_step(self):
+            for info in self.locals["infos"]:
+                if "episode" in info:
+                    self.episodes.append((self.num_timesteps, time.perf_counter() - self.start, info["episode"]["r"]))
+            return True
+
+    model = PPO("MlpPolicy", env, seed=config.seed, device="cpu", verbose=0, **kwargs)
+    record = Record()
+    started = time.perf_counter()
+    model.learn(total_timesteps=total, callback=record)
+    seconds = time.perf_counter() - started
+    if isinstance(env, VecNormalize):
+        env.training, env.norm_reward = False, False
+    returns = _sb3_evaluate(model, config, env)
+    return {"episodes": record.episodes, "eval_returns": returns, "frames": model.num_timesteps,
+            "train_seconds": seconds, "collect_seconds": record.collect, "update_seconds": seconds - record.collect}
+
+
+def _sb3_evaluate(model, config: TrainConfig, train_env) -> list[float]:
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    eval_env = make_vec_env(config.env.env_id, n_envs=1, seed=config.seed + 10_000)
+    if isinstance(train_env, VecNormalize):
+        eval_env = VecNormalize(eval_env, training=False, norm_reward=False, clip_obs=config.env.obs_clip)
+        eval_env.obs_rms = train_env.obs_rms
+    returns, _ = evaluate_policy(model, eval_env, n_eval_episodes=config.eval_episodes, deterministic=True,
+                                 return_episode_rewards=True)
+    return [float(r) for r in returns]
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    torch.set_num_threads(1)
+    logging.getLogger("torchrl").setLevel(logging.WARNING)
+    config = dataclasses.replace(get_preset(spec["preset"]), seed=spec["seed"],
+                                 eval_episodes=spec.get("eval_episodes", 10))
+    if spec.get("total_frames"):
+        config = dataclasses.replace(config, total_frames=spec["total_frames"])
+    if spec["library"] == "ppo_td":
+        out = run_ppo_td(config)
+    else:
+        out = run_sb3(config, zoo=spec.get("sb3_zoo", False))
+    out.update(spec=spec, peak_rss_mb=_peak_rss_mb(), eval_mean=statistics.fmean(out["eval_returns"]))
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
