@@ -15,8 +15,9 @@ import torch
 from tensordict import TensorDictBase
 from torch import distributions as D
 from torchrl.data import Binary, Composite
-from torchrl.envs import Transform
 from torchrl.modules import MaskedCategorical
+
+from ppo_td.transforms import StepCheck
 
 MASK_KEY = "action_mask"
 _NO_SAMPLE_SHAPE = torch.Size()
@@ -50,7 +51,7 @@ class InfoMaskToObservation(gym.Wrapper):
         return self._lift(obs, info), reward, terminated, truncated, info
 
 
-class MaskCheck(Transform):
+class MaskCheck(StepCheck):
     """Validate the action mask and cast it to bool; raise on an all-masked state.
 
     ``segments`` are the action dimensions' sizes (``[n]`` for Discrete, ``nvec`` for
@@ -59,9 +60,8 @@ class MaskCheck(Transform):
     """
 
     def __init__(self, env_id: str, segments: Sequence[int], mask_key: str = MASK_KEY) -> None:
-        super().__init__(in_keys=[mask_key], out_keys=[mask_key])
+        super().__init__([mask_key])
         self.env_id, self.segments, self.mask_key = env_id, [int(s) for s in segments], mask_key
-        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
 
     def _check(self, td: TensorDictBase, where: str) -> None:
         mask = td.get(self.mask_key, None)
@@ -85,18 +85,6 @@ class MaskCheck(Transform):
                 raise ValueError(f"env {self.env_id!r}: every action is masked{dim} {where} (env copy {copy[0]}); "
                                  "the env must always leave at least one legal action (e.g. a no-op)")
         td.set(self.mask_key, mask)
-
-    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        self.steps += 1
-        self._check(next_tensordict, f"at step {int(self.steps)}")
-        return next_tensordict
-
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
-        self._check(tensordict_reset, "at reset")
-        return tensordict_reset
-
-    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
-        return next_tensordict
 
     def transform_observation_spec(self, observation_spec: Composite) -> Composite:
         spec = observation_spec[self.mask_key]

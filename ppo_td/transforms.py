@@ -16,7 +16,34 @@ class NonFiniteEnvError(ValueError):
     """An environment produced a NaN or infinite observation or reward."""
 
 
-class FiniteCheck(Transform):
+class StepCheck(Transform):
+    """Base of the env-output checks: ``_check(td, where)`` runs on every reset and step.
+
+    ``where`` reads "at reset" or "at step N", N counting the env's step calls since it
+    was built (a buffer, so it is saved with the env's state and survives a resume).
+    """
+
+    def __init__(self, in_keys: Sequence) -> None:
+        super().__init__(in_keys=list(in_keys), out_keys=list(in_keys))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+    def _check(self, td: TensorDictBase, where: str) -> None:
+        raise NotImplementedError
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        self.steps += 1
+        self._check(next_tensordict, f"at step {int(self.steps)}")
+        return next_tensordict
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+        self._check(tensordict_reset, "at reset")
+        return tensordict_reset
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        return next_tensordict
+
+
+class FiniteCheck(StepCheck):
     """Raise as soon as the env emits a NaN/inf in a checked key, naming the env, key, step and env copy.
 
     On by default in :func:`ppo_td.envs.make_env` (``EnvConfig.check_finite``); its cost is
@@ -28,9 +55,8 @@ class FiniteCheck(Transform):
     """
 
     def __init__(self, env_id: str, in_keys: Sequence = (keys.OBSERVATION, "reward")) -> None:
-        super().__init__(in_keys=list(in_keys), out_keys=list(in_keys))
+        super().__init__(in_keys)
         self.env_id = env_id
-        self.register_buffer("steps", torch.zeros((), dtype=torch.long))  # saved with the env's state_dict
 
     def _check(self, td: TensorDictBase, where: str) -> None:
         for key in self.in_keys:
@@ -44,18 +70,6 @@ class FiniteCheck(Transform):
                 "Fix the environment or clip its output in a wrapper; set env.check_finite=False only if "
                 "a NaN there is intended."
             )
-
-    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        self.steps += 1
-        self._check(next_tensordict, f"at step {int(self.steps)}")
-        return next_tensordict
-
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
-        self._check(tensordict_reset, "at reset")
-        return tensordict_reset
-
-    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
-        return next_tensordict
 
 
 class ReturnScaling(Transform):

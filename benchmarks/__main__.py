@@ -1,0 +1,193 @@
+"""ppo_td's benchmark harness: ``python -m benchmarks SUITE [--seeds 1 2 3] [--out DIR]``.
+
+Suites:
+  quick   CartPole time-to-solve (ppo_td default preset vs Stable-Baselines3 with RL-Zoo's tuned
+          settings and with the same hyperparameters), throughput at CleanRL's settings, the
+          masked trading env.  A few minutes.
+  mujoco  HalfCheetah-v5 throughput at the published PPO MuJoCo settings, ppo_td vs SB3
+          (``--full`` adds the 1M-frame HalfCheetah-v5 and Hopper-v5 runs: about an hour).
+  doctor  the cost of the doctor's audit per update.
+
+Every run is a separate process (benchmarks/worker.py), one at a time, with
+``torch.set_num_threads(1)``; the libraries alternate seed by seed so machine noise hits
+both, and ratios are taken pairwise within a seed. Writes DIR/results.jsonl (one line
+per run), DIR/results.md (the tables) and DIR/*.png (return vs frames and vs seconds).
+Needs the ``bench`` extra (stable-baselines3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+SOLVED, WINDOW = 475.0, 20
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    """One worker run; its JSON result."""
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.worker", json.dumps(spec)], capture_output=True,
+                          text=True, check=False)
+    if proc.returncode:
+        raise RuntimeError(f"benchmark run {spec} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def time_to_solve(result: dict[str, Any]) -> tuple[int, float] | None:
+    """(frames, seconds) when the mean of the last 20 training episodes first reached 475."""
+    returns = [e[2] for e in result["episodes"]]
+    for i in range(WINDOW, len(returns) + 1):
+        if sum(returns[i - WINDOW:i]) / WINDOW >= SOLVED:
+            return result["episodes"][i - 1][0], result["episodes"][i - 1][1]
+    return None
+
+
+def _median_range(values: list[float], fmt: str) -> str:
+    if not values:
+        return "-"
+    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
+
+
+def cartpole_solve(seeds: list[int], out: Path) -> list[str]:
+    runs = {"ppo_td (cartpole preset)": dict(library="ppo_td", preset="cartpole"),
+            "SB3, RL-Zoo CartPole settings": dict(library="sb3", preset="cartpole", sb3_zoo=True),
+            "SB3, ppo_td's cartpole hyperparameters": dict(library="sb3", preset="cartpole")}
+    results: dict[str, list[dict]] = {name: [] for name in runs}
+    for seed in seeds:
+        for name, spec in runs.items():
+            result = run({**spec, "seed": seed})
+            result["solve"] = time_to_solve(result)
+            results[name].append(result)
+            _log(out, "cartpole_solve", name, result)
+    lines = ["| run | solved (eval >= 475) | frames to solve | seconds to solve | train steps/s | peak RSS MB |",
+             "|---|---|---|---|---|---|"]
+    for name, rs in results.items():
+        solved = [r for r in rs if r["solve"] and r["eval_mean"] >= SOLVED]
+        lines.append(f"| {name} | {len(solved)}/{len(rs)} | {_median_range([r['solve'][0] for r in solved], ',.0f')} | "
+                     f"{_median_range([r['solve'][1] for r in solved], '.2f')} | "
+                     f"{_median_range([r['frames'] / r['train_seconds'] for r in rs], ',.0f')} | "
+                     f"{_median_range([r['peak_rss_mb'] for r in rs], '.0f')} |")
+    ours, zoo = results["ppo_td (cartpole preset)"], results["SB3, RL-Zoo CartPole settings"]
+    ratios = [z["solve"][1] / o["solve"][1] for o, z in zip(ours, zoo, strict=True) if o["solve"] and z["solve"]]
+    lines.append(f"\nTime to solve, SB3-Zoo / ppo_td, pairwise per seed: {_median_range(ratios, '.2f')} "
+                 f"(values > 1: ppo_td faster).")
+    _plot(results, out / "cartpole")
+    return lines
+
+
+def throughput(seeds: list[int], out: Path, preset: str, frames: int, title: str) -> list[str]:
+    pairs = []
+    for seed in seeds:
+        pair = {}
+        for library in ("ppo_td", "sb3"):
+            result = run(dict(library=library, preset=preset, seed=seed, total_frames=frames, eval_episodes=1))
+            pair[library] = result
+            _log(out, f"throughput_{preset}", library, result)
+        pairs.append(pair)
+    lines = [f"{title} ({frames:,} frames per run)", "",
+             "| library | total steps/s | collection steps/s | update seconds per 1k frames | peak RSS MB |",
+             "|---|---|---|---|---|"]
+    for library in ("ppo_td", "sb3"):
+        rs = [p[library] for p in pairs]
+        lines.append(f"| {library} | {_median_range([r['frames'] / r['train_seconds'] for r in rs], ',.0f')} | "
+                     f"{_median_range([r['frames'] / r['collect_seconds'] for r in rs], ',.0f')} | "
+                     f"{_median_range([1e3 * r['update_seconds'] / r['frames'] for r in rs], '.3f')} | "
+                     f"{_median_range([r['peak_rss_mb'] for r in rs], '.0f')} |")
+    ratio = [p["sb3"]["train_seconds"] / p["ppo_td"]["train_seconds"] for p in pairs]
+    lines.append(f"\nTotal steps/s, ppo_td / SB3, pairwise per seed: {_median_range(ratio, '.2f')}.")
+    return lines
+
+
+def masking(seeds: list[int], out: Path) -> list[str]:
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.masking", "--seeds", *map(str, seeds)],
+                          capture_output=True, text=True, check=True)
+    table = [line for line in proc.stdout.splitlines() if line.startswith("|")]
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            _log(out, "masking", "ppo_td", json.loads(line))
+    return ["Trading env (ppo_td/Trading-v0 masked vs TradingPenalty-v0), `trading` preset", "", *table]
+
+
+def doctor(out: Path) -> list[str]:
+    lines = []
+    for preset in ("cartpole", "cleanrl"):
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.doctor_overhead", "--preset", preset],
+                              capture_output=True, text=True, check=True)
+        rows = [line for line in proc.stdout.splitlines() if line.startswith("|")]
+        lines += rows if not lines else rows[2:]
+        _log(out, "doctor", preset, json.loads(proc.stdout.splitlines()[0]))
+    return lines
+
+
+def _log(out: Path, suite: str, name: str, result: dict[str, Any]) -> None:
+    with (out / "results.jsonl").open("a") as f:
+        f.write(json.dumps({"suite": suite, "name": name, **result}) + "\n")
+    short = {k: v for k, v in result.items() if k not in ("episodes", "eval_returns")}
+    print(f"{suite} | {name} | {json.dumps(short)}", flush=True)
+
+
+def _plot(results: dict[str, list[dict]], stem: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for axis, index, label in (("frames", 0, "frames"), ("seconds", 1, "training seconds")):
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for (name, rs), color in zip(results.items(), ("C0", "C1", "C2"), strict=False):
+            for i, r in enumerate(rs):
+                xs = [e[index] for e in r["episodes"]]
+                ys = [e[2] for e in r["episodes"]]
+                smooth = [statistics.fmean(ys[max(0, j - WINDOW + 1):j + 1]) for j in range(len(ys))]
+                ax.plot(xs, smooth, color=color, alpha=0.8, label=name if i == 0 else None)
+        ax.axhline(SOLVED, color="grey", linestyle=":")
+        ax.set_xlabel(label)
+        ax.set_ylabel(f"episode return (mean of last {WINDOW})")
+        ax.set_title(f"CartPole-v1: return vs {label}")
+        ax.legend(loc="lower right", fontsize=8)
+        fig.tight_layout()
+        fig.savefig(f"{stem}_return_vs_{axis}.png", dpi=100)
+        plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    parser.add_argument("suite", choices=["quick", "mujoco", "doctor"])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--out", default="bench_results")
+    parser.add_argument("--full", action="store_true", help="mujoco: also the 1M-frame runs")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    machine = (f"{platform.machine()}, {torch.get_num_threads()} torch threads available, "
+               f"Python {platform.python_version()}, torch {torch.__version__}")
+    sections = [f"# ppo_td benchmarks: {args.suite}", "", f"Machine: {machine}. Command: "
+                f"`python -m benchmarks {args.suite} --seeds {' '.join(map(str, args.seeds))}`.", ""]
+    if args.suite == "quick":
+        sections += ["## CartPole-v1: time to solve", "", *cartpole_solve(args.seeds, out), ""]
+        sections += ["## Throughput at CleanRL's settings", "",
+                     *throughput(args.seeds, out, "cleanrl", 25_600, "CartPole-v1, 4 envs x 128 steps, 4 x 4"), ""]
+        sections += ["## Action masking", "", *masking(args.seeds, out), ""]
+    elif args.suite == "mujoco":
+        sections += ["## HalfCheetah-v5 throughput, published PPO MuJoCo settings", "",
+                     *throughput(args.seeds, out, "halfcheetah", 20_480, "HalfCheetah-v5, 1 env x 2048, 10 x 32"), ""]
+        if args.full:
+            proc = subprocess.run([sys.executable, "-m", "benchmarks.mujoco", "--presets", "halfcheetah", "hopper",
+                                   "--seeds", *map(str, args.seeds), "--out", str(out / "mujoco.jsonl")],
+                                  capture_output=True, text=True, check=True)
+            sections += ["## 1M frames", "", *[ln for ln in proc.stdout.splitlines() if ln.startswith("|")], ""]
+    else:
+        sections += ["## Doctor overhead", "", *doctor(out), ""]
+    (out / f"results_{args.suite}.md").write_text("\n".join(sections) + "\n")
+    print("\n".join(sections))
+
+
+if __name__ == "__main__":
+    main()
