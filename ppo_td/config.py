@@ -59,7 +59,7 @@ class EnvConfig:
     check_finite: bool = True
     """Raise on a NaN/inf observation or reward, naming env, key and step (off saves its small cost)."""
     normalize_observations: bool = False
-    """Standardize observations by a running mean/std over all env copies (VecNormV2, count-based)."""
+    """Standardize observations by a count-based running mean/std over all env copies (RunningObsNorm)."""
     obs_clip: float = 10.0
     """Clip normalized observations to +-obs_clip (published value 10)."""
     normalize_rewards: bool = False

@@ -12,7 +12,6 @@ import torch
 from gymnasium.vector import AutoresetMode
 from torchrl.envs import (
     ActionMask,
-    ClipTransform,
     Compose,
     DoubleToFloat,
     EnvBase,
@@ -21,7 +20,6 @@ from torchrl.envs import (
     StepCounter,
     Transform,
     TransformedEnv,
-    VecNormV2,
 )
 
 from ppo_td import keys, trading
@@ -112,7 +110,7 @@ def make_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) ->
     - ``MaskCheck`` + ``ActionMask``: the action mask, validated and cast to bool, and the action
       spec that follows it (when observations carry ``action_mask``, see ``EnvConfig.action_mask``);
     - ``DoubleToFloat``: float64 observations to float32;
-    - ``RunningObsNorm`` (a VecNormV2) + ``ClipTransform``: observation normalization (``normalize_observations``);
+    - ``RunningObsNorm``: observation normalization and clipping (``normalize_observations``);
     - ``StepCounter``, ``RewardSum``: episode length and (raw) return;
     - ``ReturnScaling``: reward scaling by the discounted return's std, with ``gamma`` (``normalize_rewards``).
 
@@ -140,8 +138,8 @@ def make_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) ->
     if base.observation_spec[keys.OBSERVATION].dtype == torch.float64:
         transforms.append(DoubleToFloat())
     if config.normalize_observations:
-        transforms.append(RunningObsNorm(in_keys=[keys.OBSERVATION]))
-        transforms.append(ClipTransform(in_keys=[keys.OBSERVATION], low=-config.obs_clip, high=config.obs_clip))
+        obs_dim = base.observation_spec[keys.OBSERVATION].shape[-1]
+        transforms.append(RunningObsNorm(obs_dim, clip=config.obs_clip))
     transforms += [StepCounter(), RewardSum()]
     if config.normalize_rewards:
         transforms.append(ReturnScaling(gamma=gamma, clip=config.reward_clip))
@@ -190,7 +188,7 @@ def _clip_box_actions(env: gym.Env) -> gym.Env:
 
 def observation_stats(env: EnvBase) -> dict[str, Any] | None:
     """State of ``env``'s observation normalizer (None without one): what evaluation must reuse, frozen."""
-    norm = find_transform(env, VecNormV2)
+    norm = find_transform(env, RunningObsNorm)
     return norm.state_dict() if norm is not None else None
 
 

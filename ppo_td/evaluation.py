@@ -8,12 +8,13 @@ from typing import Any
 import gymnasium as gym
 import torch
 from tensordict.nn import TensorDictModule
-from torchrl.envs import EnvBase, VecNormV2
+from torchrl.envs import EnvBase
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from ppo_td import keys
 from ppo_td.config import EnvConfig
 from ppo_td.envs import find_transform, make_env
+from ppo_td.transforms import RunningObsNorm
 
 DEFAULT_STEP_CAP = 100_000
 
@@ -47,7 +48,7 @@ def make_eval_env(env_config: EnvConfig, episodes: int, seed: int,
         raise ValueError("this policy was trained on normalized observations: pass the training env's "
                          "statistics (obs_stats=observation_stats(train_env), or evaluate from a checkpoint)")
     env = make_env(dataclasses.replace(env_config, num_envs=episodes, normalize_rewards=False), seed=seed)
-    norm = find_transform(env, VecNormV2)
+    norm = find_transform(env, RunningObsNorm)
     if norm is not None:
         norm.load_state_dict(obs_stats)
         norm.freeze()
