@@ -1,1 +1,1 @@
-"""Benchmarks of ppo_td, run from the repository root: ``python -m benchmarks.cartpole_solve``."""
+"""Benchmarks of ppo_td, run from the repository root: ``python -m benchmarks quick|mujoco|doctor``."""

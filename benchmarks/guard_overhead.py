@@ -52,7 +52,8 @@ def main() -> None:
     print(json.dumps(med))
     print("\n| measure | guard on | guard off | on / off |")
     print("|---|---|---|---|")
-    print(f"| random-policy env steps/s (16 CartPoles) | {med['rollout_on']:.0f} | {med['rollout_off']:.0f} | "
+    copies = get_preset("cartpole").env.num_envs
+    print(f"| random-policy env steps/s ({copies} CartPoles) | {med['rollout_on']:.0f} | {med['rollout_off']:.0f} | "
           f"{med['rollout_on'] / med['rollout_off']:.3f} |")
     print(f"| cartpole preset training seconds | {med['train_on']:.2f} | {med['train_off']:.2f} | "
           f"{med['train_on'] / med['train_off']:.3f} |")
