@@ -73,7 +73,21 @@ class FiniteCheck(StepCheck):
             )
 
 
-class ReturnScaling(Transform):
+class _Freezable:
+    """``freeze()`` stops a transform's statistics from updating (evaluation); ``unfreeze()`` resumes."""
+
+    frozen = False
+
+    def freeze(self):
+        self.frozen = True
+        return self
+
+    def unfreeze(self):
+        self.frozen = False
+        return self
+
+
+class ReturnScaling(_Freezable, Transform):
     """Divide each reward by the running std of the discounted return, then clip (no mean subtraction).
 
     The semantics of Gymnasium's ``NormalizeReward`` and Stable-Baselines3's
@@ -102,15 +116,6 @@ class ReturnScaling(Transform):
         self.register_buffer("var", torch.ones((), dtype=torch.float64))
         self.register_buffer("count", torch.full((), 1e-4, dtype=torch.float64))
         self.register_buffer("running_return", torch.zeros(0, dtype=torch.float64))  # one per env copy
-
-    def freeze(self) -> ReturnScaling:
-        """Stop updating the statistics (scaling still applies)."""
-        self.frozen = True
-        return self
-
-    def unfreeze(self) -> ReturnScaling:
-        self.frozen = False
-        return self
 
     def _update(self, returns: list[float]) -> float:
         """Parallel Welford update with this step's returns (plain floats: cheaper than tiny tensor ops)."""
@@ -154,7 +159,7 @@ class ReturnScaling(Transform):
         return next_tensordict
 
 
-class RunningObsNorm(Transform):
+class RunningObsNorm(_Freezable, Transform):
     """Standardize observations by count-based running statistics over all env copies, then clip.
 
     The statistics are the mean and (population) variance of every observation the
@@ -180,15 +185,6 @@ class RunningObsNorm(Transform):
         self.register_buffer("mean", torch.zeros(size, dtype=torch.float64))
         self.register_buffer("var", torch.ones(size, dtype=torch.float64))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
-
-    def freeze(self) -> RunningObsNorm:
-        """Stop updating the statistics (normalization still applies)."""
-        self.frozen = True
-        return self
-
-    def unfreeze(self) -> RunningObsNorm:
-        self.frozen = False
-        return self
 
     def _update(self, rows: torch.Tensor) -> None:
         rows = rows.reshape(-1, self.mean.shape[0]).to(torch.float64)
