@@ -45,7 +45,10 @@ class RunLogger:
         if tensorboard:
             from torchrl.record.loggers.tensorboard import TensorboardLogger
 
-            self._tb = TensorboardLogger(exp_name="tensorboard", log_dir=str(self.run_dir))
+            try:
+                self._tb = TensorboardLogger(exp_name="tensorboard", log_dir=str(self.run_dir))
+            except ImportError as err:
+                raise ImportError("--tensorboard needs the tensorboard package: pip install -e '.[tensorboard]'") from err
 
     def __call__(self, metrics: dict[str, Any], pipeline: Pipeline) -> None:
         self._metrics.write([metrics])
