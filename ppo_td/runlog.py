@@ -48,7 +48,7 @@ class RunLogger:
             try:
                 self._tb = TensorboardLogger(exp_name="tensorboard", log_dir=str(self.run_dir))
             except ImportError as err:
-                raise ImportError("--tensorboard needs the tensorboard package: pip install -e '.[tensorboard]'") from err
+                raise ImportError("--tensorboard needs tensorboard: pip install -e '.[tensorboard]'") from err
 
     def __call__(self, metrics: dict[str, Any], pipeline: Pipeline) -> None:
         self._metrics.write([metrics])
