@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return commands[command](rest)
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, TypeError, FileNotFoundError, ImportError) as err:
         print(f"ppo-td {command}: error: {err}", file=sys.stderr)
         return 2
 
