@@ -19,6 +19,7 @@ from ppo_td.envs import env_signature, make_env, observation_stats
 from ppo_td.models import make_actor_critic
 from ppo_td.pipeline import Pipeline, build_pipeline, make_collector, make_train_env
 from ppo_td.snapshot import capture, restore_snapshot
+from ppo_td.workers import is_multi_worker, push_to_workers
 
 FORMAT = "ppo_td.checkpoint"
 VERSION = 1
@@ -108,6 +109,8 @@ def restore(pipeline: Pipeline, state: dict[str, Any]) -> None:
     pipeline.scheduler.load_state_dict(state["scheduler"])
     pipeline.env.load_state_dict(state["env_state"])
     restore_snapshot(pipeline, state["snapshot"])
+    if is_multi_worker(pipeline.collector):
+        push_to_workers(pipeline.collector, pipeline.env)  # restored weights and statistics to every worker
 
 
 def load_actor(path: str | os.PathLike) -> tuple[TrainConfig, TensorDictModule, dict[str, Any] | None]:

@@ -12,7 +12,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import tyro
 
@@ -48,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return commands[command](rest)
-    except (ValueError, TypeError, FileNotFoundError, ImportError) as err:
+    except Exception as err:
+        from ppo_td.workers import WorkerError  # e.g. workers that could not start
+
+        if not isinstance(err, (ValueError, TypeError, FileNotFoundError, ImportError, WorkerError)):
+            raise
         print(f"ppo-td {command}: error: {err}", file=sys.stderr)
         return 2
 
@@ -72,6 +76,20 @@ class TrainCommand:
     """Also write TensorBoard events to <run_dir>/tensorboard."""
     progress: bool = True
     """Show a progress bar with the latest return and steps per second."""
+    collector: Literal["inprocess", "process", "ray"] | None = None
+    """Shorthand for --collector.backend: where collection runs."""
+    workers: int | None = None
+    """Shorthand for --collector.num-workers."""
+    ray_address: str | None = None
+    """Shorthand for --collector.ray-address: 'local' (start Ray here), 'auto' (running cluster) or host:port."""
+
+    def resolved_config(self) -> TrainConfig:
+        """The config with the shorthand collector flags applied."""
+        shorthand = {"backend": self.collector, "num_workers": self.workers, "ray_address": self.ray_address}
+        changes = {k: v for k, v in shorthand.items() if v is not None}
+        if not changes:
+            return self.config
+        return dataclasses.replace(self.config, collector=dataclasses.replace(self.config.collector, **changes))
 
 
 def _train(args: list[str]) -> int:
@@ -80,6 +98,7 @@ def _train(args: list[str]) -> int:
     preset_name = pre.parse_known_args(args)[0].preset
     default = TrainCommand(config=get_preset(preset_name), preset=preset_name)
     cmd = tyro.cli(TrainCommand, default=default, args=args, prog="ppo-td train")
+    cmd = dataclasses.replace(cmd, config=cmd.resolved_config(), collector=None, workers=None, ray_address=None)
     if cmd.resume and (cmd.config != default.config or cmd.run_dir):
         raise ValueError("--resume continues a run with the config stored in its checkpoint and writes to the "
                          "same folder: drop the config flags and --run-dir")
@@ -111,6 +130,7 @@ def run_training(cmd: TrainCommand) -> int:
     from ppo_td.pipeline import build_pipeline
     from ppo_td.runlog import ProgressBar, RunLogger, plot_learning_curve, read_episodes
     from ppo_td.trainer import NonFiniteError, run
+    from ppo_td.workers import WorkerError
 
     started = time.perf_counter()
     if cmd.resume:
@@ -134,6 +154,11 @@ def run_training(cmd: TrainCommand) -> int:
             kept = out / "checkpoint.pt"
             print(f"ppo-td train: error: {err}\nlast good checkpoint: "
                   f"{kept if kept.exists() else 'none (use --checkpoint-every)'}", file=sys.stderr)
+            return 1
+        except WorkerError as err:
+            checkpointer.save(pipeline, err.frames, err.iteration)  # the last completed iteration, intact
+            print(f"ppo-td train: error: {err}\ntraining stopped after iteration {err.iteration}; "
+                  f"checkpoint: {out / 'checkpoint.pt'}\ncontinue with: ppo-td train --resume {out}", file=sys.stderr)
             return 1
         finally:
             bar.close()

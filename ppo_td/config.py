@@ -181,6 +181,40 @@ class OptimConfig:
 
 
 @dataclass(frozen=True)
+class CollectorConfig:
+    """Where collection runs: in this process (default), in local worker processes, or on Ray."""
+
+    backend: Literal["inprocess", "process", "ray"] = "inprocess"
+    """'inprocess' steps the envs in the training process (TorchRL's Collector); 'process' in num_workers
+    local processes (TorchRL's MultiSyncCollector); 'ray' in num_workers Ray actors (TorchRL's RayCollector)."""
+    num_workers: int | None = None
+    """Worker processes or actors sharing env.num_envs evenly; None: 1 in-process, 2 otherwise."""
+    ray_address: str = "local"
+    """'local' starts a Ray instance in this process; 'auto' joins the running cluster (RAY_ADDRESS or
+    `ray start`); or a head address such as 10.0.0.1:6379 or ray://10.0.0.1:10001."""
+    cpus_per_worker: float = 1.0
+    """Ray only: CPUs each worker actor reserves (Ray's num_cpus)."""
+
+    def __post_init__(self) -> None:
+        _check_types(self, "collector.")
+        _check(self.backend in ("inprocess", "process", "ray"), "collector.backend", self.backend,
+               "'inprocess', 'process' or 'ray'")
+        if self.num_workers is not None:
+            _check(self.num_workers >= 1, "collector.num_workers", self.num_workers, ">= 1 or None")
+            _check(self.backend != "inprocess" or self.num_workers == 1, "collector.num_workers",
+                   self.num_workers, "1 (or None) with backend='inprocess'; use backend='process' or 'ray'")
+        _check(bool(self.ray_address), "collector.ray_address", self.ray_address, "'local', 'auto' or an address")
+        _check(self.cpus_per_worker > 0, "collector.cpus_per_worker", self.cpus_per_worker, "> 0")
+
+    @property
+    def workers(self) -> int:
+        """Number of collection workers (1 in-process)."""
+        if self.num_workers is not None:
+            return self.num_workers
+        return 1 if self.backend == "inprocess" else 2
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """A whole training run: the sections above plus budget, batch size and seed."""
 
@@ -192,6 +226,8 @@ class TrainConfig:
     """GAE and PPO objective section."""
     optim: OptimConfig = field(default_factory=OptimConfig)
     """Update section."""
+    collector: CollectorConfig = field(default_factory=CollectorConfig)
+    """Where collection runs (in-process, worker processes, Ray)."""
     total_frames: int = 500_000
     """Environment steps over the whole run, counted across all envs (CleanRL total_timesteps)."""
     frames_per_batch: int = 512
@@ -206,6 +242,8 @@ class TrainConfig:
         _check(self.frames_per_batch >= 1, "frames_per_batch", self.frames_per_batch, ">= 1")
         _check(self.frames_per_batch % self.env.num_envs == 0, "frames_per_batch", self.frames_per_batch,
                f"a multiple of env.num_envs={self.env.num_envs} (each env runs the same number of steps)")
+        _check(self.env.num_envs % self.collector.workers == 0, "env.num_envs", self.env.num_envs,
+               f"a multiple of collector.num_workers={self.collector.workers} (each worker steps an equal share)")
         _check(self.frames_per_batch % self.optim.num_minibatches == 0, "frames_per_batch",
                self.frames_per_batch,
                f"divisible into optim.num_minibatches={self.optim.num_minibatches} equal minibatches")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import importlib
 from functools import partial
 from typing import Any
 
@@ -55,6 +56,15 @@ class StepErrorContext(gym.Wrapper):
 
 
 def _check_env_id(env_id: str) -> None:
+    """Known id, or Gymnasium's ``module:EnvId`` form whose module registers it when imported (that
+    form also reaches worker processes, which do not share this process's registrations)."""
+    module, sep, env_id = env_id.rpartition(":")
+    if sep:
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise ValueError(f"env id {module}:{env_id}: cannot import {module!r} ({err}); it must be importable "
+                             "where training runs (and in every worker)") from err
     if env_id in gym.registry:
         return
     close = difflib.get_close_matches(env_id, list(gym.registry), n=3)

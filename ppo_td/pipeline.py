@@ -29,15 +29,23 @@ def make_train_env(config: TrainConfig) -> EnvBase:
 
 
 def make_collector(env: EnvBase, actor: TensorDictModule, config: TrainConfig, done_frames: int = 0) -> Collector:
-    """In-process TorchRL collector yielding ``[num_envs, steps_per_env]`` batches.
+    """TorchRL collector yielding ``[num_envs, steps_per_env]`` batches, where ``config.collector`` says.
 
-    ``done_frames`` (a resumed run's frame count) shortens the budget accordingly.
+    In-process (default), ``env`` is stepped here. With ``collector.backend`` 'process' or
+    'ray' the workers build their own envs (:mod:`ppo_td.workers`) and ``env`` stays the
+    learner's copy that holds the merged normalization statistics. ``done_frames`` (a
+    resumed run's frame count) shortens the budget accordingly.
     """
+    total_frames = config.num_iterations * config.frames_per_batch - done_frames
+    if config.collector.backend != "inprocess":
+        from ppo_td.workers import make_worker_collector
+
+        return make_worker_collector(config, actor, total_frames)
     return Collector(
         env,
         actor,
         frames_per_batch=config.frames_per_batch,
-        total_frames=config.num_iterations * config.frames_per_batch - done_frames,
+        total_frames=total_frames,
         auto_register_policy_transforms=False,  # our actor is stateless: it needs no InitTracker
     )
 

@@ -16,6 +16,7 @@ import torch
 from tensordict import TensorDict
 
 from ppo_td.pipeline import Pipeline
+from ppo_td.workers import is_multi_worker
 
 
 def _gym_vector_env(pipeline: Pipeline) -> Any | None:
@@ -47,9 +48,10 @@ def capture(pipeline: Pipeline) -> dict[str, Any]:
     """RNG, simulator and collector state of ``pipeline`` (call between iterations).
 
     Parts ppo_td did not build (a custom env or collector) are skipped: a resume
-    then restores weights, optimizer and counters but not the exact next batch.
+    then restores weights, optimizer and counters but not the exact next batch. So are
+    worker collectors' simulators (they live in the workers): such a resume starts new episodes.
     """
-    vec = _gym_vector_env(pipeline)
+    vec = None if is_multi_worker(pipeline.collector) else _gym_vector_env(pipeline)
     carrier = getattr(pipeline.collector, "_carrier", None)
     return {
         "torch_rng": torch.get_rng_state(),

@@ -17,6 +17,7 @@ from ppo_td.envs import observation_stats
 from ppo_td.evaluation import evaluate
 from ppo_td.objective import explained_variance, total_loss
 from ppo_td.pipeline import Pipeline, build_pipeline
+from ppo_td.workers import WorkerError, batches, shutdown, sync_workers
 
 Callback = Callable[[dict[str, Any], Pipeline], None]
 
@@ -83,7 +84,7 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
     start = last = time.perf_counter()
     start_frames = frames
     try:
-        for batch in p.collector:
+        for batch in batches(p.collector):  # a dead worker surfaces as WorkerError
             collected = time.perf_counter()
             iteration += 1
             frames += batch.numel()
@@ -98,6 +99,7 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
             except NonFiniteError as err:
                 raise NonFiniteError(f"iteration {iteration} ({frames} frames): {err}") from err
             p.scheduler.step()
+            sync_workers(p.collector, p.env)  # new weights and merged statistics to the workers, if any
             now = time.perf_counter()
             metrics.update(time=now - start, sps=(frames - start_frames) / (now - start),
                            collect_seconds=collected - last, collect_sps=batch.numel() / (collected - last),
@@ -108,8 +110,11 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
             last = time.perf_counter()
     except StopTraining:
         result.stopped = True
+    except WorkerError as err:
+        err.frames, err.iteration = frames, iteration  # the last completed iteration: intact in the pipeline
+        raise
     finally:
-        p.collector.shutdown()
+        shutdown(p.collector)
     if cfg.eval_episodes and not result.stopped:
         result.eval_returns = evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000,
                                        obs_stats=observation_stats(p.env))

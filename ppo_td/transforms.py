@@ -87,7 +87,48 @@ class _Freezable:
         return self
 
 
-class ReturnScaling(_Freezable, Transform):
+Moments = dict[str, torch.Tensor]
+"""``{"count", "mean", "var"}`` of a stream: its length, mean and population variance (float64)."""
+
+
+def merge_moments(a: Moments, b: Moments) -> Moments:
+    """The moments of two streams together (Chan et al.'s parallel update); exact up to rounding."""
+    count = a["count"] + b["count"]
+    if float(count) == 0:
+        return {k: v.clone() for k, v in a.items()}
+    delta = b["mean"] - a["mean"]
+    m2 = a["var"] * a["count"] + b["var"] * b["count"] + delta.square() * a["count"] * b["count"] / count
+    return {"count": count, "mean": a["mean"] + delta * b["count"] / count, "var": m2 / count}
+
+
+def moments_since(now: Moments, base: Moments) -> Moments:
+    """The moments of what was added to a stream after ``base``: ``merge_moments(base, result) == now``."""
+    count = now["count"] - base["count"]
+    if float(count) <= 0:
+        return {"count": torch.zeros_like(now["count"]), "mean": torch.zeros_like(now["mean"]),
+                "var": torch.zeros_like(now["var"])}
+    mean = (now["mean"] * now["count"] - base["mean"] * base["count"]) / count
+    m2 = (now["var"] * now["count"] - base["var"] * base["count"]
+          - (mean - base["mean"]).square() * base["count"] * count / now["count"])
+    return {"count": count, "mean": mean, "var": (m2 / count).clamp_min(0.0)}
+
+
+class _RunningMoments:
+    """Statistics kept as ``count``/``mean``/``var`` buffers, readable and settable as :data:`Moments`.
+
+    Collection workers each update their own copy; :mod:`ppo_td.workers` merges what every
+    worker added since the last sync and sets the result in all of them.
+    """
+
+    def moments(self) -> Moments:
+        return {"count": self.count.clone(), "mean": self.mean.clone(), "var": self.var.clone()}
+
+    def load_moments(self, moments: Moments) -> None:
+        for name in ("count", "mean", "var"):
+            getattr(self, name).copy_(moments[name])
+
+
+class ReturnScaling(_RunningMoments, _Freezable, Transform):
     """Divide each reward by the running std of the discounted return, then clip (no mean subtraction).
 
     The semantics of Gymnasium's ``NormalizeReward`` and Stable-Baselines3's
@@ -159,7 +200,7 @@ class ReturnScaling(_Freezable, Transform):
         return next_tensordict
 
 
-class RunningObsNorm(_Freezable, Transform):
+class RunningObsNorm(_RunningMoments, _Freezable, Transform):
     """Standardize observations by count-based running statistics over all env copies, then clip.
 
     The statistics are the mean and (population) variance of every observation the

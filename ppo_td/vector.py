@@ -51,5 +51,5 @@ class PartialResetCartPole(gym.vector.VectorWrapper):
 
 def numpy_vectorized(env_id: str) -> bool:
     """True when Gymnasium has a numpy-vectorized implementation of ``env_id`` that ppo_td can step."""
-    spec = gym.spec(env_id)
+    spec = gym.spec(env_id.rpartition(":")[2])  # without a module: prefix
     return spec.vector_entry_point is not None and str(spec.vector_entry_point).endswith(":CartPoleVectorEnv")

@@ -1,0 +1,292 @@
+"""Collection in local worker processes or on Ray, on TorchRL's own collectors.
+
+``collector.backend='process'`` builds TorchRL's ``MultiSyncCollector`` and ``'ray'`` its
+``RayCollector``. Each worker steps ``env.num_envs / num_workers`` env copies and the
+batch keeps the in-process ``[env, time]`` layout, so GAE and truncation handling are
+unchanged. After every update :func:`sync_workers` sends the new policy weights and the
+merged normalization statistics to all workers; a worker that dies becomes a
+:class:`WorkerError` naming it and the cause.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import re
+import shutil
+import signal
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModule
+from torchrl.collectors import Collector
+from torchrl.envs import Compose, EnvBase, TransformedEnv
+
+from ppo_td.config import EnvConfig, TrainConfig
+from ppo_td.envs import make_env
+from ppo_td.transforms import _RunningMoments, merge_moments, moments_since
+
+
+class WorkerError(RuntimeError):
+    """A collection worker died or failed; ``worker`` is its index (None if unknown), ``cause`` why.
+
+    The trainer adds ``frames`` and ``iteration``: the last completed iteration, whose
+    weights and statistics are intact in the pipeline (the CLI checkpoints them).
+    """
+
+    def __init__(self, worker: int | None, cause: str) -> None:
+        who = f"collection worker {worker}" if worker is not None else "a collection worker"
+        super().__init__(f"{who} failed: {cause}")
+        self.worker, self.cause = worker, cause
+        self.frames = self.iteration = None
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerEnv:
+    """Picklable env factory run inside worker ``index``: its share of the copies, seeded apart.
+
+    It also seeds the worker's torch RNG, so action sampling differs between workers
+    and repeats from run to run.
+    """
+
+    config: EnvConfig
+    seed: int
+    gamma: float
+    index: int
+
+    def __call__(self) -> TransformedEnv:
+        torch.manual_seed(self.seed)
+        return make_env(self.config, seed=self.seed, gamma=self.gamma)
+
+
+def worker_envs(config: TrainConfig) -> list[WorkerEnv]:
+    """One factory per worker; worker i's copies get seeds ``seed + i * copies_per_worker + k``, as in-process."""
+    n = config.collector.workers
+    per = config.env.num_envs // n
+    env_config = dataclasses.replace(config.env, num_envs=per)
+    return [WorkerEnv(env_config, config.seed + i * per, config.loss.gamma, i) for i in range(n)]
+
+
+class _ReportingCollector(Collector):
+    """The collector inside a worker process: writes the exception that ends it to a report file."""
+
+    def __init__(self, *args: Any, report_dir: str, **kwargs: Any) -> None:
+        self._report = Path(report_dir) / f"worker-{kwargs.get('worker_idx')}.txt"
+        super().__init__(*args, **kwargs)
+
+    def iterator(self) -> Iterator[TensorDictBase]:
+        try:
+            yield from super().iterator()
+        except Exception as err:
+            self._report.write_text(f"{type(err).__name__}: {err}")
+            raise
+
+
+def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_frames: int) -> Any:
+    """TorchRL's MultiSyncCollector ('process') or RayCollector ('ray') over :func:`worker_envs`."""
+    c = config.collector
+    common = dict(frames_per_batch=config.frames_per_batch, total_frames=total_frames, sync=True)
+    if c.backend == "process":
+        from torchrl.weight_update import SharedMemWeightSyncScheme
+
+        report_dir = tempfile.mkdtemp(prefix="ppo_td-workers-")
+        scheme = SharedMemWeightSyncScheme()  # TorchRL's default for a CPU policy, held here to be closed
+        try:
+            collector = Collector(
+                worker_envs(config), actor, num_collectors=c.workers, cat_results=0, use_buffers=True,  # [env, time]
+                num_threads=torch.get_num_threads(),  # keep the learner's threads (TorchRL would lower them)
+                collector_class=functools.partial(_ReportingCollector, report_dir=report_dir),
+                weight_sync_schemes={"policy": scheme}, auto_register_policy_transforms=False, **common)
+        except Exception as err:
+            scheme.shutdown()
+            shutil.rmtree(report_dir, ignore_errors=True)
+            raise _start_failure(err) from err
+        collector._ppo_td_report_dir = report_dir
+        return collector
+    if c.backend != "ray":
+        raise ValueError(f"collector.backend={c.backend!r} has no worker collector; use 'process' or 'ray'")
+    init = _ray_init_config(config)
+    try:
+        collector = Collector(
+            worker_envs(config), actor, backend="ray", postproc=_env_time,
+            backend_options=dict(
+                ray_init_config=init,
+                remote_configs={"num_cpus": c.cpus_per_worker, "num_gpus": 0},  # TorchRL's default asks for a GPU
+                collector_kwargs={"auto_register_policy_transforms": False}),
+            **common)
+        collector.update_policy_weights_()  # registers the learner's weights as the source
+    except Exception as err:
+        raise _start_failure(err) from err
+    return collector
+
+
+def _start_failure(err: Exception) -> WorkerError:
+    message = str(err).split("\n\nWorker traceback:")[0]  # TorchRL appends the worker's whole traceback
+    return WorkerError(None, f"the workers could not start: {type(err).__name__}: {message}\n"
+                       "Workers are new processes: an env registered at run time must come from an importable "
+                       "module; give its id as 'module:EnvId' (Gymnasium's form) so every worker imports it first.")
+
+
+def _env_time(batch: TensorDictBase) -> TensorDictBase:
+    """RayCollector stacks workers as ``[worker, env, time]``: merge the first two into ``[env, time]``."""
+    batch = batch.reshape(-1, batch.shape[-1])
+    batch.refine_names(None, "time")
+    return batch
+
+
+def _ray_init_config(config: TrainConfig) -> dict[str, Any]:
+    try:
+        import ray  # noqa: F401
+    except ImportError as err:
+        raise ImportError("collector.backend='ray' needs Ray: pip install 'ppo_td[distributed]'") from err
+    c = config.collector
+    if c.ray_address == "local":
+        need = int(-(-c.workers * c.cpus_per_worker // 1))
+        # a local instance advertises enough CPUs for every worker, or the actors would wait forever
+        import os
+
+        return {"num_cpus": max(os.cpu_count() or 1, need), "include_dashboard": False, "log_to_driver": False}
+    return {"address": c.ray_address, "log_to_driver": False}
+
+
+def is_multi_worker(collector: Any) -> bool:
+    """True for TorchRL's multi-process and Ray collectors (what :func:`make_worker_collector` builds)."""
+    from torchrl.collectors import MultiCollector
+
+    # RayCollector is matched by name: importing its class imports Ray (about 2 s)
+    return isinstance(collector, MultiCollector) or any(c.__name__ == "RayCollector" for c in type(collector).__mro__)
+
+
+def _moment_transforms(env: EnvBase) -> list[tuple[int, _RunningMoments]]:
+    transform = getattr(env, "transform", None)
+    if transform is None:
+        return []
+    parts = list(transform.transforms) if isinstance(transform, Compose) else [transform]
+    return [(i, t) for i, t in enumerate(parts) if isinstance(t, _RunningMoments)]
+
+
+def merge_worker_statistics(collector: Any, env: EnvBase) -> None:
+    """Fold every worker's new normalization data into ``env``'s statistics (the learner's copy).
+
+    Each worker's statistics are the last synced ones plus its own observations since;
+    :func:`~ppo_td.transforms.moments_since` recovers those, and
+    :func:`~ppo_td.transforms.merge_moments` adds them all, so the result equals the
+    statistics of every observation any worker saw.
+    """
+    for index, transform in _moment_transforms(env):
+        base = transform.moments()
+        merged = base
+        for worker_moments in collector.map_fn(f"env.transform[{index}].moments"):
+            merged = merge_moments(merged, moments_since(worker_moments, base))
+        transform.load_moments(merged)
+
+
+def push_to_workers(collector: Any, env: EnvBase) -> None:
+    """Send the learner's policy weights and ``env``'s normalization statistics to every worker."""
+    for index, transform in _moment_transforms(env):
+        moments = transform.moments()
+        collector.map_fn(f"env.transform[{index}].load_moments", [(moments,)] * collector.num_workers)
+    collector.update_policy_weights_()
+
+
+def sync_workers(collector: Any, env: EnvBase) -> None:
+    """After an update: merge the workers' statistics, then send statistics and weights to all of them.
+
+    A no-op for an in-process collector, whose env and policy are the learner's own.
+    """
+    if is_multi_worker(collector):
+        with reported_failures(collector):
+            merge_worker_statistics(collector, env)
+            push_to_workers(collector, env)
+
+
+def batches(collector: Any) -> Iterator[TensorDictBase]:
+    """Iterate ``collector``; a worker death or failure is raised as :class:`WorkerError`."""
+    iterator = iter(collector)
+    while True:
+        with reported_failures(collector):
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                return
+        yield batch
+
+
+@contextlib.contextmanager
+def reported_failures(collector: Any) -> Iterator[None]:
+    """Re-raise a worker's death or failure inside the block as :class:`WorkerError`."""
+    try:
+        yield
+    except WorkerError:
+        raise
+    except Exception as err:
+        failure = worker_failure(collector, err)
+        if failure is None:
+            raise
+        raise failure from err
+
+
+_DEAD = re.compile(r"worker (\d+) \(exit code (-?\d+)\)")
+
+
+def worker_failure(collector: Any, err: Exception) -> WorkerError | None:
+    """Translate a collector's failure into a :class:`WorkerError`, or None if no worker failed."""
+    if not is_multi_worker(collector):
+        return None
+    report_dir = getattr(collector, "_ppo_td_report_dir", None)
+    match = _DEAD.search(str(err))
+    if report_dir is not None and match:
+        worker, code = int(match.group(1)), int(match.group(2))
+        report = Path(report_dir) / f"worker-{worker}.txt"
+        cause = report.read_text() if report.exists() else _exit_cause(code)
+        return WorkerError(worker, cause)
+    try:
+        import ray.exceptions
+    except ImportError:
+        return None
+    if isinstance(err, ray.exceptions.RayError):
+        actor_ids = [c._actor_id.hex() for c in getattr(collector, "remote_collectors", [])]
+        actor_id = getattr(err, "actor_id", None)
+        worker = actor_ids.index(actor_id) if actor_id in actor_ids else None
+        cause = getattr(err, "cause", None)
+        if isinstance(cause, Exception):
+            return WorkerError(worker, f"{type(cause).__name__}: {cause}")
+        return WorkerError(worker, str(err).strip().splitlines()[-1])
+    return None
+
+
+def _exit_cause(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (the kernel's OOM killer or a `kill -9`)" if -code == signal.SIGKILL else ""
+        return f"the process was killed by {name}{hint}"
+    return f"the process exited with code {code}"
+
+
+def shutdown(collector: Any) -> None:
+    """Stop a collector; for worker collectors never raise (a dead worker must not hide the first error)."""
+    if not is_multi_worker(collector):
+        collector.shutdown()
+        return
+    try:
+        collector.shutdown()
+    except Exception:  # noqa: BLE001 - best effort: the workers may already be gone
+        pass
+    # TorchRL 0.14's MultiCollector.shutdown leaves its weight-sync schemes open; their __del__ then
+    # starts a queue thread during garbage collection, which deadlocked the process here. Close them now.
+    for scheme in (getattr(collector, "_weight_sync_schemes", None) or {}).values():
+        try:
+            scheme.shutdown()
+        except Exception:  # noqa: BLE001
+            pass
+    report_dir = getattr(collector, "_ppo_td_report_dir", None)
+    if report_dir is not None:
+        shutil.rmtree(report_dir, ignore_errors=True)

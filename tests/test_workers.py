@@ -1,0 +1,180 @@
+"""Collection in worker processes and on Ray: layout, learning, statistics, weight sync, failures."""
+
+import dataclasses
+import statistics
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium.envs.classic_control import CartPoleEnv
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tensordict.nn import TensorDictModule
+
+from conftest import small_config
+from ppo_td.checkpoint import load_checkpoint, resume_pipeline
+from ppo_td.cli import main
+from ppo_td.config import CollectorConfig, EnvConfig
+from ppo_td.envs import find_transform, make_env
+from ppo_td.pipeline import build_pipeline, make_collector, make_train_env
+from ppo_td.presets import get_preset
+from ppo_td.trainer import run, train
+from ppo_td.transforms import ReturnScaling, RunningObsNorm, merge_moments, moments_since
+from ppo_td.workers import WorkerError
+
+
+def _moments(x: np.ndarray) -> dict:
+    x = torch.as_tensor(x, dtype=torch.float64)
+    return {"count": torch.tensor(float(len(x)), dtype=torch.float64), "mean": x.mean(0), "var": x.var(0, correction=0)}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 40), min_size=2, max_size=5), st.integers(0, 2**31 - 1))
+def test_merged_moments_equal_numpy_on_the_whole_stream(sizes, seed):
+    """A base stream plus each worker's additions, recovered by difference and merged, equals numpy's moments."""
+    rng = np.random.default_rng(seed)
+    base = rng.normal(3.0, 2.0, size=(50, 3))
+    adds = [rng.normal(rng.uniform(-5, 5), rng.uniform(0.1, 4), size=(n, 3)) for n in sizes]
+    base_m = _moments(base)
+    merged = base_m
+    for add in adds:  # each worker holds base + its own additions
+        merged = merge_moments(merged, moments_since(_moments(np.concatenate([base, add])), base_m))
+    expected = _moments(np.concatenate([base, *adds]))
+    assert float(merged["count"]) == float(expected["count"])
+    torch.testing.assert_close(merged["mean"], expected["mean"], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(merged["var"], expected["var"], rtol=1e-10, atol=1e-12)
+
+
+def test_moments_since_an_unchanged_stream_is_empty():
+    m = _moments(np.arange(12.0).reshape(4, 3))
+    since = moments_since(m, m)
+    assert float(since["count"]) == 0
+    merged = merge_moments(m, since)
+    torch.testing.assert_close(merged, m)
+
+
+def process_config(**overrides):
+    return small_config(collector=CollectorConfig("process", num_workers=2), **overrides)
+
+
+class ConstantLeft(TensorDictModule):
+    """Always action 0 with log-prob 0: episodes then depend only on the env seeds, not on sampling."""
+
+    def __init__(self):
+        super().__init__(torch.nn.Linear(4, 1), in_keys=["observation"], out_keys=["_unused"])
+
+    def forward(self, td, *args, **kwargs):
+        td.set("action", torch.zeros(td.batch_size, dtype=torch.long))
+        td.set("action_log_prob", torch.zeros(td.batch_size))
+        return td
+
+
+def test_worker_statistics_merge_to_the_single_process_statistics():
+    """2 workers x 2 CartPoles, merged after each batch, equal one process stepping the same 4 seeded copies."""
+    env_config = EnvConfig("CartPole-v1", num_envs=4, vectorization="sync", normalize_observations=True,
+                           normalize_rewards=True)
+    config = process_config(env=env_config, frames_per_batch=64, total_frames=192, eval_episodes=0)
+    actor = ConstantLeft()
+    env = make_train_env(config)
+    pipeline = build_pipeline(config, env=env, collector=make_collector(env, actor, config))  # collects with it
+    batches = []
+    run(pipeline, callbacks=[lambda metrics, p: batches.append(metrics["frames"])])
+    assert batches == [64, 128, 192]
+    reference = make_env(env_config, seed=config.seed, gamma=config.loss.gamma)
+    td = reference.reset()
+    for _ in range(192 // 4):  # the same policy, the same 4 copies, the same seeds, in one process
+        td = reference.step_and_maybe_reset(actor(td))[1]
+    for kind in (RunningObsNorm, ReturnScaling):
+        merged, single = find_transform(pipeline.env, kind).moments(), find_transform(reference, kind).moments()
+        assert float(merged["count"]) == pytest.approx(float(single["count"]), abs=1e-9), kind
+        torch.testing.assert_close(merged["mean"], single["mean"], rtol=1e-9, atol=1e-12)
+        torch.testing.assert_close(merged["var"], single["var"], rtol=1e-9, atol=1e-12)
+    assert float(find_transform(pipeline.env, RunningObsNorm).count) > 192  # steps plus reset observations
+
+
+def test_two_worker_processes_solve_cartpole_like_in_process():
+    """The default preset, collected by 2 local worker processes, reaches >= 475 in the same 50k frames."""
+    config = get_preset("cartpole")
+    config = dataclasses.replace(config, collector=CollectorConfig("process", num_workers=2))
+    result = train(config)
+    assert result.history[-1]["frames"] == 49_664  # the in-process budget
+    assert statistics.fmean(result.eval_returns) >= 475, result.eval_returns
+
+
+def test_ray_workers_use_the_learners_weights_after_every_update():
+    """Ray started locally with 2 CPUs: after each update both workers' policy and statistics equal the learner's."""
+    pytest.importorskip("ray")
+    import ray
+
+    env_config = EnvConfig("CartPole-v1", num_envs=4, normalize_observations=True)
+    config = small_config(env=env_config, collector=CollectorConfig("ray", num_workers=2), eval_episodes=0)
+    checks = []
+
+    def compare(metrics, p):
+        learner = p.actor.state_dict()
+        for worker_policy in p.collector.get_distant_attr("policy"):
+            remote = worker_policy.state_dict()
+            checks.append(all(torch.equal(remote[k], v) for k, v in learner.items()))
+        moments = find_transform(p.env, RunningObsNorm).moments()
+        for remote in p.collector.map_fn(f"env.transform[{_index(p.env, RunningObsNorm)}].moments"):
+            checks.append(all(torch.equal(remote[k], v) for k, v in moments.items()))
+
+    try:
+        pipeline = build_pipeline(config)
+        start = {k: v.clone() for k, v in pipeline.actor.state_dict().items()}
+        result = run(pipeline, callbacks=[compare])
+        assert ray.is_initialized() is False  # the local instance ppo_td started is shut down with the collector
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+    assert len(result.history) == 3 and len(checks) == 3 * 4 and all(checks), checks
+    assert any(not torch.equal(start[k], v) for k, v in pipeline.actor.state_dict().items())  # it did train
+
+
+def _index(env, kind):
+    return next(i for i, t in enumerate(env.transform) if isinstance(t, kind))
+
+
+gym.register("PpoTdTest/OnlyInThisProcess-v0", entry_point=CartPoleEnv, max_episode_steps=500)
+
+
+def test_workers_that_cannot_build_their_env_fail_fast_with_the_fix():
+    """An id registered only in this process: the spawned workers cannot make it; the error says 'module:EnvId'."""
+    config = process_config(env=EnvConfig("PpoTdTest/OnlyInThisProcess-v0", num_envs=4))
+    with pytest.raises(WorkerError, match="(?s)could not start: .*unknown Gymnasium env id.*'module:EnvId'"):
+        build_pipeline(config)
+
+
+def test_an_exception_in_a_worker_names_the_worker_and_the_cause():
+    """Worker 1 (seeds 3, 4) raises at its 40th step: WorkerError(1) carries the env's error, no hang."""
+    config = process_config(env=EnvConfig("failing_envs:PpoTdTest/RaiseInWorker-v0", num_envs=4, vectorization="sync"),
+                            frames_per_batch=64, total_frames=640)
+    pipeline = build_pipeline(config)
+    with pytest.raises(WorkerError) as info:
+        run(pipeline)
+    err = info.value
+    assert err.worker == 1 and "simulator diverged" in err.cause and "PpoTdTest/RaiseInWorker-v0" in err.cause
+    assert err.iteration == 2 and err.frames == 128  # 16 steps per iteration per copy: the 40th is in the 3rd
+
+
+def test_a_killed_worker_stops_training_with_a_clear_error_and_a_loadable_checkpoint(tmp_path, capsys):
+    """SIGKILL of worker 1 mid-run (CLI): exit 1, the error names worker 1 and SIGKILL, the checkpoint resumes."""
+    out = tmp_path / "run"
+    code = main(["train", "--preset", "cleanrl", "--env.env-id", "failing_envs:PpoTdTest/KillWorker-v0",
+                 "--env.num-envs", "4", "--env.vectorization", "sync", "--frames-per-batch", "64",
+                 "--total-frames", "640",
+                 "--model.hidden-sizes", "16", "16", "--collector", "process", "--workers", "2",
+                 "--run-dir", str(out), "--no-progress", "--checkpoint-every", "0"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "collection worker 1 failed: the process was killed by SIGKILL" in err, err
+    assert "training stopped after iteration 2" in err and f"--resume {out}" in err
+    state = load_checkpoint(out / "checkpoint.pt")
+    assert state["iteration"] == 2 and state["frames"] == 128
+    pipeline, frames, iteration = resume_pipeline(out)
+    try:
+        assert (frames, iteration) == (128, 2) and pipeline.config.collector.backend == "process"
+        torch.testing.assert_close(pipeline.actor.state_dict(), {k: v for k, v in state["actor"].items()})
+    finally:
+        pipeline.collector.shutdown()
