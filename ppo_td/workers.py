@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import math
+import os
 import re
 import shutil
 import signal
@@ -140,18 +142,25 @@ def _env_time(batch: TensorDictBase) -> TensorDictBase:
 
 
 def _ray_init_config(config: TrainConfig) -> dict[str, Any]:
+    """``ray.init`` arguments for TorchRL; for a cluster, connect now and check it has the CPUs (no endless wait)."""
     try:
-        import ray  # noqa: F401
+        import ray
     except ImportError as err:
         raise ImportError("collector.backend='ray' needs Ray: pip install 'ppo_td[distributed]'") from err
     c = config.collector
-    if c.ray_address == "local":
-        need = int(-(-c.workers * c.cpus_per_worker // 1))
-        # a local instance advertises enough CPUs for every worker, or the actors would wait forever
-        import os
-
-        return {"num_cpus": max(os.cpu_count() or 1, need), "include_dashboard": False, "log_to_driver": False}
-    return {"address": c.ray_address, "log_to_driver": False}
+    need = c.workers * c.cpus_per_worker
+    if c.ray_address == "local" and not ray.is_initialized():
+        # the local instance advertises a CPU slot for every worker, or the actors would wait forever
+        return {"num_cpus": max(os.cpu_count() or 1, math.ceil(need)), "include_dashboard": False,
+                "log_to_driver": False}
+    if not ray.is_initialized():
+        ray.init(address=c.ray_address, log_to_driver=False)
+    free = ray.available_resources().get("CPU", 0.0)
+    if free < need:
+        raise ValueError(f"the Ray cluster has {free:g} free CPUs; {c.workers} workers x "
+                         f"collector.cpus_per_worker={c.cpus_per_worker:g} need {need:g}. Use fewer workers, "
+                         "a smaller cpus_per_worker, or add nodes")
+    return {}
 
 
 def is_multi_worker(collector: Any) -> bool:
