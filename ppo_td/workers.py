@@ -124,6 +124,8 @@ def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_fr
         collector.update_policy_weights_()  # registers the learner's weights as the source
     except Exception as err:
         raise _start_failure(err) from err
+    # kept to name a dead actor: TorchRL empties remote_collectors when it shuts down after a failure
+    collector._ppo_td_actor_ids = [actor._actor_id.hex() for actor in collector.remote_collectors]
     return collector
 
 
@@ -259,7 +261,7 @@ def worker_failure(collector: Any, err: Exception) -> WorkerError | None:
     except ImportError:
         return None
     if isinstance(err, ray.exceptions.RayError):
-        actor_ids = [c._actor_id.hex() for c in getattr(collector, "remote_collectors", [])]
+        actor_ids = getattr(collector, "_ppo_td_actor_ids", [])
         actor_id = getattr(err, "actor_id", None)
         worker = actor_ids.index(actor_id) if actor_id in actor_ids else None
         cause = getattr(err, "cause", None)

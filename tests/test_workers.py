@@ -1,6 +1,8 @@
 """Collection in worker processes and on Ray: layout, learning, statistics, weight sync, failures."""
 
 import dataclasses
+import os
+import signal
 import statistics
 
 import gymnasium as gym
@@ -178,3 +180,24 @@ def test_a_killed_worker_stops_training_with_a_clear_error_and_a_loadable_checkp
         torch.testing.assert_close(pipeline.actor.state_dict(), {k: v for k, v in state["actor"].items()})
     finally:
         pipeline.collector.shutdown()
+
+
+def test_a_killed_ray_worker_is_named():
+    """SIGKILL of Ray worker 1's process after iteration 2: WorkerError(1) with Ray's account of the death."""
+    pytest.importorskip("ray")
+    import ray
+
+    def kill_worker_1(metrics, p):
+        if metrics["iteration"] == 2:
+            pid = ray.get(p.collector.remote_collectors[1].__ray_call__.remote(lambda actor: os.getpid()))
+            os.kill(pid, signal.SIGKILL)
+
+    config = small_config(collector=CollectorConfig("ray", num_workers=2), total_frames=640, eval_episodes=0)
+    try:
+        with pytest.raises(WorkerError) as info:
+            run(build_pipeline(config), callbacks=[kill_worker_1])
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+    assert info.value.worker == 1 and "died" in info.value.cause, info.value
+    assert (info.value.iteration, info.value.frames) == (2, 128)
