@@ -1,0 +1,73 @@
+"""ppo_td.speedups on vs off, side by side: whole training runs, each in its own process.
+
+For each preset and seed, one run with the workaround and one with
+``PPO_TD_NO_SPEEDUPS=1`` (order alternating by seed); the ratio is taken pairwise.
+
+    python -m benchmarks.speedups --seeds 1 2 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+RUNS = {  # preset -> frames (None: the preset's budget)
+    "cartpole": None,
+    "cleanrl": 20_480,
+    "halfcheetah": 10_240,
+}
+
+
+def one(preset: str, seed: int, frames: int | None, on: bool) -> dict:
+    spec = {"library": "ppo_td", "preset": preset, "seed": seed, "total_frames": frames, "eval_episodes": 1}
+    env = dict(os.environ, PPO_TD_NO_SPEEDUPS="0" if on else "1")
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.worker", json.dumps(spec)], capture_output=True,
+                          text=True, check=False, env=env)
+    if proc.returncode:
+        raise RuntimeError(f"{spec} failed:\n{proc.stderr[-3000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"preset": preset, "seed": seed, "speedups": on, "frames": out["frames"],
+            "train_seconds": out["train_seconds"], "collect_seconds": out["collect_seconds"],
+            "update_seconds": out["update_seconds"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--out", default="bench_results/speedups.md")
+    args = parser.parse_args()
+    rows = []
+    for preset, frames in RUNS.items():
+        for i, seed in enumerate(args.seeds):
+            for on in ((True, False) if i % 2 == 0 else (False, True)):
+                rows.append(one(preset, seed, frames, on))
+                print(json.dumps(rows[-1]), flush=True)
+    lines = ["| preset | frames | train s, off | train s, on | speed-up (pairwise median, min-max) | "
+             "collect s off -> on | update s off -> on |", "|---|---|---|---|---|---|---|"]
+    for preset in RUNS:
+        pairs = [(next(r for r in rows if r["preset"] == preset and r["seed"] == s and not r["speedups"]),
+                  next(r for r in rows if r["preset"] == preset and r["seed"] == s and r["speedups"]))
+                 for s in args.seeds]
+        ratios = [off["train_seconds"] / on["train_seconds"] for off, on in pairs]
+
+        def med(key, which, pairs=pairs):
+            return statistics.median(p[which][key] for p in pairs)
+
+        lines.append(f"| {preset} | {pairs[0][0]['frames']:,} | {med('train_seconds', 0):.2f} | "
+                     f"{med('train_seconds', 1):.2f} | {statistics.median(ratios):.2f}x "
+                     f"({min(ratios):.2f}-{max(ratios):.2f}) | {med('collect_seconds', 0):.2f} -> "
+                     f"{med('collect_seconds', 1):.2f} | {med('update_seconds', 0):.2f} -> "
+                     f"{med('update_seconds', 1):.2f} |")
+    table = "\n".join(lines) + "\n"
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
