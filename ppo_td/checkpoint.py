@@ -19,7 +19,7 @@ from ppo_td.envs import env_signature, make_env, observation_stats
 from ppo_td.models import make_actor_critic
 from ppo_td.pipeline import Pipeline, build_pipeline, make_collector, make_train_env
 from ppo_td.snapshot import capture, restore_snapshot
-from ppo_td.workers import is_multi_worker, push_to_workers
+from ppo_td.workers import push_to_workers, shutdown
 
 FORMAT = "ppo_td.checkpoint"
 VERSION = 1
@@ -109,8 +109,7 @@ def restore(pipeline: Pipeline, state: dict[str, Any]) -> None:
     pipeline.scheduler.load_state_dict(state["scheduler"])
     pipeline.env.load_state_dict(state["env_state"])
     restore_snapshot(pipeline, state["snapshot"])
-    if is_multi_worker(pipeline.collector):
-        push_to_workers(pipeline.collector, pipeline.env)  # restored weights and statistics to every worker
+    push_to_workers(pipeline.collector, pipeline.env)  # worker collectors: the restored weights and statistics
 
 
 def load_actor(path: str | os.PathLike) -> tuple[TrainConfig, TensorDictModule, dict[str, Any] | None]:
@@ -130,22 +129,30 @@ def load_actor(path: str | os.PathLike) -> tuple[TrainConfig, TensorDictModule, 
     return config, actor, state["obs_stats"]
 
 
-def resume_pipeline(path: str | os.PathLike) -> tuple[Pipeline, int, int]:
+def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = None) -> tuple[Pipeline, int, int]:
     """Rebuild a run's pipeline from its checkpoint, ready to continue: ``(pipeline, frames, iteration)``.
 
-    Pass the result to :func:`ppo_td.trainer.run` with ``frames`` and ``iteration``.
+    ``collector`` changes where collection runs (``CollectorConfig`` fields such as
+    ``backend`` or ``num_workers``); everything else comes from the checkpoint. Pass the
+    result to :func:`ppo_td.trainer.run` with ``frames`` and ``iteration``.
     """
     state = load_checkpoint(path)
     config = checkpoint_config(state)
+    if collector:
+        config = dataclasses.replace(config, collector=dataclasses.replace(config.collector, **collector))
     budget = config.num_iterations * config.frames_per_batch
     if state["frames"] >= budget:
         raise ValueError(f"{path} is at {state['frames']} of {budget} frames: the run is complete, nothing to resume")
     env = make_train_env(config)
     check_compatible(state, env)
     actor, critic = make_actor_critic(env, config.model)
-    collector = make_collector(env, actor, config, done_frames=state["frames"])
-    pipeline = build_pipeline(config, env=env, actor=actor, critic=critic, collector=collector)
-    restore(pipeline, state)
+    built = make_collector(env, actor, config, done_frames=state["frames"])
+    try:
+        pipeline = build_pipeline(config, env=env, actor=actor, critic=critic, collector=built)
+        restore(pipeline, state)
+    except BaseException:
+        shutdown(built)  # worker processes or a Ray instance may already be running
+        raise
     return pipeline, state["frames"], state["iteration"]
 
 

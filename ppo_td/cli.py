@@ -12,7 +12,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import tyro
 
@@ -83,10 +83,17 @@ class TrainCommand:
     ray_address: str | None = None
     """Shorthand for --collector.ray-address: 'local' (start Ray here), 'auto' (running cluster) or host:port."""
 
-    def resolved_config(self) -> TrainConfig:
-        """The config with the shorthand collector flags applied."""
+    def collector_changes(self) -> dict[str, Any]:
+        """The collector fields the shorthand flags set (only those given)."""
         shorthand = {"backend": self.collector, "num_workers": self.workers, "ray_address": self.ray_address}
         changes = {k: v for k, v in shorthand.items() if v is not None}
+        if self.collector is not None and self.workers is None:
+            changes["num_workers"] = None  # the backend's default (1 in-process, else 2)
+        return changes
+
+    def resolved_config(self) -> TrainConfig:
+        """The config with the shorthand collector flags applied."""
+        changes = self.collector_changes()
         if not changes:
             return self.config
         return dataclasses.replace(self.config, collector=dataclasses.replace(self.config.collector, **changes))
@@ -98,11 +105,13 @@ def _train(args: list[str]) -> int:
     preset_name = pre.parse_known_args(args)[0].preset
     default = TrainCommand(config=get_preset(preset_name), preset=preset_name)
     cmd = tyro.cli(TrainCommand, default=default, args=args, prog="ppo-td train")
-    cmd = dataclasses.replace(cmd, config=cmd.resolved_config(), collector=None, workers=None, ray_address=None)
-    if cmd.resume and (cmd.config != default.config or cmd.run_dir):
-        raise ValueError("--resume continues a run with the config stored in its checkpoint and writes to the "
-                         "same folder: drop the config flags and --run-dir")
-    return run_training(cmd)
+    if cmd.resume:
+        if cmd.config != default.config or cmd.run_dir:
+            raise ValueError("--resume continues a run with the config stored in its checkpoint and writes to the "
+                             "same folder: drop the config flags and --run-dir (only --collector, --workers and "
+                             "--ray-address may change, i.e. where collection runs)")
+        return run_training(cmd)
+    return run_training(dataclasses.replace(cmd, config=cmd.resolved_config()))
 
 
 @contextlib.contextmanager
@@ -130,22 +139,26 @@ def run_training(cmd: TrainCommand) -> int:
     from ppo_td.pipeline import build_pipeline
     from ppo_td.runlog import ProgressBar, RunLogger, plot_learning_curve, read_episodes
     from ppo_td.trainer import NonFiniteError, run
-    from ppo_td.workers import WorkerError
+    from ppo_td.workers import WorkerError, shutdown
 
     started = time.perf_counter()
     if cmd.resume:
         out = Path(cmd.resume)
-        pipeline, frames, iteration = resume_pipeline(out / "checkpoint.pt")
-        logger = RunLogger(out, pipeline.config, tensorboard=cmd.tensorboard, resume_iteration=iteration)
+        checkpointer = Checkpointer(out, cmd.checkpoint_every, cmd.keep_checkpoints)
+        pipeline, frames, iteration = resume_pipeline(out / "checkpoint.pt", collector=cmd.collector_changes())
         print(f"resuming {out} at iteration {iteration} ({frames} frames)")
     else:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         c = cmd.config
         out = Path(cmd.run_dir or f"runs/{c.env.env_id}-{cmd.preset}-seed{c.seed}-{stamp}")
+        checkpointer = Checkpointer(out, cmd.checkpoint_every, cmd.keep_checkpoints)
         pipeline, frames, iteration = build_pipeline(c), 0, 0
-        logger = RunLogger(out, c, tensorboard=cmd.tensorboard)
     config = pipeline.config
-    checkpointer = Checkpointer(out, cmd.checkpoint_every, cmd.keep_checkpoints)
+    try:
+        logger = RunLogger(out, config, tensorboard=cmd.tensorboard, resume_iteration=iteration if cmd.resume else None)
+    except BaseException:
+        shutdown(pipeline.collector)  # worker processes or a Ray instance may already be running
+        raise
     bar = ProgressBar(config.num_iterations * config.frames_per_batch, initial=frames, disable=not cmd.progress)
     with _stop_on_signals(checkpointer) as received:
         try:
@@ -156,9 +169,9 @@ def run_training(cmd: TrainCommand) -> int:
                   f"{kept if kept.exists() else 'none (use --checkpoint-every)'}", file=sys.stderr)
             return 1
         except WorkerError as err:
+            print(f"ppo-td train: error: {err}\ntraining stopped after iteration {err.iteration}", file=sys.stderr)
             checkpointer.save(pipeline, err.frames, err.iteration)  # the last completed iteration, intact
-            print(f"ppo-td train: error: {err}\ntraining stopped after iteration {err.iteration}; "
-                  f"checkpoint: {out / 'checkpoint.pt'}\ncontinue with: ppo-td train --resume {out}", file=sys.stderr)
+            print(f"checkpoint: {out / 'checkpoint.pt'}\ncontinue with: ppo-td train --resume {out}", file=sys.stderr)
             return 1
         finally:
             bar.close()

@@ -62,7 +62,8 @@ def run_episodes(actor: TensorDictModule, env: EnvBase, env_config: EnvConfig) -
     when the env has none).
     """
     copies = env.batch_size.numel()
-    limit = env_config.max_episode_steps or gym.spec(env_config.env_id).max_episode_steps or DEFAULT_STEP_CAP
+    spec = gym.spec(env_config.env_id.rpartition(":")[2])  # without a module: prefix
+    limit = env_config.max_episode_steps or spec.max_episode_steps or DEFAULT_STEP_CAP
     returns: list[float | None] = [None] * copies
     with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
         td = env.reset()

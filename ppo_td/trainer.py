@@ -17,7 +17,7 @@ from ppo_td.envs import observation_stats
 from ppo_td.evaluation import evaluate
 from ppo_td.objective import explained_variance, total_loss
 from ppo_td.pipeline import Pipeline, build_pipeline
-from ppo_td.workers import WorkerError, batches, shutdown, sync_workers
+from ppo_td.workers import WorkerError, batches, gather_statistics, push_to_workers, shutdown
 
 Callback = Callable[[dict[str, Any], Pipeline], None]
 
@@ -86,6 +86,7 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
     try:
         for batch in batches(p.collector):  # a dead worker surfaces as WorkerError
             collected = time.perf_counter()
+            gather_statistics(p.collector, p.env)  # worker collectors: their normalization data, merged
             iteration += 1
             frames += batch.numel()
             with torch.no_grad():
@@ -99,7 +100,6 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
             except NonFiniteError as err:
                 raise NonFiniteError(f"iteration {iteration} ({frames} frames): {err}") from err
             p.scheduler.step()
-            sync_workers(p.collector, p.env)  # new weights and merged statistics to the workers, if any
             now = time.perf_counter()
             metrics.update(time=now - start, sps=(frames - start_frames) / (now - start),
                            collect_seconds=collected - last, collect_sps=batch.numel() / (collected - last),
@@ -108,6 +108,7 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
             for callback in callbacks:
                 callback(metrics, p)
             last = time.perf_counter()
+            push_to_workers(p.collector, p.env)  # worker collectors: new weights and merged statistics
     except StopTraining:
         result.stopped = True
     except WorkerError as err:

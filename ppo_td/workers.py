@@ -3,8 +3,9 @@
 ``collector.backend='process'`` builds TorchRL's ``MultiSyncCollector`` and ``'ray'`` its
 ``RayCollector``. Each worker steps ``env.num_envs / num_workers`` env copies and the
 batch keeps the in-process ``[env, time]`` layout, so GAE and truncation handling are
-unchanged. After every update :func:`sync_workers` sends the new policy weights and the
-merged normalization statistics to all workers; a worker that dies becomes a
+unchanged. After each batch :func:`gather_statistics` merges the workers' normalization
+statistics into the learner's; after each update :func:`push_to_workers` sends the new
+policy weights and those statistics to all workers; a worker that dies becomes a
 :class:`WorkerError` naming it and the cause.
 """
 
@@ -103,7 +104,8 @@ def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_fr
                 worker_envs(config), actor, num_collectors=c.workers, cat_results=0, use_buffers=True,  # [env, time]
                 num_threads=torch.get_num_threads(),  # keep the learner's threads (TorchRL would lower them)
                 collector_class=functools.partial(_ReportingCollector, report_dir=report_dir),
-                weight_sync_schemes={"policy": scheme}, auto_register_policy_transforms=False, **common)
+                weight_sync_schemes={"policy": scheme}, auto_register_policy_transforms=False,
+                init_fn=_ignore_sigint, **common)
         except Exception as err:
             scheme.shutdown()
             shutil.rmtree(report_dir, ignore_errors=True)
@@ -134,6 +136,12 @@ def _start_failure(err: Exception) -> WorkerError:
     return WorkerError(None, f"the workers could not start: {type(err).__name__}: {message}\n"
                        "Workers are new processes: an env registered at run time must come from an importable "
                        "module; give its id as 'module:EnvId' (Gymnasium's form) so every worker imports it first.")
+
+
+def _ignore_sigint() -> None:
+    """Worker processes share the terminal's process group: Ctrl-C is the learner's to handle
+    (it checkpoints and stops), so the workers must not die of it first."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _env_time(batch: TensorDictBase) -> TensorDictBase:
@@ -181,39 +189,53 @@ def _moment_transforms(env: EnvBase) -> list[tuple[int, _RunningMoments]]:
     return [(i, t) for i, t in enumerate(parts) if isinstance(t, _RunningMoments)]
 
 
-def merge_worker_statistics(collector: Any, env: EnvBase) -> None:
+def gather_statistics(collector: Any, env: EnvBase) -> None:
     """Fold every worker's new normalization data into ``env``'s statistics (the learner's copy).
 
-    Each worker's statistics are the last synced ones plus its own observations since;
-    :func:`~ppo_td.transforms.moments_since` recovers those, and
-    :func:`~ppo_td.transforms.merge_moments` adds them all, so the result equals the
-    statistics of every observation any worker saw.
+    Call it while the workers are idle (right after a batch). Each worker's statistics are
+    the last synced ones plus its own observations since; :func:`~ppo_td.transforms.moments_since`
+    recovers those and :func:`~ppo_td.transforms.merge_moments` adds them all, so the result
+    equals the statistics of every observation any worker saw. A no-op in-process.
     """
-    for index, transform in _moment_transforms(env):
+    if not is_multi_worker(collector):
+        return
+    with reported_failures(collector):
+        _check_alive(collector)
+        transforms = _moment_transforms(env)
+        read = [collector.map_fn(f"env.transform[{index}].moments") for index, _ in transforms]
+    for (_, transform), per_worker in zip(transforms, read, strict=True):  # all read first: no partial merge
         base = transform.moments()
         merged = base
-        for worker_moments in collector.map_fn(f"env.transform[{index}].moments"):
+        for worker_moments in per_worker:
             merged = merge_moments(merged, moments_since(worker_moments, base))
         transform.load_moments(merged)
 
 
 def push_to_workers(collector: Any, env: EnvBase) -> None:
-    """Send the learner's policy weights and ``env``'s normalization statistics to every worker."""
-    for index, transform in _moment_transforms(env):
-        moments = transform.moments()
-        collector.map_fn(f"env.transform[{index}].load_moments", [(moments,)] * collector.num_workers)
-    collector.update_policy_weights_()
+    """Send the learner's policy weights and ``env``'s normalization statistics to every worker.
 
-
-def sync_workers(collector: Any, env: EnvBase) -> None:
-    """After an update: merge the workers' statistics, then send statistics and weights to all of them.
-
-    A no-op for an in-process collector, whose env and policy are the learner's own.
+    Call it after an update, before the next collection. A no-op in-process.
     """
-    if is_multi_worker(collector):
-        with reported_failures(collector):
-            merge_worker_statistics(collector, env)
-            push_to_workers(collector, env)
+    if not is_multi_worker(collector):
+        return
+    with reported_failures(collector):
+        _check_alive(collector)  # TorchRL's weight push waits for every worker's answer without a timeout
+        for index, transform in _moment_transforms(env):
+            moments = transform.moments()
+            collector.map_fn(f"env.transform[{index}].load_moments", [(moments,)] * collector.num_workers)
+        collector.update_policy_weights_()
+
+
+def _check_alive(collector: Any) -> None:
+    for index, proc in enumerate(getattr(collector, "procs", [])):
+        if not proc.is_alive():
+            raise WorkerError(index, _report(collector, index) or _exit_cause(proc.exitcode))
+
+
+def _report(collector: Any, worker: int) -> str | None:
+    report_dir = getattr(collector, "_ppo_td_report_dir", None)
+    report = Path(report_dir) / f"worker-{worker}.txt" if report_dir else None
+    return report.read_text() if report is not None and report.exists() else None
 
 
 def batches(collector: Any) -> Iterator[TensorDictBase]:
@@ -249,20 +271,17 @@ def worker_failure(collector: Any, err: Exception) -> WorkerError | None:
     """Translate a collector's failure into a :class:`WorkerError`, or None if no worker failed."""
     if not is_multi_worker(collector):
         return None
-    report_dir = getattr(collector, "_ppo_td_report_dir", None)
     match = _DEAD.search(str(err))
-    if report_dir is not None and match:
+    if hasattr(collector, "procs") and match:
         worker, code = int(match.group(1)), int(match.group(2))
-        report = Path(report_dir) / f"worker-{worker}.txt"
-        cause = report.read_text() if report.exists() else _exit_cause(code)
-        return WorkerError(worker, cause)
+        return WorkerError(worker, _report(collector, worker) or _exit_cause(code))
     try:
         import ray.exceptions
     except ImportError:
         return None
     if isinstance(err, ray.exceptions.RayError):
         actor_ids = getattr(collector, "_ppo_td_actor_ids", [])
-        actor_id = getattr(err, "actor_id", None)
+        actor_id = getattr(err, "actor_id", None) or getattr(err, "_actor_id", None)  # RayTaskError: _actor_id
         worker = actor_ids.index(actor_id) if actor_id in actor_ids else None
         cause = getattr(err, "cause", None)
         if isinstance(cause, Exception):

@@ -4,6 +4,9 @@ import dataclasses
 import os
 import signal
 import statistics
+import subprocess
+import sys
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -23,7 +26,7 @@ from ppo_td.pipeline import build_pipeline, make_collector, make_train_env
 from ppo_td.presets import get_preset
 from ppo_td.trainer import run, train
 from ppo_td.transforms import ReturnScaling, RunningObsNorm, merge_moments, moments_since
-from ppo_td.workers import WorkerError
+from ppo_td.workers import WorkerError, push_to_workers, shutdown
 
 
 def _moments(x: np.ndarray) -> dict:
@@ -105,33 +108,38 @@ def test_two_worker_processes_solve_cartpole_like_in_process():
 
 
 def test_ray_workers_use_the_learners_weights_after_every_update():
-    """Ray started locally with 2 CPUs: after each update both workers' policy and statistics equal the learner's."""
+    """Ray started locally with 2 CPUs: after each push both workers' policy and statistics equal the learner's."""
     pytest.importorskip("ray")
     import ray
 
     env_config = EnvConfig("CartPole-v1", num_envs=4, normalize_observations=True)
     config = small_config(env=env_config, collector=CollectorConfig("ray", num_workers=2), eval_episodes=0)
     checks = []
-
-    def compare(metrics, p):
-        learner = p.actor.state_dict()
-        for worker_policy in p.collector.get_distant_attr("policy"):
-            remote = worker_policy.state_dict()
-            checks.append(all(torch.equal(remote[k], v) for k, v in learner.items()))
-        moments = find_transform(p.env, RunningObsNorm).moments()
-        for remote in p.collector.map_fn(f"env.transform[{_index(p.env, RunningObsNorm)}].moments"):
-            checks.append(all(torch.equal(remote[k], v) for k, v in moments.items()))
-
     try:
         pipeline = build_pipeline(config)
         start = {k: v.clone() for k, v in pipeline.actor.state_dict().items()}
-        result = run(pipeline, callbacks=[compare])
+        collector = pipeline.collector
+        push_weights = collector.update_policy_weights_
+
+        def push_then_compare(*args, **kwargs):  # the last step of run()'s push to the workers
+            push_weights(*args, **kwargs)
+            learner = pipeline.actor.state_dict()
+            for worker_policy in collector.get_distant_attr("policy"):
+                remote = worker_policy.state_dict()
+                checks.append(all(torch.equal(remote[k], v) for k, v in learner.items()))
+            moments = find_transform(pipeline.env, RunningObsNorm).moments()
+            for remote in collector.map_fn(f"env.transform[{_index(pipeline.env, RunningObsNorm)}].moments"):
+                checks.append(all(torch.equal(remote[k], v) for k, v in moments.items()))
+
+        collector.update_policy_weights_ = push_then_compare
+        result = run(pipeline)
         assert ray.is_initialized() is False  # the local instance ppo_td started is shut down with the collector
     finally:
         if ray.is_initialized():
             ray.shutdown()
     assert len(result.history) == 3 and len(checks) == 3 * 4 and all(checks), checks
     assert any(not torch.equal(start[k], v) for k, v in pipeline.actor.state_dict().items())  # it did train
+    assert float(find_transform(pipeline.env, RunningObsNorm).count) > 192  # statistics of both workers' steps
 
 
 def _index(env, kind):
@@ -164,22 +172,46 @@ def test_a_killed_worker_stops_training_with_a_clear_error_and_a_loadable_checkp
     """SIGKILL of worker 1 mid-run (CLI): exit 1, the error names worker 1 and SIGKILL, the checkpoint resumes."""
     out = tmp_path / "run"
     code = main(["train", "--preset", "cleanrl", "--env.env-id", "failing_envs:PpoTdTest/KillWorker-v0",
-                 "--env.num-envs", "4", "--env.vectorization", "sync", "--frames-per-batch", "64",
-                 "--total-frames", "640",
-                 "--model.hidden-sizes", "16", "16", "--collector", "process", "--workers", "2",
-                 "--run-dir", str(out), "--no-progress", "--checkpoint-every", "0"])
+                 "--env.num-envs", "4", "--env.vectorization", "sync", "--env.normalize-observations",
+                 "--frames-per-batch", "64", "--total-frames", "640", "--model.hidden-sizes", "16", "16",
+                 "--collector", "process", "--workers", "2", "--run-dir", str(out), "--no-progress",
+                 "--checkpoint-every", "0", "--eval-episodes", "2"])
     err = capsys.readouterr().err
     assert code == 1
     assert "collection worker 1 failed: the process was killed by SIGKILL" in err, err
     assert "training stopped after iteration 2" in err and f"--resume {out}" in err
     state = load_checkpoint(out / "checkpoint.pt")
     assert state["iteration"] == 2 and state["frames"] == 128
+    # resumed on new workers: they get the checkpoint's weights and normalization statistics
     pipeline, frames, iteration = resume_pipeline(out)
     try:
         assert (frames, iteration) == (128, 2) and pipeline.config.collector.backend == "process"
-        torch.testing.assert_close(pipeline.actor.state_dict(), {k: v for k, v in state["actor"].items()})
+        for policy in pipeline.collector.get_distant_attr("policy"):
+            torch.testing.assert_close(policy.state_dict(), state["actor"])
+        saved = state["env_state"]
+        index = _index(pipeline.env, RunningObsNorm)
+        assert float(saved[f"transforms.{index}.count"]) > 128
+        for moments in pipeline.collector.map_fn(f"env.transform[{index}].moments"):
+            for name in ("count", "mean", "var"):
+                torch.testing.assert_close(moments[name], saved[f"transforms.{index}.{name}"])
     finally:
-        pipeline.collector.shutdown()
+        shutdown(pipeline.collector)
+    # and the run can finish in-process (--collector changes where collection runs, nothing else)
+    assert main(["train", "--resume", str(out), "--collector", "inprocess", "--no-progress"]) == 0
+    assert load_checkpoint(out)["frames"] == 640
+
+
+def test_a_worker_that_died_during_the_update_is_reported_not_waited_for():
+    """TorchRL's weight push waits for every worker without a timeout: a dead worker must be caught before it."""
+    pipeline = build_pipeline(process_config())
+    try:
+        victim = pipeline.collector.procs[1]
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.join(timeout=10)
+        with pytest.raises(WorkerError, match="collection worker 1 failed: the process was killed by SIGKILL"):
+            push_to_workers(pipeline.collector, pipeline.env)
+    finally:
+        shutdown(pipeline.collector)
 
 
 def test_a_killed_ray_worker_is_named():
@@ -201,3 +233,27 @@ def test_a_killed_ray_worker_is_named():
             ray.shutdown()
     assert info.value.worker == 1 and "died" in info.value.cause, info.value
     assert (info.value.iteration, info.value.frames) == (2, 128)
+
+
+def test_ctrl_c_on_the_terminal_checkpoints_with_worker_processes(tmp_path):
+    """SIGINT to the whole process group (what Ctrl-C does): workers ignore it; the learner checkpoints, exits 130."""
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ppo_td.cli", "train", "--preset", "cleanrl", "--model.hidden-sizes", "16", "16",
+         "--env.num-envs", "4", "--frames-per-batch", "64", "--total-frames", "1000000", "--no-progress",
+         "--collector", "process", "--workers", "2", "--run-dir", str(run_dir), "--checkpoint-every", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env=dict(os.environ, OMP_NUM_THREADS="1"))
+    try:
+        deadline = time.monotonic() + 90
+        while not (run_dir / "metrics.csv").exists() or len((run_dir / "metrics.csv").read_text().splitlines()) < 3:
+            assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else "slow"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "continue with: ppo-td train --resume" in out
+    assert load_checkpoint(run_dir)["iteration"] >= 2
