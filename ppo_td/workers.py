@@ -127,7 +127,7 @@ def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_fr
     except Exception as err:
         raise _start_failure(err) from err
     # kept to name a dead actor: TorchRL empties remote_collectors when it shuts down after a failure
-    collector._ppo_td_actor_ids = [actor._actor_id.hex() for actor in collector.remote_collectors]
+    collector._ppo_td_actor_ids = [handle._actor_id.hex() for handle in collector.remote_collectors]
     return collector
 
 
