@@ -7,6 +7,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -249,6 +250,12 @@ def test_ctrl_c_on_the_terminal_checkpoints_with_worker_processes(tmp_path):
         while not (run_dir / "metrics.csv").exists() or len((run_dir / "metrics.csv").read_text().splitlines()) < 3:
             assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else "slow"
             time.sleep(0.05)
+        workers = _spawned_children(proc.pid)
+        assert len(workers) == 2, workers
+        for pid in workers:  # Ctrl-C reaches them too: they must survive it
+            os.kill(pid, signal.SIGINT)
+        time.sleep(1.0)
+        assert all(Path(f"/proc/{pid}").exists() for pid in workers) and proc.poll() is None
         os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -257,3 +264,9 @@ def test_ctrl_c_on_the_terminal_checkpoints_with_worker_processes(tmp_path):
     assert proc.returncode == 130, err
     assert "continue with: ppo-td train --resume" in out
     assert load_checkpoint(run_dir)["iteration"] >= 2
+
+
+def _spawned_children(pid):
+    """Pids of the multiprocessing-spawned children of ``pid`` (the collection workers), from /proc."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(c) for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
