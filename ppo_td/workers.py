@@ -115,6 +115,7 @@ def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_fr
     if c.backend != "ray":
         raise ValueError(f"collector.backend={c.backend!r} has no worker collector; use 'process' or 'ray'")
     init = _ray_init_config(config)
+    connected = init.pop("_ppo_td_connected", False)  # ppo_td joined a cluster: it leaves it at shutdown
     try:
         collector = Collector(
             worker_envs(config), actor, backend="ray", postproc=_env_time,
@@ -125,7 +126,12 @@ def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_fr
             **common)
         collector.update_policy_weights_()  # registers the learner's weights as the source
     except Exception as err:
+        if connected:
+            import ray
+
+            ray.shutdown()
         raise _start_failure(err) from err
+    collector._ppo_td_ray_connected = connected
     # kept to name a dead actor: TorchRL empties remote_collectors when it shuts down after a failure
     collector._ppo_td_actor_ids = [handle._actor_id.hex() for handle in collector.remote_collectors]
     return collector
@@ -163,14 +169,17 @@ def _ray_init_config(config: TrainConfig) -> dict[str, Any]:
         # the local instance advertises a CPU slot for every worker, or the actors would wait forever
         return {"num_cpus": max(os.cpu_count() or 1, math.ceil(need)), "include_dashboard": False,
                 "log_to_driver": False}
-    if not ray.is_initialized():
+    connected = not ray.is_initialized()
+    if connected:
         ray.init(address=c.ray_address, log_to_driver=False)
     free = ray.available_resources().get("CPU", 0.0)
     if free < need:
+        if connected:
+            ray.shutdown()
         raise ValueError(f"the Ray cluster has {free:g} free CPUs; {c.workers} workers x "
                          f"collector.cpus_per_worker={c.cpus_per_worker:g} need {need:g}. Use fewer workers, "
                          "a smaller cpus_per_worker, or add nodes")
-    return {}
+    return {"_ppo_td_connected": connected}
 
 
 def is_multi_worker(collector: Any) -> bool:
@@ -320,3 +329,7 @@ def shutdown(collector: Any) -> None:
     report_dir = getattr(collector, "_ppo_td_report_dir", None)
     if report_dir is not None:
         shutil.rmtree(report_dir, ignore_errors=True)
+    if getattr(collector, "_ppo_td_ray_connected", False):
+        import ray
+
+        ray.shutdown()  # disconnects this driver from the cluster; the cluster keeps running
