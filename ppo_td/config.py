@@ -194,6 +194,10 @@ class CollectorConfig:
     `ray start`); or a head address such as 10.0.0.1:6379 or ray://10.0.0.1:10001."""
     cpus_per_worker: float = 1.0
     """Ray only: CPUs each worker actor reserves (Ray's num_cpus)."""
+    step_loop: Literal["auto", "lean", "torchrl"] = "auto"
+    """In-process only: 'lean' steps with ppo_td's LeanCollector (TorchRL Collector's batches, bit for bit,
+    without its per-step overhead), 'torchrl' with TorchRL's Collector, 'auto' lean wherever it can run the
+    env and policy (ppo_td's own parts) and TorchRL's Collector otherwise."""
 
     def __post_init__(self) -> None:
         _check_types(self, "collector.")
@@ -205,6 +209,10 @@ class CollectorConfig:
                    self.num_workers, "1 (or None) with backend='inprocess'; use backend='process' or 'ray'")
         _check(bool(self.ray_address), "collector.ray_address", self.ray_address, "'local', 'auto' or an address")
         _check(self.cpus_per_worker > 0, "collector.cpus_per_worker", self.cpus_per_worker, "> 0")
+        _check(self.step_loop in ("auto", "lean", "torchrl"), "collector.step_loop", self.step_loop,
+               "'auto', 'lean' or 'torchrl'")
+        _check(self.step_loop != "lean" or self.backend == "inprocess", "collector.step_loop", self.step_loop,
+               "'auto' or 'torchrl' with a worker backend (the lean loop runs in-process)")
 
     @property
     def workers(self) -> int:

@@ -19,6 +19,7 @@ from torchrl.objectives.value import ValueEstimatorBase
 
 from ppo_td.config import OptimConfig, TrainConfig
 from ppo_td.envs import make_env
+from ppo_td.lean import LeanCollector, LeanUnsupported
 from ppo_td.models import make_actor_critic
 from ppo_td.objective import make_advantage, make_loss
 
@@ -28,19 +29,30 @@ def make_train_env(config: TrainConfig) -> EnvBase:
     return make_env(config.env, seed=config.seed, gamma=config.loss.gamma)
 
 
-def make_collector(env: EnvBase, actor: TensorDictModule, config: TrainConfig, done_frames: int = 0) -> Collector:
+def make_collector(env: EnvBase, actor: TensorDictModule, config: TrainConfig,
+                   done_frames: int = 0) -> Collector | LeanCollector:
     """TorchRL collector yielding ``[num_envs, steps_per_env]`` batches, where ``config.collector`` says.
 
-    In-process (default), ``env`` is stepped here. With ``collector.backend`` 'process' or
-    'ray' the workers build their own envs (:mod:`ppo_td.workers`) and ``env`` stays the
-    learner's copy that holds the merged normalization statistics. ``done_frames`` (a
-    resumed run's frame count) shortens the budget accordingly.
+    In-process (default), ``env`` is stepped here: by :class:`~ppo_td.lean.LeanCollector`
+    (the same batches without TorchRL's per-step overhead) where it can run ``env`` and
+    ``actor``, else by TorchRL's ``Collector`` (``collector.step_loop`` chooses). With
+    ``collector.backend`` 'process' or 'ray' the workers build their own envs
+    (:mod:`ppo_td.workers`) and ``env`` stays the learner's copy that holds the merged
+    normalization statistics. ``done_frames`` (a resumed run's frame count) shortens the
+    budget accordingly.
     """
     total_frames = config.num_iterations * config.frames_per_batch - done_frames
     if config.collector.backend != "inprocess":
         from ppo_td.workers import make_worker_collector
 
         return make_worker_collector(config, actor, total_frames)
+    if config.collector.step_loop != "torchrl":
+        try:
+            return LeanCollector(env, actor, frames_per_batch=config.frames_per_batch, total_frames=total_frames)
+        except LeanUnsupported as err:
+            if config.collector.step_loop == "lean":
+                raise LeanUnsupported(f"collector.step_loop='lean': {err}. Set collector.step_loop='auto' or "
+                                      "'torchrl' to collect with TorchRL's Collector") from err
     return Collector(
         env,
         actor,
@@ -86,7 +98,7 @@ class Pipeline:
     env: EnvBase
     actor: TensorDictModule
     critic: TensorDictModule
-    collector: Collector
+    collector: Collector | LeanCollector
     buffer: ReplayBuffer
     advantage: ValueEstimatorBase
     loss: LossModule
@@ -110,7 +122,7 @@ def build_pipeline(
     env: EnvBase | None = None,
     actor: TensorDictModule | None = None,
     critic: TensorDictModule | None = None,
-    collector: Collector | None = None,
+    collector: Collector | LeanCollector | None = None,
     buffer: ReplayBuffer | None = None,
     advantage: ValueEstimatorBase | None = None,
     loss: LossModule | None = None,

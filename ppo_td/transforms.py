@@ -172,28 +172,33 @@ class ReturnScaling(_RunningMoments, _Freezable, Transform):
         self.count.fill_(total)
         return var
 
-    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        reward = next_tensordict.get("reward")
-        flat = reward.reshape(next_tensordict.batch_size).to(torch.float64)
+    def scaled(self, reward: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        """One step on plain tensors (shape ``[num_envs, 1]``): update the statistics, return the scaled reward."""
+        flat = reward.reshape(done.shape[0]).to(torch.float64)
         if self.running_return.shape != flat.shape:
             self.running_return = torch.zeros_like(flat)
         returns = self.running_return * self.gamma + flat
         var = float(self.var) if self.frozen else self._update(returns.tolist())
         scale = 1.0 / math.sqrt(var + self.eps)
-        next_tensordict.set("reward", (reward * scale).clamp_(-self.clip, self.clip))
-        done = next_tensordict.get("done").reshape(flat.shape)
-        self.running_return = returns.masked_fill_(done, 0.0)
-        return next_tensordict
+        self.running_return = returns.masked_fill_(done.reshape(flat.shape), 0.0)
+        return (reward * scale).clamp_(-self.clip, self.clip)
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
-        batch = tensordict_reset.batch_size
-        if self.running_return.shape != batch:
-            self.running_return = torch.zeros(batch, dtype=torch.float64)
-        reset = tensordict.get("_reset", None) if tensordict is not None else None
+    def reset_returns(self, num_envs: int, reset: torch.Tensor | None) -> None:
+        """Zero the running return of the copies in ``reset`` (all copies when None)."""
+        if self.running_return.shape != (num_envs,):
+            self.running_return = torch.zeros(num_envs, dtype=torch.float64)
         if reset is None:
             self.running_return.zero_()
         else:
-            self.running_return = self.running_return.masked_fill(reset.reshape(batch), 0.0)
+            self.running_return = self.running_return.masked_fill(reset.reshape(num_envs), 0.0)
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        next_tensordict.set("reward", self.scaled(next_tensordict.get("reward"), next_tensordict.get("done")))
+        return next_tensordict
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+        reset = tensordict.get("_reset", None) if tensordict is not None else None
+        self.reset_returns(tensordict_reset.batch_size.numel(), reset)
         return tensordict_reset
 
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
@@ -239,10 +244,13 @@ class RunningObsNorm(_RunningMoments, _Freezable, Transform):
         self.mean.add_(delta * n / total)
         self.count.copy_(total)
 
-    def _normalize(self, td: TensorDictBase) -> None:
-        obs = td.get(self.in_keys[0])
+    def normalized(self, obs: torch.Tensor) -> torch.Tensor:
+        """``obs`` standardized by the current statistics and clipped (no update)."""
         scaled = (obs - self.mean.to(obs.dtype)) / torch.sqrt(self.var + self.eps).to(obs.dtype)
-        td.set(self.in_keys[0], scaled.clamp_(-self.clip, self.clip))
+        return scaled.clamp_(-self.clip, self.clip)
+
+    def _normalize(self, td: TensorDictBase) -> None:
+        td.set(self.in_keys[0], self.normalized(td.get(self.in_keys[0])))
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         if not self.frozen:

@@ -1,0 +1,137 @@
+"""LeanCollector against its oracle, TorchRL's Collector: the same batches, bit for bit, and the same state after."""
+
+import dataclasses
+
+import pytest
+import test_masking  # noqa: F401 - registers ppo_td_test/MultiTarget-v0 (MultiDiscrete, masked)
+import torch
+from tensordict.nn import TensorDictModule
+from torchrl.collectors import Collector
+from torchrl.envs import Transform
+
+from conftest import small_config
+from ppo_td.config import CollectorConfig, EnvConfig, ModelConfig
+from ppo_td.envs import make_env
+from ppo_td.lean import LeanCollector, LeanUnsupported
+from ppo_td.pipeline import build_pipeline, make_collector
+from ppo_td.presets import get_preset
+
+
+def _collect(config, step_loop, batches):
+    """``batches`` batches from a fresh pipeline, then the state collection leaves behind."""
+    p = build_pipeline(dataclasses.replace(config, collector=CollectorConfig(step_loop=step_loop)))
+    out = []
+    for batch in p.collector:
+        out.append(batch)
+        if len(out) == batches:
+            break
+    carrier = p.collector._carrier.clone()
+    state = {"rng": torch.get_rng_state(), "env": p.env.state_dict(),
+             "mask": getattr(p.env.action_spec, "mask", None)}
+    kind = type(p.collector)
+    p.collector.shutdown()
+    return kind, out, carrier, state
+
+
+def _assert_same(a, b):
+    assert set(a.keys(True, True)) == set(b.keys(True, True))
+    for key in a.keys(True, True):
+        x, y = a.get(key), b.get(key)
+        assert x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y), key
+
+
+def _cartpole(**env):
+    return dataclasses.replace(small_config(), env=EnvConfig("CartPole-v1", num_envs=4, **env))
+
+
+CASES = {
+    # numpy-vectorized CartPole, episodes cut by a short time limit (truncation), shared actor-critic trunk
+    "cartpole-truncated-shared": dataclasses.replace(
+        _cartpole(max_episode_steps=20), model=ModelConfig(hidden_sizes=(16, 16), shared_trunk=True)),
+    # per-copy envs (sync vector env), observation normalization and return scaling
+    "cartpole-sync-normalized": _cartpole(vectorization="sync", max_episode_steps=25, normalize_observations=True,
+                                          normalize_rewards=True),
+    # Box actions: Gaussian, and tanh-squashed Gaussian, with both normalizations and float32 observations
+    "pendulum": dataclasses.replace(get_preset("pendulum"), env=EnvConfig("Pendulum-v1", num_envs=2,
+                                    max_episode_steps=30, normalize_observations=True, normalize_rewards=True),
+                                    frames_per_batch=64, total_frames=256),
+    "pendulum-squashed": dataclasses.replace(get_preset("pendulum"), env=EnvConfig("Pendulum-v1", num_envs=2,
+                                             max_episode_steps=30), model=ModelConfig(squash_actions=True),
+                                             frames_per_batch=64, total_frames=256),
+    # action masks: Discrete (ActionMask transform, MaskedCategorical) and MultiDiscrete (MaskedMultiCategorical)
+    "trading-masked": dataclasses.replace(get_preset("trading"), env=EnvConfig("ppo_td/Trading-v0", num_envs=4),
+                                          frames_per_batch=128, total_frames=512),
+    "multidiscrete-masked": small_config(env=EnvConfig("ppo_td_test/MultiTarget-v0", num_envs=4)),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_lean_batches_equal_torchrl_collector_batches(case):
+    config = CASES[case]
+    kind_a, torchrl_batches, carrier_a, state_a = _collect(config, "torchrl", batches=4)
+    kind_b, lean_batches, carrier_b, state_b = _collect(config, "lean", batches=4)
+    assert kind_a is Collector and kind_b is LeanCollector
+    assert any(b["next", "done"].any() for b in torchrl_batches), "the case must cover resets"
+    for a, b in zip(torchrl_batches, lean_batches, strict=True):
+        assert b.names == a.names == [None, "time"]
+        _assert_same(a, b)
+    # the state left for the next batch: current step, RNG, transforms' statistics, the action spec's mask
+    for key in carrier_b.keys(True, True):
+        assert torch.equal(carrier_a.get(key), carrier_b.get(key)), key
+    assert torch.equal(state_a["rng"], state_b["rng"])
+    assert state_a["env"].keys() == state_b["env"].keys()
+    assert all(torch.equal(state_a["env"][k], state_b["env"][k]) for k in state_a["env"])
+    if state_a["mask"] is not None:
+        assert torch.equal(state_a["mask"], state_b["mask"])
+
+
+def test_truncation_keeps_the_final_observation_and_bootstraps():
+    """The lean loop stores the true final observation of a truncated episode, not the reset one."""
+    _, batches, _, _ = _collect(CASES["cartpole-truncated-shared"], "lean", batches=3)
+    batch = torch.cat(batches, 1)
+    truncated = batch["next", "truncated"].squeeze(-1)
+    assert truncated.any()
+    env_i, t = truncated.nonzero()[0].tolist()
+    assert batch["next", "step_count"][env_i, t].item() == 20
+    assert not torch.equal(batch["next", "observation"][env_i, t], batch["observation"][env_i, t + 1])
+    assert batch["step_count"][env_i, t + 1].item() == 0 and batch["episode_reward"][env_i, t + 1].item() == 0
+
+
+def test_default_pipeline_collects_lean_and_other_parts_fall_back():
+    assert isinstance(build_pipeline(get_preset("cartpole")).collector, LeanCollector)
+
+    class Doubler(Transform):  # a transform the lean loop does not know
+        def _call(self, td):
+            return td
+
+    config = small_config()
+    env = make_env(config.env, seed=1)
+    env.append_transform(Doubler())
+    p = build_pipeline(config, env=env)
+    assert type(p.collector) is Collector  # 'auto': TorchRL's Collector runs it
+    lean = dataclasses.replace(config, collector=CollectorConfig(step_loop="lean"))
+    with pytest.raises(LeanUnsupported, match="Doubler transform.*step_loop='auto' or 'torchrl'"):
+        make_collector(env, p.actor, lean)
+    p.collector.shutdown()
+
+
+def test_policies_the_lean_loop_cannot_run_are_named():
+    p = build_pipeline(small_config())
+
+    class Custom(TensorDictModule):
+        pass
+
+    odd = Custom(torch.nn.Linear(4, 2), in_keys=["observation"], out_keys=["logits"])
+    with pytest.raises(LeanUnsupported, match="Custom"):
+        LeanCollector(p.env, odd, frames_per_batch=64, total_frames=64)
+    hooked = p.actor
+    handle = hooked.module[0].register_forward_hook(lambda *args: None)
+    with pytest.raises(LeanUnsupported, match="forward hooks"):
+        LeanCollector(p.env, hooked, frames_per_batch=64, total_frames=64)
+    handle.remove()
+    p.collector.shutdown()
+
+
+def test_lean_is_in_process_only():
+    with pytest.raises(ValueError, match="collector.step_loop"):
+        CollectorConfig(backend="process", step_loop="lean")
