@@ -1,9 +1,13 @@
-"""ppo_td.speedups on vs off, side by side: whole training runs, each in its own process.
+"""Two ways of running ppo_td, side by side: whole training runs, each in its own process.
 
-For each preset and seed, one run with the workaround and one with
-``PPO_TD_NO_SPEEDUPS=1`` (order alternating by seed); the ratio is taken pairwise.
+``--compare speedups``: ``ppo_td.speedups`` on vs off (``PPO_TD_NO_SPEEDUPS=1``).
+``--compare step-loop``: the lean step loop (``collector.step_loop='lean'``) vs TorchRL's
+Collector (``'torchrl'``), the same batches either way.
 
-    python -m benchmarks.speedups --seeds 1 2 3
+For each preset and seed, one run of each (order alternating by seed); the ratio is
+taken pairwise.
+
+    python -m benchmarks.speedups --seeds 1 2 3 [--compare step-loop]
 """
 
 from __future__ import annotations
@@ -23,15 +27,19 @@ RUNS = {  # preset -> frames (None: the preset's budget)
 }
 
 
-def one(preset: str, seed: int, frames: int | None, on: bool) -> dict:
+def one(preset: str, seed: int, frames: int | None, on: bool, compare: str = "speedups") -> dict:
     spec = {"library": "ppo_td", "preset": preset, "seed": seed, "total_frames": frames, "eval_episodes": 1}
-    env = dict(os.environ, PPO_TD_NO_SPEEDUPS="0" if on else "1")
+    env = dict(os.environ)
+    if compare == "speedups":
+        env["PPO_TD_NO_SPEEDUPS"] = "0" if on else "1"
+    else:
+        spec["step_loop"] = "lean" if on else "torchrl"
     proc = subprocess.run([sys.executable, "-m", "benchmarks.worker", json.dumps(spec)], capture_output=True,
                           text=True, check=False, env=env)
     if proc.returncode:
         raise RuntimeError(f"{spec} failed:\n{proc.stderr[-3000:]}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {"preset": preset, "seed": seed, "speedups": on, "frames": out["frames"],
+    return {"preset": preset, "seed": seed, "on": on, "frames": out["frames"],
             "train_seconds": out["train_seconds"], "collect_seconds": out["collect_seconds"],
             "update_seconds": out["update_seconds"]}
 
@@ -39,19 +47,24 @@ def one(preset: str, seed: int, frames: int | None, on: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--out", default="bench_results/speedups.md")
+    parser.add_argument("--compare", choices=["speedups", "step-loop"], default="speedups")
+    parser.add_argument("--out", default=None, help="default: bench_results/<compare>.md")
     args = parser.parse_args()
+    args.out = args.out or f"bench_results/{args.compare}.md"
     rows = []
     for preset, frames in RUNS.items():
         for i, seed in enumerate(args.seeds):
             for on in ((True, False) if i % 2 == 0 else (False, True)):
-                rows.append(one(preset, seed, frames, on))
+                rows.append(one(preset, seed, frames, on, args.compare))
                 print(json.dumps(rows[-1]), flush=True)
-    lines = ["| preset | frames | train s, off | train s, on | speed-up (pairwise median, min-max) | "
+    meaning = {"speedups": "off: PPO_TD_NO_SPEEDUPS=1; on: ppo_td.speedups applied",
+               "step-loop": "off: collector.step_loop='torchrl' (TorchRL's Collector); on: 'lean' (LeanCollector)"}
+    lines = [f"Compared: {meaning[args.compare]}. Seeds {args.seeds}.", "",
+             "| preset | frames | train s, off | train s, on | speed-up (pairwise median, min-max) | "
              "collect s off -> on | update s off -> on |", "|---|---|---|---|---|---|---|"]
     for preset in RUNS:
-        pairs = [(next(r for r in rows if r["preset"] == preset and r["seed"] == s and not r["speedups"]),
-                  next(r for r in rows if r["preset"] == preset and r["seed"] == s and r["speedups"]))
+        pairs = [(next(r for r in rows if r["preset"] == preset and r["seed"] == s and not r["on"]),
+                  next(r for r in rows if r["preset"] == preset and r["seed"] == s and r["on"]))
                  for s in args.seeds]
         ratios = [off["train_seconds"] / on["train_seconds"] for off, on in pairs]
 

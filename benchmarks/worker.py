@@ -6,7 +6,8 @@ apart and keeps import time out of the timed region.
 
 Spec keys: ``library`` ("ppo_td" | "sb3"), ``preset`` (a ppo_td preset: the config
 both libraries use), ``sb3_zoo`` (use RL-Zoo's tuned CartPole settings instead),
-``seed``, ``total_frames`` (optional override), ``eval_episodes``.
+``seed``, ``total_frames`` (optional override), ``eval_episodes``, ``step_loop`` (optional
+``collector.step_loop`` override).
 """
 
 from __future__ import annotations
@@ -140,6 +141,9 @@ def main() -> None:
                                  eval_episodes=spec.get("eval_episodes", 10))
     if spec.get("total_frames"):
         config = dataclasses.replace(config, total_frames=spec["total_frames"])
+    if spec.get("step_loop"):
+        config = dataclasses.replace(config, collector=dataclasses.replace(config.collector,
+                                                                           step_loop=spec["step_loop"]))
     if spec["library"] == "ppo_td":
         out = run_ppo_td(config)
     else:
