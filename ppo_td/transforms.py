@@ -177,10 +177,10 @@ class ReturnScaling(_RunningMoments, _Freezable, Transform):
         flat = reward.reshape(done.shape[0]).to(torch.float64)
         if self.running_return.shape != flat.shape:
             self.running_return = torch.zeros_like(flat)
-        returns = self.running_return * self.gamma + flat
+        returns = self.running_return.mul_(self.gamma).add_(flat)  # in place: no Module.__setattr__ per step
         var = float(self.var) if self.frozen else self._update(returns.tolist())
         scale = 1.0 / math.sqrt(var + self.eps)
-        self.running_return = returns.masked_fill_(done.reshape(flat.shape), 0.0)
+        returns.masked_fill_(done.reshape(flat.shape), 0.0)
         return (reward * scale).clamp_(-self.clip, self.clip)
 
     def reset_returns(self, num_envs: int, reset: torch.Tensor | None) -> None:
@@ -190,7 +190,7 @@ class ReturnScaling(_RunningMoments, _Freezable, Transform):
         if reset is None:
             self.running_return.zero_()
         else:
-            self.running_return = self.running_return.masked_fill(reset.reshape(num_envs), 0.0)
+            self.running_return.masked_fill_(reset.reshape(num_envs), 0.0)
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         next_tensordict.set("reward", self.scaled(next_tensordict.get("reward"), next_tensordict.get("done")))
