@@ -136,6 +136,9 @@ class LossConfig:
     """Distance of the value loss; l2 is the published choice (TorchRL defaults to smooth_l1)."""
     normalize_advantage: bool = True
     """Standardize advantages per minibatch, CleanRL's formula: (A - mean) / (std + 1e-8)."""
+    lean_forward: bool = True
+    """Compute ClipPPOLoss's outputs on plain tensors where the actor and critic allow it (identical results
+    without TensorDict bookkeeping, see ppo_td.objective.LeanForward); False always runs ClipPPOLoss.forward."""
 
     def __post_init__(self) -> None:
         _check_types(self, "loss.")

@@ -20,6 +20,9 @@ naming the part (:func:`ppo_td.pipeline.make_collector` then uses TorchRL's Coll
   ``RunningObsNorm``, ``StepCounter`` (no ``max_steps``), ``RewardSum``, ``ReturnScaling``;
 - policy: ``TensorDictModule``\\ s and sequences of them ending in a
   ``SafeProbabilisticModule`` (``ProbabilisticActor``), without hooks or spec projection.
+
+:class:`LeanModule` (a policy or critic on plain tensors) also serves
+:class:`ppo_td.objective.PPOObjective`'s lean forward.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from torchrl.modules import (
     SafeProbabilisticModule,
     SafeProbabilisticTensorDictSequential,
     SafeSequential,
+    ValueOperator,
 )
 from torchrl.modules.distributions.utils import sample_and_log_prob
 
@@ -79,45 +83,53 @@ class _Values(dict):
         self[key] = value
 
 
-class LeanPolicy:
-    """A TensorDict policy run on a dict of tensors: each module's network, then the distribution.
+class LeanModule:
+    """A TensorDict module run on a dict of tensors: its networks in order, then its distribution.
 
-    Calls the same networks with the same inputs, builds the same distribution and samples
-    it with TorchRL's ``sample_and_log_prob`` (as ``SafeProbabilisticModule`` does under
-    ``ExplorationType.RANDOM``, the collectors' default), so outputs and RNG use match.
+    Calls the same networks with the same inputs and builds the same distribution as the
+    module would. ``sample`` draws from it with TorchRL's ``sample_and_log_prob`` (as
+    ``SafeProbabilisticModule`` does under ``ExplorationType.RANDOM``, the collectors'
+    default), so outputs and RNG use match. ``distribution=False`` takes a module without
+    one (a critic) and ``run`` writes its outputs.
     """
 
-    def __init__(self, policy: TensorDictModule) -> None:
+    def __init__(self, module: TensorDictModule, distribution: bool = True) -> None:
         self.nets: list[tuple[torch.nn.Module, list[str], list[str]]] = []
-        self._flatten(policy)
-        if self.dist is None:
+        self._flatten(module)
+        if distribution and self.dist is None:
             raise LeanUnsupported("the policy has no SafeProbabilisticModule (ProbabilisticActor) at its end")
-        self.out_keys = [k for _, _, outs in self.nets for k in outs] + self.sample_keys + [self.log_prob_key]
-        if list(policy.out_keys) != self.out_keys:
-            raise LeanUnsupported(f"the policy selects out_keys {policy.out_keys}, its modules write {self.out_keys}")
+        if not distribution and self.dist is not None:
+            raise LeanUnsupported(f"{type(module).__name__} ends in a distribution where none is expected")
+        written = [k for _, _, outs in self.nets for k in outs]
+        self.out_keys = written + (self.sample_keys + [self.log_prob_key] if self.dist is not None else [])
+        if list(module.out_keys) != self.out_keys:
+            raise LeanUnsupported(f"the module selects out_keys {module.out_keys}, its parts write {self.out_keys}")
+        reads = [k for _, ins, _ in self.nets for k in ins] + [k for _, k in getattr(self, "dist_inputs", [])]
+        self.in_keys = list(dict.fromkeys(k for k in reads if k not in written))
+        """The keys it reads from its input (what the networks and distribution need and do not write)."""
 
     dist = None
 
     def _flatten(self, module: torch.nn.Module) -> None:
         kind = type(module)
         if self.dist is not None:
-            raise LeanUnsupported(f"the policy runs {kind.__name__} after its distribution module")
+            raise LeanUnsupported(f"the module runs {kind.__name__} after its distribution module")
         if getattr(module, "_forward_hooks", None) or getattr(module, "_forward_pre_hooks", None):
-            raise LeanUnsupported(f"the policy's {kind.__name__} has forward hooks")
+            raise LeanUnsupported(f"the module's {kind.__name__} has forward hooks")
         if getattr(module, "safe", False):
-            raise LeanUnsupported(f"the policy's {kind.__name__} projects onto its spec (safe=True)")
+            raise LeanUnsupported(f"the module's {kind.__name__} projects onto its spec (safe=True)")
         if kind in _SEQUENCES:
             if module.partial_tolerant or getattr(module, "return_composite", False):
-                raise LeanUnsupported(f"the policy's {kind.__name__} is partial_tolerant or composite")
+                raise LeanUnsupported(f"the module's {kind.__name__} is partial_tolerant or composite")
             for child in module.module:
                 self._flatten(child)
-        elif kind in (TensorDictModule, SafeModule):
+        elif kind in (TensorDictModule, SafeModule, ValueOperator):
             if module.method is not None or module._kwargs or not all(isinstance(k, str) for k in module.in_keys):
-                raise LeanUnsupported("a TensorDictModule of the policy uses method/kwargs or nested keys")
+                raise LeanUnsupported("a TensorDictModule uses method/kwargs or nested keys")
             self.nets.append((module.module, list(module.in_keys), list(module.out_keys)))
         elif kind is SafeProbabilisticModule:
             if module.num_samples is not None or module._generator is not None or module._generator_key is not None:
-                raise LeanUnsupported("the policy's distribution module draws several samples or uses a generator")
+                raise LeanUnsupported("the distribution module draws several samples or uses a generator")
             if not module.return_log_prob:
                 raise LeanUnsupported("the policy does not return the log-prob of its action (return_log_prob=False)")
             keys = [k[-1] if isinstance(k, tuple) else k for k in module.dist_keys]
@@ -126,16 +138,24 @@ class LeanPolicy:
             self.log_prob_key = module.log_prob_key
             self.dist = module
         else:
-            raise LeanUnsupported(f"the policy contains a {kind.__name__}, which the lean collector does not run")
+            raise LeanUnsupported(f"the module contains a {kind.__name__}, which the lean path does not run")
 
-    def __call__(self, values: Values) -> None:
-        """Write the policy's outputs into ``values`` (call under ``torch.no_grad()``)."""
+    def run(self, values: Values) -> None:
+        """Run the networks, writing their outputs into ``values``."""
         for net, in_keys, out_keys in self.nets:
             out = net(*[values.get(k) for k in in_keys])
             values.update(zip(out_keys, out if isinstance(out, tuple) else (out,), strict=True))
+
+    def distribution(self, values: Values) -> torch.distributions.Distribution:
+        """Run the networks and build the distribution from their outputs."""
+        self.run(values)
         module = self.dist
-        dist = module.distribution_class(**{name: values.get(key) for name, key in self.dist_inputs},
+        return module.distribution_class(**{name: values.get(key) for name, key in self.dist_inputs},
                                          **module.distribution_kwargs)
+
+    def sample(self, values: Values) -> None:
+        """Write the policy's outputs (networks', action, log-prob) into ``values``; call under no_grad."""
+        dist = self.distribution(values)
         sample, log_prob = sample_and_log_prob(dist, torch.Size(), reparameterize=dist.has_rsample)
         values.update(zip(self.sample_keys, sample if isinstance(sample, tuple) else (sample,), strict=True))
         values[self.log_prob_key] = log_prob
@@ -281,7 +301,7 @@ class LeanCollector:
 
     def __init__(self, env: TransformedEnv, policy: TensorDictModule, frames_per_batch: int,
                  total_frames: int) -> None:
-        self.lean_env, self.lean_policy = LeanEnv(env), LeanPolicy(policy)
+        self.lean_env, self.lean_policy = LeanEnv(env), LeanModule(policy)
         self.env, self.policy = env, policy
         n = self.lean_env.num_envs
         if frames_per_batch % n:
@@ -317,7 +337,7 @@ class LeanCollector:
         ids: list[torch.Tensor] = []
         for _ in range(steps):
             values = dict(cur)
-            policy(values)
+            policy.sample(values)
             values.update(flags)
             nxt = env.step(values[policy.sample_keys[0]], cur)
             for key, store in root.items():

@@ -5,11 +5,15 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule
+from torchrl.modules.distributions.utils import has_analytic_entropy
 from torchrl.objectives import ClipPPOLoss
+from torchrl.objectives.ppo import PPOLoss
+from torchrl.objectives.utils import _clip_value_loss, distance_loss
 from torchrl.objectives.value import GAE
 
 from ppo_td import keys
 from ppo_td.config import LossConfig
+from ppo_td.lean import LeanModule, LeanUnsupported
 
 # CleanRL ppo.py: (adv - adv.mean()) / (adv.std() + 1e-8), std with Bessel's correction.
 # TorchRL's own normalize_advantage uses the population std clamped at 1e-4.
@@ -35,6 +39,12 @@ class PPOObjective(ClipPPOLoss):
     (r - 1) - log r, CleanRL's approx_kl), ``clip_fraction``, ``entropy`` and
     ``explained_variance``. Modules run as plain ``nn.Module``s (non-functional),
     so optimizer, actor and critic share the very same parameters.
+
+    With ``config.lean_forward`` (default) the forward runs on plain tensors where
+    :class:`LeanForward` can run the actor and critic (ppo_td's own modules): the same
+    operations as ``ClipPPOLoss.forward`` in the same order, without its TensorDict
+    bookkeeping, so the outputs and gradients are identical (``tests/test_lean.py``).
+    Otherwise, and for any minibatch it hands back, ``ClipPPOLoss.forward`` runs.
     """
 
     def __init__(self, actor: TensorDictModule, critic: TensorDictModule, config: LossConfig) -> None:
@@ -53,6 +63,8 @@ class PPOObjective(ClipPPOLoss):
         )
         self.normalize_advantage_per_minibatch = config.normalize_advantage
         self._kl_k3: torch.Tensor | None = None
+        self.lean_forward = config.lean_forward
+        self._lean: LeanForward | None | bool = None  # planned at the first forward; False: cannot
 
     def _log_weight(self, tensordict: TensorDictBase, adv_shape: torch.Size):
         log_weight, dist, kl_approx, log_is_weight = super()._log_weight(tensordict, adv_shape)
@@ -61,6 +73,15 @@ class PPOObjective(ClipPPOLoss):
         return log_weight, dist, kl_approx, log_is_weight
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
+        if self.lean_forward:
+            if self._lean is None:
+                try:
+                    self._lean = LeanForward(self)
+                except LeanUnsupported:
+                    self._lean = False
+            out = self._lean(tensordict) if self._lean else None
+            if out is not None:
+                return out
         if self.normalize_advantage_per_minibatch:
             advantage = tensordict.get(self.tensor_keys.advantage)
             tensordict = tensordict.clone(False)
@@ -69,6 +90,113 @@ class PPOObjective(ClipPPOLoss):
         out = super().forward(tensordict)
         out.set("kl_approx_k3", self._kl_k3)
         return out
+
+
+class LeanForward:
+    """``PPOObjective.forward`` on plain tensors: ``ClipPPOLoss.forward``'s operations, in its order.
+
+    Runs the actor's networks and distribution and the critic's networks through
+    :class:`~ppo_td.lean.LeanModule` and computes every output ``ClipPPOLoss.forward``
+    writes (losses, clip fractions, KL estimates, entropy, ESS, ratio statistics) with the
+    same tensor operations, so results and gradients are identical. Refuses
+    (:class:`~ppo_td.lean.LeanUnsupported`) settings it does not implement: functional or
+    delayed networks, importance-ratio caps, per-head entropy coefficients, asymmetric
+    clipping, TorchRL's own advantage normalization, separate losses, a reduction other
+    than the mean. Returns None for a minibatch that carries a loss mask or whose entropy needs
+    a Monte-Carlo estimate (no closed form, or a non-finite one); the caller then runs
+    ``ClipPPOLoss``.
+    """
+
+    def __init__(self, loss: PPOObjective) -> None:
+        refusals = {
+            "functional parameters": loss.functional,
+            "a delayed actor": loss.delay_actor,
+            "an importance-ratio cap": getattr(loss, "max_importance_ratio", None) is not None,
+            "per-head entropy coefficients": loss._entropy_coeff_map is not None,
+            "asymmetric clipping": loss._asymmetric_clip,
+            "TorchRL's advantage normalization": loss.normalize_advantage,
+            "separate losses": loss.separate_losses,
+            f"reduction={loss.reduction!r}": loss.reduction != "mean",
+            "no critic": not loss._has_critic,
+            "a critic-input hook": type(loss)._critic_loss_inputs is not PPOLoss._critic_loss_inputs,
+        }
+        found = [name for name, present in refusals.items() if present]
+        if found:
+            raise LeanUnsupported(f"the loss uses {', '.join(found)}")
+        self.loss = loss
+        self.actor = LeanModule(loss.actor_network)
+        self.critic = LeanModule(loss.critic_network, distribution=False)
+        k = loss.tensor_keys
+        self.keys = k
+        self.mask_keys = loss._loss_mask_keys()
+        if k.value not in self.critic.out_keys:
+            raise LeanUnsupported(f"the critic does not write {k.value!r}")
+
+    def __call__(self, td: TensorDictBase) -> TensorDict | None:
+        loss, k = self.loss, self.keys
+        if any(td.get(key, None) is not None for key in self.mask_keys):
+            return None  # a loss mask (e.g. ("collector", "mask")): ClipPPOLoss's masked reduction
+        advantage = td.get(k.advantage)
+        if loss.normalize_advantage_per_minibatch:
+            advantage = (advantage - advantage.mean()) / (advantage.std() + ADVANTAGE_EPS)
+        # _log_weight
+        prev_log_prob = td.get(k.sample_log_prob)
+        dist = self.actor.distribution({key: td.get(key) for key in self.actor.in_keys})
+        log_prob = dist.log_prob(td.get(k.action))
+        log_weight = (log_prob - prev_log_prob).unsqueeze(-1)
+        kl_approx = (prev_log_prob - log_prob).unsqueeze(-1)
+        with torch.no_grad():
+            kl_k3 = (log_weight.exp() - 1 - log_weight).mean()
+            lw = log_weight.squeeze(-1)
+            ess = (2 * lw.logsumexp(0) - (2 * lw).logsumexp(0)).exp()
+            batch = log_weight.shape[0]
+        # the clipped surrogate
+        gain1 = log_weight.exp() * advantage
+        log_weight_clip = log_weight.clamp(*loss._clip_bounds)
+        clip_fraction = (log_weight_clip != log_weight).to(log_weight.dtype).mean()
+        gain2 = log_weight_clip.exp() * advantage
+        gain = torch.stack([gain1, gain2], -1).min(dim=-1).values
+        out: dict[str, torch.Tensor] = {"loss_objective": -gain, "clip_fraction": clip_fraction,
+                                        "kl_approx": kl_approx.detach().mean()}
+        if loss.entropy_bonus:
+            if not has_analytic_entropy(dist):
+                return None
+            entropy = dist.entropy()
+            if not entropy.isfinite().all():
+                return None
+            out["entropy"] = entropy.detach().mean()
+            out["loss_entropy"] = -loss.entropy_coeff * entropy
+        # loss_critic
+        target_return = td.get(k.value_target)
+        old_state_value = td.get(k.value) if loss.clip_value else None
+        values = {key: td.get(key) for key in self.critic.in_keys}
+        self.critic.run(values)
+        state_value = values[k.value]
+        loss_value = distance_loss(target_return, state_value, loss_function=loss.loss_critic_type)
+        value_clip_fraction = None
+        if loss.clip_value:
+            loss_value, value_clip_fraction = _clip_value_loss(old_state_value, state_value, loss.clip_value,
+                                                               target_return, loss_value, loss.loss_critic_type)
+        explained = None
+        if loss.log_explained_variance:
+            with torch.no_grad():
+                tgt, pred = target_return.detach(), state_value.detach()
+                resid = torch.var(tgt - pred, correction=0, dim=0)
+                explained = 1.0 - resid / (torch.var(tgt, correction=0, dim=0) + torch.finfo(tgt.dtype).eps)
+        out["loss_critic"] = loss.critic_coeff * loss_value
+        if value_clip_fraction is not None:
+            out["value_clip_fraction"] = value_clip_fraction
+        if explained is not None:
+            out["explained_variance"] = explained
+        out["ESS"] = ess / batch
+        with torch.no_grad():
+            ratio = log_weight.exp()
+            out["max_ratio"], out["mean_ratio"] = ratio.max(), ratio.mean()
+        for key in ("loss_objective", "loss_entropy", "loss_critic"):
+            if key in out:
+                out[key] = out[key].mean().squeeze(-1)
+        out["kl_approx_k3"] = kl_k3
+        return TensorDict(out, batch_size=[])
 
 
 def make_loss(actor: TensorDictModule, critic: TensorDictModule, config: LossConfig) -> PPOObjective:

@@ -1,4 +1,5 @@
-"""LeanCollector against its oracle, TorchRL's Collector: the same batches, bit for bit, and the same state after."""
+"""The lean paths against their oracles: LeanCollector vs TorchRL's Collector (the same batches, bit for bit,
+and the same state after) and the lean loss forward vs ClipPPOLoss.forward (the same outputs and gradients)."""
 
 import dataclasses
 
@@ -13,8 +14,10 @@ from conftest import small_config
 from ppo_td.config import CollectorConfig, EnvConfig, ModelConfig
 from ppo_td.envs import make_env
 from ppo_td.lean import LeanCollector, LeanUnsupported
+from ppo_td.objective import LeanForward, total_loss
 from ppo_td.pipeline import build_pipeline, make_collector
 from ppo_td.presets import get_preset
+from ppo_td.trainer import train
 
 
 def _collect(config, step_loop, batches):
@@ -135,3 +138,75 @@ def test_policies_the_lean_loop_cannot_run_are_named():
 def test_lean_is_in_process_only():
     with pytest.raises(ValueError, match="collector.step_loop"):
         CollectorConfig(backend="process", step_loop="lean")
+
+
+# --- the lean loss forward against ClipPPOLoss.forward -------------------------------------------
+
+LOSS_CASES = {
+    "cleanrl": small_config(),  # value clipping, entropy bonus, advantage normalization
+    "cartpole-preset-shared": dataclasses.replace(get_preset("cartpole"), model=ModelConfig(shared_trunk=True)),
+    "pendulum": CASES["pendulum"],
+    "trading-masked": CASES["trading-masked"],
+    "multidiscrete-masked": CASES["multidiscrete-masked"],
+}
+
+
+def _loss_and_grads(p, minibatch, lean):
+    p.loss.lean_forward = lean
+    out = p.loss(minibatch)
+    grads = torch.autograd.grad(total_loss(out), p.parameters)
+    return out, grads
+
+
+@pytest.mark.parametrize("case", LOSS_CASES)
+def test_lean_loss_forward_equals_clipppoloss_forward(case):
+    p = build_pipeline(LOSS_CASES[case])
+    batch = next(iter(p.collector))
+    p.collector.shutdown()
+    with torch.no_grad():
+        p.advantage(batch)
+    minibatch = batch.reshape(-1)[: p.config.minibatch_size]
+    with torch.no_grad():  # move the policy and value away from the rollout's, so ratios and values get clipped
+        for param in p.parameters:
+            param.add_(0.3 * torch.randn_like(param))
+    lean, lean_grads = _loss_and_grads(p, minibatch, lean=True)
+    assert isinstance(p.loss._lean, LeanForward)
+    reference, reference_grads = _loss_and_grads(p, minibatch, lean=False)
+    assert reference["clip_fraction"] > 0 and reference["kl_approx"] != 0
+    if p.config.loss.clip_value is not None:
+        assert reference["value_clip_fraction"] > 0
+    assert list(lean.keys()) == list(reference.keys())  # same entries, same order (the loss sum's order)
+    _assert_same(lean, reference)
+    for a, b in zip(lean_grads, reference_grads, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_lean_loss_hands_back_what_it_does_not_compute():
+    # a tanh-squashed Gaussian has no closed-form entropy: ClipPPOLoss's Monte-Carlo estimate runs
+    p = build_pipeline(CASES["pendulum-squashed"])
+    batch = next(iter(p.collector))
+    p.collector.shutdown()
+    with torch.no_grad():
+        p.advantage(batch)
+    assert LeanForward(p.loss)(batch.reshape(-1)) is None
+    # a loss mask in the minibatch: ClipPPOLoss's masked reduction runs
+    p = build_pipeline(small_config())
+    batch = next(iter(p.collector))
+    p.collector.shutdown()
+    with torch.no_grad():
+        p.advantage(batch)
+    masked = batch.reshape(-1).set(("collector", "mask"), torch.ones(batch.numel(), dtype=torch.bool))
+    assert LeanForward(p.loss)(masked) is None
+    p.loss.separate_losses = True
+    with pytest.raises(LeanUnsupported, match="separate losses"):
+        LeanForward(p.loss)
+
+
+def test_training_with_and_without_the_lean_paths_is_identical():
+    config = small_config(total_frames=64 * 4)
+    lean = train(config)
+    plain = train(dataclasses.replace(config, loss=dataclasses.replace(config.loss, lean_forward=False),
+                                      collector=CollectorConfig(step_loop="torchrl")))
+    keys = ("loss_policy", "loss_value", "loss_entropy", "kl_k3", "grad_norm", "episode_return", "clip_fraction")
+    assert [[m[k] for k in keys] for m in lean.history] == [[m[k] for k in keys] for m in plain.history]
+    assert lean.eval_returns == plain.eval_returns
