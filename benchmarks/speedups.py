@@ -3,6 +3,8 @@
 ``--compare speedups``: ``ppo_td.speedups`` on vs off (``PPO_TD_NO_SPEEDUPS=1``).
 ``--compare step-loop``: the lean step loop (``collector.step_loop='lean'``) vs TorchRL's
 Collector (``'torchrl'``), the same batches either way.
+``--compare lean-loss``: the lean loss forward (``loss.lean_forward=True``) vs ``ClipPPOLoss.forward``.
+``--compare lean``: both lean paths (the defaults) vs neither (TorchRL's Collector and ClipPPOLoss.forward).
 
 For each preset and seed, one run of each (order alternating by seed); the ratio is
 taken pairwise.
@@ -32,8 +34,10 @@ def one(preset: str, seed: int, frames: int | None, on: bool, compare: str = "sp
     env = dict(os.environ)
     if compare == "speedups":
         env["PPO_TD_NO_SPEEDUPS"] = "0" if on else "1"
-    else:
+    if compare in ("step-loop", "lean"):
         spec["step_loop"] = "lean" if on else "torchrl"
+    if compare in ("lean-loss", "lean"):
+        spec["lean_forward"] = on
     proc = subprocess.run([sys.executable, "-m", "benchmarks.worker", json.dumps(spec)], capture_output=True,
                           text=True, check=False, env=env)
     if proc.returncode:
@@ -47,7 +51,7 @@ def one(preset: str, seed: int, frames: int | None, on: bool, compare: str = "sp
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--compare", choices=["speedups", "step-loop"], default="speedups")
+    parser.add_argument("--compare", choices=["speedups", "step-loop", "lean-loss", "lean"], default="speedups")
     parser.add_argument("--out", default=None, help="default: bench_results/<compare>.md")
     args = parser.parse_args()
     args.out = args.out or f"bench_results/{args.compare}.md"
@@ -58,7 +62,9 @@ def main() -> None:
                 rows.append(one(preset, seed, frames, on, args.compare))
                 print(json.dumps(rows[-1]), flush=True)
     meaning = {"speedups": "off: PPO_TD_NO_SPEEDUPS=1; on: ppo_td.speedups applied",
-               "step-loop": "off: collector.step_loop='torchrl' (TorchRL's Collector); on: 'lean' (LeanCollector)"}
+               "step-loop": "off: collector.step_loop='torchrl' (TorchRL's Collector); on: 'lean' (LeanCollector)",
+               "lean-loss": "off: loss.lean_forward=False (ClipPPOLoss.forward); on: True (the lean forward)",
+               "lean": "off: TorchRL's Collector and ClipPPOLoss.forward; on: LeanCollector and the lean loss forward"}
     lines = [f"Compared: {meaning[args.compare]}. Seeds {args.seeds}.", "",
              "| preset | frames | train s, off | train s, on | speed-up (pairwise median, min-max) | "
              "collect s off -> on | update s off -> on |", "|---|---|---|---|---|---|---|"]

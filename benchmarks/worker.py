@@ -6,8 +6,8 @@ apart and keeps import time out of the timed region.
 
 Spec keys: ``library`` ("ppo_td" | "sb3"), ``preset`` (a ppo_td preset: the config
 both libraries use), ``sb3_zoo`` (use RL-Zoo's tuned CartPole settings instead),
-``seed``, ``total_frames`` (optional override), ``eval_episodes``, ``step_loop`` (optional
-``collector.step_loop`` override).
+``seed``, ``total_frames`` (optional override), ``eval_episodes``, ``step_loop`` and
+``lean_forward`` (optional overrides of ``collector.step_loop`` and ``loss.lean_forward``).
 """
 
 from __future__ import annotations
@@ -144,6 +144,8 @@ def main() -> None:
     if spec.get("step_loop"):
         config = dataclasses.replace(config, collector=dataclasses.replace(config.collector,
                                                                            step_loop=spec["step_loop"]))
+    if "lean_forward" in spec:
+        config = dataclasses.replace(config, loss=dataclasses.replace(config.loss, lean_forward=spec["lean_forward"]))
     if spec["library"] == "ppo_td":
         out = run_ppo_td(config)
     else:
