@@ -59,7 +59,7 @@ from torchrl.modules import (
 from torchrl.modules.distributions.utils import sample_and_log_prob
 
 from ppo_td.masking import MaskCheck
-from ppo_td.transforms import FiniteCheck, ReturnScaling, RunningObsNorm, StepCheck
+from ppo_td.transforms import FiniteCheck, ReturnScaling, RunningObsNorm
 
 Values = dict[str, torch.Tensor]
 
@@ -200,7 +200,7 @@ class LeanEnv:
         """Append ``t``'s step and reset operations (the same code as its ``_step``/``_reset``)."""
         kind = type(t)
         if kind in (FiniteCheck, MaskCheck):
-            self._steps.append(lambda cur, nxt: self._check_step(t, nxt))
+            self._steps.append(lambda cur, nxt: t.check_step(nxt))
             self._resets.append(lambda cur, out, reset: t._check(out, "at reset"))
         elif kind is ActionMask:
             mask_key = t.in_keys[1]
@@ -237,11 +237,6 @@ class LeanEnv:
             self._resets.append(lambda cur, out, reset: t.reset_returns(self.num_envs, reset))
         else:
             raise LeanUnsupported(f"the env has a {kind.__name__} transform, which the lean collector does not run")
-
-    @staticmethod
-    def _check_step(t: StepCheck, nxt: Values) -> None:
-        t.steps += 1
-        t._check(nxt, f"at step {int(t.steps)}")
 
     @staticmethod
     def _norm_step(t: RunningObsNorm, nxt: Values) -> None:
