@@ -39,6 +39,7 @@ from tensordict.nn import (
     TensorDictSequential,
 )
 from tensordict.utils import expand_as_right
+from torch.nn.modules.module import _global_forward_hooks, _global_forward_pre_hooks
 from torchrl.envs import (
     ActionMask,
     Compose,
@@ -48,6 +49,7 @@ from torchrl.envs import (
     StepCounter,
     TransformedEnv,
 )
+from torchrl.envs.utils import ExplorationType, set_exploration_type
 from torchrl.modules import (
     ProbabilisticActor,
     SafeModule,
@@ -94,7 +96,9 @@ class LeanModule:
     """
 
     def __init__(self, module: TensorDictModule, distribution: bool = True) -> None:
+        self.module = module
         self.nets: list[tuple[torch.nn.Module, list[str], list[str]]] = []
+        self._parts: list[torch.nn.Module] = []  # every TensorDict module of the plan (see hooked)
         self._flatten(module)
         if distribution and self.dist is None:
             raise LeanUnsupported("the policy has no SafeProbabilisticModule (ProbabilisticActor) at its end")
@@ -118,6 +122,7 @@ class LeanModule:
             raise LeanUnsupported(f"the module's {kind.__name__} has forward hooks")
         if getattr(module, "safe", False):
             raise LeanUnsupported(f"the module's {kind.__name__} projects onto its spec (safe=True)")
+        self._parts.append(module)
         if kind in _SEQUENCES:
             if module.partial_tolerant or getattr(module, "return_composite", False):
                 raise LeanUnsupported(f"the module's {kind.__name__} is partial_tolerant or composite")
@@ -140,6 +145,13 @@ class LeanModule:
         else:
             raise LeanUnsupported(f"the module contains a {kind.__name__}, which the lean path does not run")
 
+    def hooked(self) -> bool:
+        """True when a forward hook sits on one of its TensorDict modules now (the doctor's audit adds
+        some) or on every module: the lean path would skip it, so the caller must run the module itself."""
+        if _global_forward_hooks or _global_forward_pre_hooks:
+            return True
+        return any(m._forward_hooks or m._forward_pre_hooks for m in self._parts)
+
     def run(self, values: Values) -> None:
         """Run the networks, writing their outputs into ``values``."""
         for net, in_keys, out_keys in self.nets:
@@ -153,8 +165,18 @@ class LeanModule:
         return module.distribution_class(**{name: values.get(key) for name, key in self.dist_inputs},
                                          **module.distribution_kwargs)
 
-    def sample(self, values: Values) -> None:
-        """Write the policy's outputs (networks', action, log-prob) into ``values``; call under no_grad."""
+    def sample(self, values: Values, batch_size: int) -> None:
+        """Write the policy's outputs (networks', action, log-prob) into ``values``; call under no_grad.
+
+        With a forward hook present (see :meth:`hooked`) the module itself runs on a TensorDict of
+        ``values``, so the hook sees the call.
+        """
+        if self.hooked():
+            td = TensorDict(dict(values), batch_size=[batch_size])
+            with set_exploration_type(ExplorationType.RANDOM):
+                self.module(td)
+            values.update((key, td.get(key)) for key in self.out_keys)
+            return
         dist = self.distribution(values)
         sample, log_prob = sample_and_log_prob(dist, torch.Size(), reparameterize=dist.has_rsample)
         values.update(zip(self.sample_keys, sample if isinstance(sample, tuple) else (sample,), strict=True))
@@ -332,7 +354,7 @@ class LeanCollector:
         ids: list[torch.Tensor] = []
         for _ in range(steps):
             values = dict(cur)
-            policy.sample(values)
+            policy.sample(values, n)
             values.update(flags)
             nxt = env.step(values[policy.sample_keys[0]], cur)
             for key, store in root.items():

@@ -102,9 +102,9 @@ class LeanForward:
     (:class:`~ppo_td.lean.LeanUnsupported`) settings it does not implement: functional or
     delayed networks, importance-ratio caps, per-head entropy coefficients, asymmetric
     clipping, TorchRL's own advantage normalization, separate losses, a reduction other
-    than the mean. Returns None for a minibatch that carries a loss mask or whose entropy needs
-    a Monte-Carlo estimate (no closed form, or a non-finite one); the caller then runs
-    ``ClipPPOLoss``.
+    than the mean. Returns None, and the caller runs ``ClipPPOLoss``, for a minibatch that
+    carries a loss mask, whose entropy needs a Monte-Carlo estimate (no closed form, or a
+    non-finite one), or while a forward hook sits on the actor or critic (the doctor's audit).
     """
 
     def __init__(self, loss: PPOObjective) -> None:
@@ -136,6 +136,8 @@ class LeanForward:
         loss, k = self.loss, self.keys
         if any(td.get(key, None) is not None for key in self.mask_keys):
             return None  # a loss mask (e.g. ("collector", "mask")): ClipPPOLoss's masked reduction
+        if self.actor.hooked() or self.critic.hooked():
+            return None  # a forward hook (the doctor's audit adds some) must see the modules' own calls
         advantage = td.get(k.advantage)
         if loss.normalize_advantage_per_minibatch:
             advantage = (advantage - advantage.mean()) / (advantage.std() + ADVANTAGE_EPS)

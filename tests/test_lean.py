@@ -210,3 +210,29 @@ def test_training_with_and_without_the_lean_paths_is_identical():
     keys = ("loss_policy", "loss_value", "loss_entropy", "kl_k3", "grad_norm", "episode_return", "clip_fraction")
     assert [[m[k] for k in keys] for m in lean.history] == [[m[k] for k in keys] for m in plain.history]
     assert lean.eval_returns == plain.eval_returns
+
+
+def test_forward_hooks_added_later_see_the_modules_own_calls():
+    """A hook put on the actor or critic after the lean paths were planned (as the doctor's audit does)
+    makes them run the modules themselves: the hook fires and the results stay TorchRL's."""
+    config = CASES["cartpole-truncated-shared"]
+    _, torchrl_batches, _, _ = _collect(config, "torchrl", batches=2)
+    p = build_pipeline(dataclasses.replace(config, collector=CollectorConfig(step_loop="lean")))
+    calls = []
+    handle = p.actor.register_forward_hook(lambda *args: calls.append("actor"))
+    batches = [b for _, b in zip(range(2), p.collector, strict=False)]
+    assert len(calls) == 2 * batches[0].shape[1]  # one policy call per step
+    for a, b in zip(torchrl_batches, batches, strict=True):
+        _assert_same(a, b)
+    handle.remove()
+    with torch.no_grad():
+        p.advantage(batches[0])
+    minibatch = batches[0].reshape(-1)[:16]
+    lean = LeanForward(p.loss)
+    assert lean(minibatch) is not None
+    handle = p.critic.register_forward_hook(lambda *args: calls.append("critic"))
+    assert lean(minibatch) is None  # the caller runs ClipPPOLoss.forward, which calls the critic
+    p.loss(minibatch)
+    assert calls[-1] == "critic"
+    handle.remove()
+    p.collector.shutdown()
