@@ -99,6 +99,8 @@ class LeanModule:
         self.module = module
         self.nets: list[tuple[torch.nn.Module, list[str], list[str]]] = []
         self._parts: list[torch.nn.Module] = []  # every TensorDict module of the plan (see hooked)
+        self.dist: SafeProbabilisticModule | None = None
+        self.dist_inputs: list[tuple[str, str]] = []  # (distribution argument, key)
         self._flatten(module)
         if distribution and self.dist is None:
             raise LeanUnsupported("the policy has no SafeProbabilisticModule (ProbabilisticActor) at its end")
@@ -108,18 +110,14 @@ class LeanModule:
         self.out_keys = written + (self.sample_keys + [self.log_prob_key] if self.dist is not None else [])
         if list(module.out_keys) != self.out_keys:
             raise LeanUnsupported(f"the module selects out_keys {module.out_keys}, its parts write {self.out_keys}")
-        reads = [k for _, ins, _ in self.nets for k in ins] + [k for _, k in getattr(self, "dist_inputs", [])]
+        reads = [k for _, ins, _ in self.nets for k in ins] + [k for _, k in self.dist_inputs]
         self.in_keys = list(dict.fromkeys(k for k in reads if k not in written))
         """The keys it reads from its input (what the networks and distribution need and do not write)."""
-
-    dist = None
 
     def _flatten(self, module: torch.nn.Module) -> None:
         kind = type(module)
         if self.dist is not None:
             raise LeanUnsupported(f"the module runs {kind.__name__} after its distribution module")
-        if getattr(module, "_forward_hooks", None) or getattr(module, "_forward_pre_hooks", None):
-            raise LeanUnsupported(f"the module's {kind.__name__} has forward hooks")
         if getattr(module, "safe", False):
             raise LeanUnsupported(f"the module's {kind.__name__} projects onto its spec (safe=True)")
         self._parts.append(module)
@@ -173,8 +171,7 @@ class LeanModule:
         """
         if self.hooked():
             td = TensorDict(dict(values), batch_size=[batch_size])
-            with set_exploration_type(ExplorationType.RANDOM):
-                self.module(td)
+            self.module(td)
             values.update((key, td.get(key)) for key in self.out_keys)
             return
         dist = self.distribution(values)
@@ -195,8 +192,10 @@ class LeanEnv:
         if not isinstance(vec, gym.vector.VectorEnv) or getattr(vec, "autoreset_mode", None) != \
                 gym.vector.AutoresetMode.DISABLED:
             raise LeanUnsupported("the GymWrapper does not hold a Gymnasium vector env with AutoresetMode.DISABLED")
-        if base.info_dict_reader or base.wrapper_frame_skip != 1 or len(base.batch_size) != 1:
-            raise LeanUnsupported("the GymWrapper reads info dicts, skips frames or has a batch of more than 1 dim")
+        if base.info_dict_reader or base.wrapper_frame_skip != 1 or len(base.batch_size) != 1 or \
+                not base._convert_actions_to_numpy:
+            raise LeanUnsupported("the GymWrapper reads info dicts, skips frames, has a batch of more than 1 dim "
+                                  "or passes actions as tensors")
         if base.device is not None and base.device.type != "cpu":
             raise LeanUnsupported(f"the env runs on {base.device}; the lean collector runs on the CPU")
         if base.reward_keys != ["reward"] or sorted(base.done_keys) != sorted(_FLAGS) or len(base.action_keys) != 1:
@@ -208,8 +207,7 @@ class LeanEnv:
         self.obs_keys = [k for k in base.observation_spec.keys(True, True)]
         if not all(isinstance(k, str) for k in self.obs_keys):
             raise LeanUnsupported(f"the env has nested observation keys {self.obs_keys}")
-        transforms = env.transform
-        self.transforms = list(transforms) if isinstance(transforms, Compose) else [transforms]
+        self.transforms = self.current_transforms()
         self._steps: list[Callable[[Values, Values], None]] = []
         self._resets: list[Callable[[Values, Values, torch.Tensor], None]] = []
         for t in self.transforms:
@@ -229,8 +227,9 @@ class LeanEnv:
             self._steps.append(lambda cur, nxt: t.action_spec.update_mask(nxt[mask_key]))
             self._resets.append(lambda cur, out, reset: t.action_spec.update_mask(out[mask_key]))
         elif kind is DoubleToFloat:
-            if not set(t.in_keys) <= set(self.obs_keys) | {"reward"}:
-                raise LeanUnsupported(f"DoubleToFloat casts {t.in_keys}, not only observations and reward")
+            if not set(t.in_keys) <= set(self.obs_keys) | {"reward"} or t.in_keys_inv:
+                raise LeanUnsupported(f"DoubleToFloat casts {t.in_keys} (and actions {t.in_keys_inv}); the lean "
+                                      "collector runs it on observations and reward only")
 
             def cast(cur: Values, values: Values, *_: Any) -> None:
                 for key in t.in_keys:
@@ -239,8 +238,9 @@ class LeanEnv:
             self._steps.append(cast)
             self._resets.append(cast)
         elif kind is RunningObsNorm:
-            self._steps.append(lambda cur, nxt: self._norm_step(t, nxt))
-            self._resets.append(lambda cur, out, reset: self._norm_reset(t, out, reset))
+            key = t.in_keys[0]
+            self._steps.append(lambda cur, nxt: nxt.__setitem__(key, t.observed(nxt[key])))
+            self._resets.append(lambda cur, out, reset: out.__setitem__(key, t.observed(out[key], reset)))
         elif kind is StepCounter:
             if t.max_steps is not None or list(t.step_count_keys) != ["step_count"]:
                 raise LeanUnsupported("StepCounter with max_steps or other keys (use the env's own time limit)")
@@ -260,19 +260,15 @@ class LeanEnv:
         else:
             raise LeanUnsupported(f"the env has a {kind.__name__} transform, which the lean collector does not run")
 
-    @staticmethod
-    def _norm_step(t: RunningObsNorm, nxt: Values) -> None:
-        key = t.in_keys[0]
-        if not t.frozen:
-            t._update(nxt[key])
-        nxt[key] = t.normalized(nxt[key])
+    def current_transforms(self) -> list[Any]:
+        """The env's transforms as they are now (one may have been appended after planning)."""
+        transform = self.env.transform
+        return list(transform) if isinstance(transform, Compose) else [transform]
 
-    @staticmethod
-    def _norm_reset(t: RunningObsNorm, out: Values, reset: torch.Tensor) -> None:
-        key = t.in_keys[0]
-        if not t.frozen:
-            t._update(out[key][reset.reshape(-1)])
-        out[key] = t.normalized(out[key])
+    def stale(self) -> bool:
+        """True when the env's transforms are no longer the ones this plan runs."""
+        now = self.current_transforms()
+        return len(now) != len(self.transforms) or any(a is not b for a, b in zip(now, self.transforms, strict=True))
 
     def step(self, action: torch.Tensor, cur: Values) -> Values:
         """The env's ``("next", ...)`` entries after ``action`` from state ``cur``, transformed."""
@@ -341,6 +337,13 @@ class LeanCollector:
     @torch.no_grad()
     def rollout(self) -> TensorDictBase:
         """One batch of ``frames_per_batch`` frames from the current state."""
+        if self.lean_env.stale():  # a transform was added or removed since: plan again (or say why not)
+            try:
+                self.lean_env = LeanEnv(self.env)
+            except LeanUnsupported as err:
+                raise LeanUnsupported(f"the env's transforms changed after the lean collector was built: {err}. "
+                                      "Add transforms before building the pipeline, or set "
+                                      "collector.step_loop='torchrl'") from err
         env, policy = self.lean_env, self.lean_policy
         n, steps = env.num_envs, self.frames_per_batch // env.num_envs
         carrier = self._carrier
@@ -352,26 +355,27 @@ class LeanCollector:
         root: dict[str, list[torch.Tensor]] = {k: [] for k in root_keys}
         nexts: dict[str, list[torch.Tensor]] = {k: [] for k in next_keys}
         ids: list[torch.Tensor] = []
-        for _ in range(steps):
-            values = dict(cur)
-            policy.sample(values, n)
-            values.update(flags)
-            nxt = env.step(values[policy.sample_keys[0]], cur)
-            for key, store in root.items():
-                store.append(values[key])
-            for key, store in nexts.items():
-                store.append(nxt[key])
-            ids.append(traj_ids)
-            cur = {k: nxt[k] for k in env.carried}
-            flags = {k: nxt[k] for k in _FLAGS}
-            done = nxt["done"]
-            if done.any():
-                cur = env.reset(done, cur)
-                flags = {k: torch.zeros_like(v) for k, v in flags.items()}
-                ended = done.view(n)
-                fresh = torch.arange(self._next_traj, self._next_traj + int(ended.sum()))
-                self._next_traj += fresh.numel()
-                traj_ids = traj_ids.masked_scatter(ended, fresh)
+        with set_exploration_type(ExplorationType.RANDOM):  # Collector's default, for modules that read it
+            for _ in range(steps):
+                values = dict(cur)
+                policy.sample(values, n)
+                values.update(flags)
+                nxt = env.step(values[policy.sample_keys[0]], cur)
+                for key, store in root.items():
+                    store.append(values[key])
+                for key, store in nexts.items():
+                    store.append(nxt[key])
+                ids.append(traj_ids)
+                cur = {k: nxt[k] for k in env.carried}
+                flags = {k: nxt[k] for k in _FLAGS}
+                done = nxt["done"]
+                if done.any():
+                    cur = env.reset(done, cur)
+                    flags = {k: torch.zeros_like(v) for k, v in flags.items()}
+                    ended = done.view(n)
+                    fresh = torch.arange(self._next_traj, self._next_traj + int(ended.sum()))
+                    self._next_traj += fresh.numel()
+                    traj_ids = traj_ids.masked_scatter(ended, fresh)
         source: dict[str, Any] = {k: torch.stack(v, 1) for k, v in root.items()}
         source["next"] = {k: torch.stack(v, 1) for k, v in nexts.items()}
         source["collector"] = {"traj_ids": torch.stack(ids, 1)}

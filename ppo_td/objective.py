@@ -30,6 +30,17 @@ def make_advantage(critic: TensorDictModule, config: LossConfig) -> GAE:
     return GAE(gamma=config.gamma, lmbda=config.gae_lambda, value_network=critic, average_gae=False)
 
 
+def normalized_advantage(advantage: torch.Tensor) -> torch.Tensor:
+    """CleanRL's per-minibatch advantage normalization: (A - mean) / (std + 1e-8)."""
+    return (advantage - advantage.mean()) / (advantage.std() + ADVANTAGE_EPS)
+
+
+def kl_k3(log_weight: torch.Tensor) -> torch.Tensor:
+    """CleanRL's approx_kl, mean of (r - 1) - log r with r = exp(log_weight), without gradient."""
+    with torch.no_grad():
+        return (log_weight.exp() - 1 - log_weight).mean()
+
+
 class PPOObjective(ClipPPOLoss):
     """``ClipPPOLoss`` with CleanRL's advantage normalization and a k3 KL estimate.
 
@@ -68,8 +79,7 @@ class PPOObjective(ClipPPOLoss):
 
     def _log_weight(self, tensordict: TensorDictBase, adv_shape: torch.Size):
         log_weight, dist, kl_approx, log_is_weight = super()._log_weight(tensordict, adv_shape)
-        with torch.no_grad():
-            self._kl_k3 = (log_weight.exp() - 1 - log_weight).mean()
+        self._kl_k3 = kl_k3(log_weight)
         return log_weight, dist, kl_approx, log_is_weight
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
@@ -85,8 +95,7 @@ class PPOObjective(ClipPPOLoss):
         if self.normalize_advantage_per_minibatch:
             advantage = tensordict.get(self.tensor_keys.advantage)
             tensordict = tensordict.clone(False)
-            normalized = (advantage - advantage.mean()) / (advantage.std() + ADVANTAGE_EPS)
-            tensordict.set(self.tensor_keys.advantage, normalized)
+            tensordict.set(self.tensor_keys.advantage, normalized_advantage(advantage))
         out = super().forward(tensordict)
         out.set("kl_approx_k3", self._kl_k3)
         return out
@@ -101,29 +110,20 @@ class LeanForward:
     same tensor operations, so results and gradients are identical. Refuses
     (:class:`~ppo_td.lean.LeanUnsupported`) settings it does not implement: functional or
     delayed networks, importance-ratio caps, per-head entropy coefficients, asymmetric
-    clipping, TorchRL's own advantage normalization, separate losses, a reduction other
-    than the mean. Returns None, and the caller runs ``ClipPPOLoss``, for a minibatch that
-    carries a loss mask, whose entropy needs a Monte-Carlo estimate (no closed form, or a
-    non-finite one), or while a forward hook sits on the actor or critic (the doctor's audit).
+    clipping, TorchRL's own advantage normalization or ``advantage_norm``, separate losses, a
+    reduction other than the mean (checked again at every call). Returns None, and the
+    caller runs ``ClipPPOLoss``, for a minibatch without an advantage or with a loss mask,
+    while a forward hook sits on the actor or critic (the doctor's audit), and once a
+    distribution without a closed-form entropy (or a non-finite one) was seen: those need
+    ClipPPOLoss's Monte-Carlo estimate.
     """
 
     def __init__(self, loss: PPOObjective) -> None:
-        refusals = {
-            "functional parameters": loss.functional,
-            "a delayed actor": loss.delay_actor,
-            "an importance-ratio cap": getattr(loss, "max_importance_ratio", None) is not None,
-            "per-head entropy coefficients": loss._entropy_coeff_map is not None,
-            "asymmetric clipping": loss._asymmetric_clip,
-            "TorchRL's advantage normalization": loss.normalize_advantage,
-            "separate losses": loss.separate_losses,
-            f"reduction={loss.reduction!r}": loss.reduction != "mean",
-            "no critic": not loss._has_critic,
-            "a critic-input hook": type(loss)._critic_loss_inputs is not PPOLoss._critic_loss_inputs,
-        }
-        found = [name for name, present in refusals.items() if present]
+        found = self.refusals(loss)
         if found:
             raise LeanUnsupported(f"the loss uses {', '.join(found)}")
         self.loss = loss
+        self._analytic_entropy: bool | None = None  # learned from the first distribution (a class property)
         self.actor = LeanModule(loss.actor_network)
         self.critic = LeanModule(loss.critic_network, distribution=False)
         k = loss.tensor_keys
@@ -132,23 +132,47 @@ class LeanForward:
         if k.value not in self.critic.out_keys:
             raise LeanUnsupported(f"the critic does not write {k.value!r}")
 
+    @staticmethod
+    def refusals(loss: PPOObjective) -> list[str]:
+        """The settings of ``loss`` this forward does not implement (checked at every call: they can change)."""
+        refusals = {
+            "functional parameters": loss.functional,
+            "a delayed actor": loss.delay_actor,
+            "an importance-ratio cap": getattr(loss, "max_importance_ratio", None) is not None,
+            "per-head entropy coefficients": loss._entropy_coeff_map is not None,
+            "asymmetric clipping": loss._asymmetric_clip,
+            "TorchRL's advantage normalization": loss.normalize_advantage,
+            "an advantage_norm": getattr(loss, "advantage_norm", None) is not None,
+            "separate losses": loss.separate_losses,
+            f"reduction={loss.reduction!r}": loss.reduction != "mean",
+            "no critic": not loss._has_critic,
+            "a critic-input hook": type(loss)._critic_loss_inputs is not PPOLoss._critic_loss_inputs,
+        }
+        return [name for name, present in refusals.items() if present]
+
     def __call__(self, td: TensorDictBase) -> TensorDict | None:
         loss, k = self.loss, self.keys
+        if self._analytic_entropy is False and loss.entropy_bonus:
+            return None  # a Monte-Carlo entropy: ClipPPOLoss's sampling
         if any(td.get(key, None) is not None for key in self.mask_keys):
             return None  # a loss mask (e.g. ("collector", "mask")): ClipPPOLoss's masked reduction
-        if self.actor.hooked() or self.critic.hooked():
+        if self.actor.hooked() or self.critic.hooked() or self.refusals(loss):
             return None  # a forward hook (the doctor's audit adds some) must see the modules' own calls
-        advantage = td.get(k.advantage)
+        advantage = td.get(k.advantage, None)
+        if advantage is None:
+            return None  # ClipPPOLoss computes it with its value estimator
         if loss.normalize_advantage_per_minibatch:
-            advantage = (advantage - advantage.mean()) / (advantage.std() + ADVANTAGE_EPS)
-        # _log_weight
+            advantage = normalized_advantage(advantage)
+        # _log_weight. The actor writes its networks' outputs into `values`; the critic reads from them
+        # first, as ClipPPOLoss's critic reads the tensordict the actor wrote into.
         prev_log_prob = td.get(k.sample_log_prob)
-        dist = self.actor.distribution({key: td.get(key) for key in self.actor.in_keys})
+        values = {key: td.get(key) for key in self.actor.in_keys}
+        dist = self.actor.distribution(values)
         log_prob = dist.log_prob(td.get(k.action))
         log_weight = (log_prob - prev_log_prob).unsqueeze(-1)
         kl_approx = (prev_log_prob - log_prob).unsqueeze(-1)
+        k3 = kl_k3(log_weight)
         with torch.no_grad():
-            kl_k3 = (log_weight.exp() - 1 - log_weight).mean()
             lw = log_weight.squeeze(-1)
             ess = (2 * lw.logsumexp(0) - (2 * lw).logsumexp(0)).exp()
             batch = log_weight.shape[0]
@@ -161,7 +185,8 @@ class LeanForward:
         out: dict[str, torch.Tensor] = {"loss_objective": -gain, "clip_fraction": clip_fraction,
                                         "kl_approx": kl_approx.detach().mean()}
         if loss.entropy_bonus:
-            if not has_analytic_entropy(dist):
+            self._analytic_entropy = has_analytic_entropy(dist)
+            if not self._analytic_entropy:
                 return None
             entropy = dist.entropy()
             if not entropy.isfinite().all():
@@ -171,7 +196,7 @@ class LeanForward:
         # loss_critic
         target_return = td.get(k.value_target)
         old_state_value = td.get(k.value) if loss.clip_value else None
-        values = {key: td.get(key) for key in self.critic.in_keys}
+        values = {key: values[key] if key in values else td.get(key) for key in self.critic.in_keys}
         self.critic.run(values)
         state_value = values[k.value]
         loss_value = distance_loss(target_return, state_value, loss_function=loss.loss_critic_type)
@@ -197,7 +222,7 @@ class LeanForward:
         for key in ("loss_objective", "loss_entropy", "loss_critic"):
             if key in out:
                 out[key] = out[key].mean().squeeze(-1)
-        out["kl_approx_k3"] = kl_k3
+        out["kl_approx_k3"] = k3
         return TensorDict(out, batch_size=[])
 
 

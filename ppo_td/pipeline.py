@@ -6,6 +6,7 @@ takes any part ready-made and builds only the missing ones.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import torch
@@ -53,6 +54,7 @@ def make_collector(env: EnvBase, actor: TensorDictModule, config: TrainConfig,
             if config.collector.step_loop == "lean":
                 raise LeanUnsupported(f"collector.step_loop='lean': {err}. Set collector.step_loop='auto' or "
                                       "'torchrl' to collect with TorchRL's Collector") from err
+            logging.getLogger("ppo_td").info("collecting with TorchRL's Collector: %s", err)
     return Collector(
         env,
         actor,

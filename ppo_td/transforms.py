@@ -185,7 +185,7 @@ class ReturnScaling(_RunningMoments, _Freezable, Transform):
 
     def scaled(self, reward: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
         """One step on plain tensors (shape ``[num_envs, 1]``): update the statistics, return the scaled reward."""
-        flat = reward.reshape(done.shape[0]).to(torch.float64)
+        flat = reward.reshape(-1).to(torch.float64)
         if self.running_return.shape != flat.shape:
             self.running_return = torch.zeros_like(flat)
         returns = self.running_return.mul_(self.gamma).add_(flat)  # in place: no Module.__setattr__ per step
@@ -263,21 +263,20 @@ class RunningObsNorm(_RunningMoments, _Freezable, Transform):
         scaled = (obs - self.mean.to(obs.dtype)) / torch.sqrt(self.var + self.eps).to(obs.dtype)
         return scaled.clamp_(-self.clip, self.clip)
 
-    def _normalize(self, td: TensorDictBase) -> None:
-        td.set(self.in_keys[0], self.normalized(td.get(self.in_keys[0])))
+    def observed(self, obs: torch.Tensor, reset: torch.Tensor | None = None) -> torch.Tensor:
+        """Add ``obs`` to the statistics (only the rows where ``reset``, at a partial reset; none when
+        frozen) and return it normalized. The step and reset code of both collectors."""
+        if not self.frozen:
+            self._update(obs if reset is None else obs[reset.reshape(-1)])
+        return self.normalized(obs)
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        if not self.frozen:
-            self._update(next_tensordict.get(self.in_keys[0]))
-        self._normalize(next_tensordict)
+        next_tensordict.set(self.in_keys[0], self.observed(next_tensordict.get(self.in_keys[0])))
         return next_tensordict
 
     def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
-        if not self.frozen:
-            obs = tensordict_reset.get(self.in_keys[0])
-            mask = tensordict.get("_reset", None) if tensordict is not None else None
-            self._update(obs if mask is None else obs[mask.reshape(tensordict_reset.batch_size)])
-        self._normalize(tensordict_reset)
+        mask = tensordict.get("_reset", None) if tensordict is not None else None
+        tensordict_reset.set(self.in_keys[0], self.observed(tensordict_reset.get(self.in_keys[0]), mask))
         return tensordict_reset
 
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:

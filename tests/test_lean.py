@@ -14,7 +14,7 @@ from conftest import small_config
 from ppo_td.config import CollectorConfig, EnvConfig, ModelConfig
 from ppo_td.envs import make_env
 from ppo_td.lean import LeanCollector, LeanUnsupported
-from ppo_td.objective import LeanForward, total_loss
+from ppo_td.objective import LeanForward, make_loss, total_loss
 from ppo_td.pipeline import build_pipeline, make_collector
 from ppo_td.presets import get_preset
 from ppo_td.trainer import train
@@ -88,7 +88,7 @@ def test_lean_batches_equal_torchrl_collector_batches(case):
         assert torch.equal(state_a["mask"], state_b["mask"])
 
 
-def test_truncation_keeps_the_final_observation_and_bootstraps():
+def test_truncated_steps_keep_the_final_observation():
     """The lean loop stores the true final observation of a truncated episode, not the reset one."""
     _, batches, _, _ = _collect(CASES["cartpole-truncated-shared"], "lean", batches=3)
     batch = torch.cat(batches, 1)
@@ -101,7 +101,9 @@ def test_truncation_keeps_the_final_observation_and_bootstraps():
 
 
 def test_default_pipeline_collects_lean_and_other_parts_fall_back():
-    assert isinstance(build_pipeline(get_preset("cartpole")).collector, LeanCollector)
+    default = build_pipeline(get_preset("cartpole"))
+    assert isinstance(default.collector, LeanCollector)
+    default.collector.shutdown()
 
     class Doubler(Transform):  # a transform the lean loop does not know
         def _call(self, td):
@@ -127,11 +129,6 @@ def test_policies_the_lean_loop_cannot_run_are_named():
     odd = Custom(torch.nn.Linear(4, 2), in_keys=["observation"], out_keys=["logits"])
     with pytest.raises(LeanUnsupported, match="Custom"):
         LeanCollector(p.env, odd, frames_per_batch=64, total_frames=64)
-    hooked = p.actor
-    handle = hooked.module[0].register_forward_hook(lambda *args: None)
-    with pytest.raises(LeanUnsupported, match="forward hooks"):
-        LeanCollector(p.env, hooked, frames_per_batch=64, total_frames=64)
-    handle.remove()
     p.collector.shutdown()
 
 
@@ -170,7 +167,7 @@ def test_lean_loss_forward_equals_clipppoloss_forward(case):
         for param in p.parameters:
             param.add_(0.3 * torch.randn_like(param))
     lean, lean_grads = _loss_and_grads(p, minibatch, lean=True)
-    assert isinstance(p.loss._lean, LeanForward)
+    assert isinstance(p.loss._lean, LeanForward) and p.loss._lean(minibatch) is not None  # lean really ran
     reference, reference_grads = _loss_and_grads(p, minibatch, lean=False)
     assert reference["clip_fraction"] > 0 and reference["kl_approx"] != 0
     if p.config.loss.clip_value is not None:
@@ -207,6 +204,8 @@ def test_training_with_and_without_the_lean_paths_is_identical():
     lean = train(config)
     plain = train(dataclasses.replace(config, loss=dataclasses.replace(config.loss, lean_forward=False),
                                       collector=CollectorConfig(step_loop="torchrl")))
+    assert isinstance(lean.pipeline.collector, LeanCollector) and isinstance(lean.pipeline.loss._lean, LeanForward)
+    assert isinstance(plain.pipeline.collector, Collector) and plain.pipeline.loss._lean is None
     keys = ("loss_policy", "loss_value", "loss_entropy", "kl_k3", "grad_norm", "episode_return", "clip_fraction")
     assert [[m[k] for k in keys] for m in lean.history] == [[m[k] for k in keys] for m in plain.history]
     assert lean.eval_returns == plain.eval_returns
@@ -235,4 +234,55 @@ def test_forward_hooks_added_later_see_the_modules_own_calls():
     p.loss(minibatch)
     assert calls[-1] == "critic"
     handle.remove()
+    p.collector.shutdown()
+
+
+def _ready(config):
+    p = build_pipeline(config)
+    batch = next(iter(p.collector))
+    p.collector.shutdown()
+    with torch.no_grad():
+        p.advantage(batch)
+    return p, batch.reshape(-1)[: p.config.minibatch_size]
+
+
+def test_a_critic_reading_the_actors_outputs_gets_them_fresh():
+    """A value head over the actor's trunk output ("hidden"), as ActorValueOperator.get_value_head() gives:
+    ClipPPOLoss's critic reads the hidden state the actor just computed, with its gradient, and so does lean."""
+    p, minibatch = _ready(dataclasses.replace(small_config(), model=ModelConfig(hidden_sizes=(16, 16),
+                                                                                shared_trunk=True)))
+    head = p.critic.module[1]
+    assert head.in_keys == ["hidden"]
+    loss = make_loss(p.actor, head, p.config.loss)
+    params = list({id(q): q for q in loss.parameters()}.values())
+    results = []
+    for lean in (True, False):
+        loss.lean_forward = lean
+        out = loss(minibatch)
+        results.append((out, torch.autograd.grad(total_loss(out), params, allow_unused=True)))
+    assert isinstance(loss._lean, LeanForward)
+    _assert_same(results[0][0], results[1][0])
+    for a, b in zip(results[0][1], results[1][1], strict=True):
+        assert (a is None and b is None) or torch.equal(a, b)
+
+
+def test_loss_settings_changed_after_planning_hand_back_to_clipppoloss():
+    p, minibatch = _ready(small_config())
+    p.loss(minibatch)
+    assert p.loss._lean(minibatch) is not None
+    p.loss.reduction = "sum"
+    assert p.loss._lean(minibatch) is None
+    assert p.loss(minibatch)["loss_objective"].shape == ()  # ClipPPOLoss's own sum
+
+
+def test_a_transform_added_after_building_is_not_skipped():
+    class Doubler(Transform):
+        def _call(self, td):
+            return td
+
+    p = build_pipeline(small_config())
+    next(iter(p.collector))
+    p.env.append_transform(Doubler())
+    with pytest.raises(LeanUnsupported, match="changed after the lean collector was built.*Doubler"):
+        next(iter(p.collector))
     p.collector.shutdown()
