@@ -157,7 +157,8 @@ class LeanForward:
         if any(td.get(key, None) is not None for key in self.mask_keys):
             return None  # a loss mask (e.g. ("collector", "mask")): ClipPPOLoss's masked reduction
         if self.actor.hooked() or self.critic.hooked() or self.refusals(loss):
-            return None  # a forward hook (the doctor's audit adds some) must see the modules' own calls
+            return None  # a forward hook (the doctor's audit adds some) must see the modules' own calls; or a
+            # setting this forward does not implement was set after planning
         advantage = td.get(k.advantage, None)
         if advantage is None:
             return None  # ClipPPOLoss computes it with its value estimator

@@ -155,14 +155,18 @@ def _loss_and_grads(p, minibatch, lean):
     return out, grads
 
 
-@pytest.mark.parametrize("case", LOSS_CASES)
-def test_lean_loss_forward_equals_clipppoloss_forward(case):
-    p = build_pipeline(LOSS_CASES[case])
+def _ready(config):
+    p = build_pipeline(config)
     batch = next(iter(p.collector))
     p.collector.shutdown()
     with torch.no_grad():
         p.advantage(batch)
-    minibatch = batch.reshape(-1)[: p.config.minibatch_size]
+    return p, batch.reshape(-1)[: p.config.minibatch_size]
+
+
+@pytest.mark.parametrize("case", LOSS_CASES)
+def test_lean_loss_forward_equals_clipppoloss_forward(case):
+    p, minibatch = _ready(LOSS_CASES[case])
     with torch.no_grad():  # move the policy and value away from the rollout's, so ratios and values get clipped
         for param in p.parameters:
             param.add_(0.3 * torch.randn_like(param))
@@ -180,19 +184,11 @@ def test_lean_loss_forward_equals_clipppoloss_forward(case):
 
 def test_lean_loss_hands_back_what_it_does_not_compute():
     # a tanh-squashed Gaussian has no closed-form entropy: ClipPPOLoss's Monte-Carlo estimate runs
-    p = build_pipeline(CASES["pendulum-squashed"])
-    batch = next(iter(p.collector))
-    p.collector.shutdown()
-    with torch.no_grad():
-        p.advantage(batch)
-    assert LeanForward(p.loss)(batch.reshape(-1)) is None
+    p, minibatch = _ready(CASES["pendulum-squashed"])
+    assert LeanForward(p.loss)(minibatch) is None
     # a loss mask in the minibatch: ClipPPOLoss's masked reduction runs
-    p = build_pipeline(small_config())
-    batch = next(iter(p.collector))
-    p.collector.shutdown()
-    with torch.no_grad():
-        p.advantage(batch)
-    masked = batch.reshape(-1).set(("collector", "mask"), torch.ones(batch.numel(), dtype=torch.bool))
+    p, minibatch = _ready(small_config())
+    masked = minibatch.set(("collector", "mask"), torch.ones(minibatch.numel(), dtype=torch.bool))
     assert LeanForward(p.loss)(masked) is None
     p.loss.separate_losses = True
     with pytest.raises(LeanUnsupported, match="separate losses"):
@@ -235,15 +231,6 @@ def test_forward_hooks_added_later_see_the_modules_own_calls():
     assert calls[-1] == "critic"
     handle.remove()
     p.collector.shutdown()
-
-
-def _ready(config):
-    p = build_pipeline(config)
-    batch = next(iter(p.collector))
-    p.collector.shutdown()
-    with torch.no_grad():
-        p.advantage(batch)
-    return p, batch.reshape(-1)[: p.config.minibatch_size]
 
 
 def test_a_critic_reading_the_actors_outputs_gets_them_fresh():
