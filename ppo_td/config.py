@@ -136,9 +136,10 @@ class LossConfig:
     """Distance of the value loss; l2 is the published choice (TorchRL defaults to smooth_l1)."""
     normalize_advantage: bool = True
     """Standardize advantages per minibatch, CleanRL's formula: (A - mean) / (std + 1e-8)."""
-    lean_forward: bool = True
-    """Compute ClipPPOLoss's outputs on plain tensors where the actor and critic allow it (identical results
-    without TensorDict bookkeeping, see ppo_td.objective.LeanForward); False always runs ClipPPOLoss.forward."""
+    fast_forward: bool = True
+    """Compute ClipPPOLoss's outputs on plain tensors when the actor and critic are ppo_td's own (identical
+    results without TensorDict bookkeeping, see ppo_td.train.objective.FastLoss); False always runs
+    ClipPPOLoss.forward."""
 
     def __post_init__(self) -> None:
         _check_types(self, "loss.")
@@ -197,9 +198,9 @@ class CollectorConfig:
     `ray start`); or a head address such as 10.0.0.1:6379 or ray://10.0.0.1:10001."""
     cpus_per_worker: float = 1.0
     """Ray only: CPUs each worker actor reserves (Ray's num_cpus)."""
-    step_loop: Literal["auto", "lean", "torchrl"] = "auto"
-    """In-process only: 'lean' steps with ppo_td's LeanCollector (TorchRL Collector's batches, bit for bit,
-    without its per-step overhead), 'torchrl' with TorchRL's Collector, 'auto' lean wherever it can run the
+    step_loop: Literal["auto", "fast", "torchrl"] = "auto"
+    """In-process only: 'fast' steps with ppo_td's FastCollector (TorchRL Collector's batches, bit for bit,
+    without its per-step overhead), 'torchrl' with TorchRL's Collector, 'auto' fast wherever it can run the
     env and policy (ppo_td's own parts) and TorchRL's Collector otherwise."""
 
     def __post_init__(self) -> None:
@@ -212,10 +213,10 @@ class CollectorConfig:
                    self.num_workers, "1 (or None) with backend='inprocess'; use backend='process' or 'ray'")
         _check(bool(self.ray_address), "collector.ray_address", self.ray_address, "'local', 'auto' or an address")
         _check(self.cpus_per_worker > 0, "collector.cpus_per_worker", self.cpus_per_worker, "> 0")
-        _check(self.step_loop in ("auto", "lean", "torchrl"), "collector.step_loop", self.step_loop,
-               "'auto', 'lean' or 'torchrl'")
-        _check(self.step_loop != "lean" or self.backend == "inprocess", "collector.step_loop", self.step_loop,
-               "'auto' or 'torchrl' with a worker backend (the lean loop runs in-process)")
+        _check(self.step_loop in ("auto", "fast", "torchrl"), "collector.step_loop", self.step_loop,
+               "'auto', 'fast' or 'torchrl'")
+        _check(self.step_loop != "fast" or self.backend == "inprocess", "collector.step_loop", self.step_loop,
+               "'auto' or 'torchrl' with a worker backend (the fast collector runs in-process)")
 
     @property
     def workers(self) -> int:

@@ -76,11 +76,12 @@ PENDULUM = TrainConfig(
     seed=1,
 )
 
-# ppo_td/Trading-v0 (ppo_td's masked example env): 8 envs x 128 steps, 4 epochs x 4
+# ppo_td/Trading-v0 (the masked example env in examples/trading.py, imported through Gymnasium's
+# module:EnvId form; run from the repository folder): 8 envs x 128 steps, 4 epochs x 4
 # minibatches, lr 3e-4, entropy 0.01, gamma 0.9, 50k frames. At this budget masking is
 # what makes it learn: see benchmarks/masking.py (README "Action masking").
 TRADING = TrainConfig(
-    env=EnvConfig(env_id="ppo_td/Trading-v0", num_envs=8),
+    env=EnvConfig(env_id="examples.trading:ppo_td/Trading-v0", num_envs=8),
     loss=LossConfig(gamma=0.9, gae_lambda=0.95, entropy_coeff=0.01),
     optim=OptimConfig(lr=3e-4, update_epochs=4, num_minibatches=4),
     total_frames=50_176,

@@ -21,10 +21,11 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
-from ppo_td.doctor_explain import DoctorError, explain, parse_inplace_error
+from ppo_td.doctor.explain import DoctorError, explain, parse_inplace_error
 
-__all__ = ["Audit", "DoctorError", "Finding", "audit", "explain"]
+__all__ = ["Audit", "Finding", "audit"]
 
 # Nodes that only add, stack or reshape: mixing actor and critic terms through them is fine.
 _LINEAR_NODES = ("AddBackward", "SubBackward", "CatBackward", "StackBackward", "SumBackward", "MeanBackward",
@@ -325,23 +326,34 @@ def audit(actor: nn.Module | None = None, critic: nn.Module | None = None,
     for name, module in (("actor", actor), ("critic", critic)):
         if module is not None:
             handles.append(module.register_forward_hook(_forward_hook(a, name)))
-    original = torch.autograd.backward
-
-    def audited_backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, *args, **kwargs):
-        record = _on_backward(a, tensors, retain_graph)
-        try:
-            return original(tensors, grad_tensors, retain_graph, create_graph, *args, **kwargs)
-        except RuntimeError as err:
-            raise _diagnose(a, err, record) from err
-
-    torch.autograd.backward = audited_backward
     try:
-        yield a
+        with _BackwardWatch(a):
+            yield a
     finally:
-        torch.autograd.backward = original
         for h in handles:
             h.remove()
         _finish(a)
+
+
+class _BackwardWatch(TorchFunctionMode):
+    """Sees every ``Tensor.backward`` and ``torch.autograd.backward`` call in the block (torch's public
+    function-override mode): audits the graph before it runs, explains the error if it raises."""
+
+    def __init__(self, a: Audit) -> None:
+        super().__init__()
+        self.audit = a
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is not torch.Tensor.backward and func is not torch.autograd.backward:
+            return func(*args, **kwargs)
+        # both take (tensors, gradient, retain_graph, ...): the root(s) first, retain_graph third
+        retain_graph = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
+        record = _on_backward(self.audit, args[0] if args else kwargs.get("tensors"), retain_graph)
+        try:
+            return func(*args, **kwargs)
+        except RuntimeError as err:
+            raise _diagnose(self.audit, err, record) from err
 
 
 def _diagnose(a: Audit, err: RuntimeError, record: _Backward | None) -> DoctorError:

@@ -1,4 +1,4 @@
-"""The run folder: config, metrics CSV, optional TensorBoard, learning curve, progress bar."""
+"""The run folder: config, metrics CSV, episodes CSV, optional TensorBoard, learning curve."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ppo_td.config import TrainConfig, to_dict
-from ppo_td.pipeline import Pipeline
+from ppo_td.train import Pipeline
 
 METRIC_COLUMNS = [
     "iteration", "frames", "time", "sps", "collect_seconds", "collect_sps", "update_seconds", "lr",
@@ -88,25 +88,6 @@ def read_episodes(run_dir: str | Path) -> list[dict[str, float]]:
     """Every episode of a run folder (``episodes.csv``), for plots of resumed runs."""
     with (Path(run_dir) / "episodes.csv").open(newline="") as f:
         return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
-
-
-class ProgressBar:
-    """tqdm bar over frames showing the latest episode return and steps per second."""
-
-    def __init__(self, total_frames: int, initial: int = 0, disable: bool = False) -> None:
-        from tqdm import tqdm
-
-        self._bar = tqdm(total=total_frames, initial=initial, unit="frames", disable=disable, dynamic_ncols=True)
-        self._last_return = float("nan")
-
-    def __call__(self, metrics: dict[str, Any], pipeline: Pipeline) -> None:
-        if not math.isnan(metrics["episode_return"]):
-            self._last_return = metrics["episode_return"]
-        self._bar.update(metrics["frames"] - self._bar.n)
-        self._bar.set_postfix(ret=f"{self._last_return:.1f}", sps=f"{metrics['sps']:.0f}", refresh=False)
-
-    def close(self) -> None:
-        self._bar.close()
 
 
 def plot_learning_curve(episodes: list[dict[str, float]], path: str | Path, title: str) -> Path:

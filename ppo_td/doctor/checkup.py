@@ -5,9 +5,8 @@ from __future__ import annotations
 import torch
 
 from ppo_td import keys
-from ppo_td.doctor import Audit, audit
-from ppo_td.pipeline import Pipeline
-from ppo_td.trainer import update
+from ppo_td.doctor.audit import Audit, audit
+from ppo_td.train import Pipeline, update
 
 
 def checkup(pipeline: Pipeline) -> Audit:

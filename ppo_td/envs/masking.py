@@ -1,8 +1,8 @@
-"""Action masking: the mask's way into the TensorDict, its checks, and a multi-discrete distribution.
+"""Action masking, env side: the mask's way into the TensorDict and its checks.
 
 Masking has two halves (TORCHRL_FACTS 6): TorchRL's ``ActionMask`` transform updates the
 action spec (random policies obey it), and the learned policy must read the mask
-(``MaskedCategorical``; :class:`MaskedMultiCategorical` for MultiDiscrete actions).
+(``MaskedCategorical``; :class:`ppo_td.models.MaskedMultiCategorical` for MultiDiscrete actions).
 """
 
 from __future__ import annotations
@@ -13,14 +13,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 from tensordict import TensorDictBase
-from torch import distributions as D
 from torchrl.data import Binary, Composite
-from torchrl.modules import MaskedCategorical
 
-from ppo_td.transforms import StepCheck
+from ppo_td.envs.transforms import StepCheck
 
 MASK_KEY = "action_mask"
-_NO_SAMPLE_SHAPE = torch.Size()
 
 
 class InfoMaskToObservation(gym.Wrapper):
@@ -63,7 +60,7 @@ class MaskCheck(StepCheck):
         super().__init__([mask_key])
         self.env_id, self.segments, self.mask_key = env_id, [int(s) for s in segments], mask_key
 
-    def _check(self, td: TensorDictBase, where: str) -> None:
+    def check(self, td: TensorDictBase, where: str) -> None:
         mask = td.get(self.mask_key, None)
         if mask is None:
             raise KeyError(f"env {self.env_id!r} gave no {self.mask_key!r} {where}")
@@ -91,38 +88,3 @@ class MaskCheck(StepCheck):
         observation_spec[self.mask_key] = Binary(n=spec.shape[-1], shape=spec.shape, device=spec.device,
                                                  dtype=torch.bool)
         return observation_spec
-
-
-class MaskedMultiCategorical(D.Distribution):
-    """Independent (masked) categoricals, one per MultiDiscrete dimension.
-
-    ``logits`` and ``mask`` hold the dimensions side by side (``sum(nvec)`` entries);
-    the action holds one index per dimension. Log-prob and entropy are sums over
-    dimensions; masked entries get zero probability and no gradient.
-    """
-
-    arg_constraints: dict = {}
-
-    def __init__(self, logits: torch.Tensor, nvec: Sequence[int], mask: torch.Tensor | None = None) -> None:
-        self.nvec = [int(n) for n in nvec]
-        masks = mask.split(self.nvec, -1) if mask is not None else [None] * len(self.nvec)
-        self.parts = [MaskedCategorical(logits=lg, mask=m) if m is not None else D.Categorical(logits=lg)
-                      for lg, m in zip(logits.split(self.nvec, -1), masks, strict=True)]
-        super().__init__(batch_shape=logits.shape[:-1], validate_args=False)
-
-    def sample(self, sample_shape: torch.Size = _NO_SAMPLE_SHAPE) -> torch.Tensor:
-        return torch.stack([p.sample(sample_shape) for p in self.parts], -1)
-
-    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        return sum(p.log_prob(v) for p, v in zip(self.parts, value.unbind(-1), strict=True))
-
-    def entropy(self) -> torch.Tensor:
-        return sum(p.entropy() for p in self.parts)
-
-    @property
-    def mode(self) -> torch.Tensor:
-        return torch.stack([p.probs.argmax(-1) for p in self.parts], -1)
-
-    @property
-    def deterministic_sample(self) -> torch.Tensor:
-        return self.mode

@@ -31,8 +31,7 @@ from torchrl.collectors import Collector
 from torchrl.envs import Compose, EnvBase, TransformedEnv
 
 from ppo_td.config import EnvConfig, TrainConfig
-from ppo_td.envs import make_env
-from ppo_td.transforms import _RunningMoments, merge_moments, moments_since
+from ppo_td.envs import RunningMoments, make_env, merge_moments, moments_since
 
 
 class WorkerError(RuntimeError):
@@ -75,22 +74,84 @@ def worker_envs(config: TrainConfig) -> list[WorkerEnv]:
     return [WorkerEnv(env_config, config.seed + i * per, config.loss.gamma, i) for i in range(n)]
 
 
-class _ReportingCollector(Collector):
+class ReportingCollector(Collector):
     """The collector inside a worker process: writes the exception that ends it to a report file."""
 
     def __init__(self, *args: Any, report_dir: str, **kwargs: Any) -> None:
-        self._report = Path(report_dir) / f"worker-{kwargs.get('worker_idx')}.txt"
+        self.report_path = Path(report_dir) / f"worker-{kwargs.get('worker_idx')}.txt"
         super().__init__(*args, **kwargs)
 
     def iterator(self) -> Iterator[TensorDictBase]:
         try:
             yield from super().iterator()
         except Exception as err:
-            self._report.write_text(f"{type(err).__name__}: {err}")
+            self.report_path.write_text(f"{type(err).__name__}: {err}")
             raise
 
 
-def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_frames: int) -> Any:
+@dataclasses.dataclass
+class WorkerCollector:
+    """ppo_td's handle on a TorchRL worker collector and what ppo_td keeps beside it.
+
+    ``collector`` is TorchRL's ``MultiSyncCollector`` or ``RayCollector``, used through its
+    public API; the rest is what ppo_td needs to name a failed worker and to clean up:
+    the workers' report folder and weight-sync scheme (processes), whether ppo_td joined a
+    Ray cluster, and each Ray worker's actor and process id (kept: TorchRL empties its list on failure).
+    """
+
+    collector: Any
+    backend: str
+    report_dir: str | None = None
+    scheme: Any = None
+    ray_connected: bool = False
+    actors: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    """Ray only: each worker's (actor id, process id), to name the worker a Ray error comes from."""
+
+    def ray_worker(self, err: Any) -> int | None:
+        """Index of the Ray worker ``err`` (a ``RayActorError`` or ``RayTaskError``) comes from, if known."""
+        actor_id, pid = getattr(err, "actor_id", None), getattr(err, "pid", None)
+        for index, (known_id, known_pid) in enumerate(self.actors):
+            if (actor_id is not None and actor_id == known_id) or (actor_id is None and pid == known_pid):
+                return index
+        return None
+
+    @property
+    def num_workers(self) -> int:
+        return self.collector.num_workers
+
+    def __iter__(self) -> Iterator[TensorDictBase]:
+        return iter(self.collector)
+
+    def report(self, worker: int) -> str | None:
+        """What worker ``worker`` wrote before it died (its exception), if anything."""
+        path = Path(self.report_dir) / f"worker-{worker}.txt" if self.report_dir else None
+        return path.read_text() if path is not None and path.exists() else None
+
+    def update_policy_weights_(self) -> None:
+        self.collector.update_policy_weights_()
+
+    def shutdown(self) -> None:
+        """Stop the workers; never raises (a dead worker must not hide the first error)."""
+        try:
+            self.collector.shutdown()
+        except Exception:  # noqa: BLE001 - best effort: the workers may already be gone
+            pass
+        # TorchRL 0.14's MultiCollector.shutdown leaves the weight-sync scheme open; its __del__ then starts a
+        # queue thread during garbage collection, which deadlocked the process here. ppo_td made it: close it.
+        if self.scheme is not None:
+            try:
+                self.scheme.shutdown()
+            except Exception:  # noqa: BLE001
+                pass
+        if self.report_dir is not None:
+            shutil.rmtree(self.report_dir, ignore_errors=True)
+        if self.ray_connected:
+            import ray
+
+            ray.shutdown()  # disconnects this driver from the cluster; the cluster keeps running
+
+
+def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_frames: int) -> WorkerCollector:
     """TorchRL's MultiSyncCollector ('process') or RayCollector ('ray') over :func:`worker_envs`."""
     c = config.collector
     common = dict(frames_per_batch=config.frames_per_batch, total_frames=total_frames, sync=True)
@@ -103,19 +164,17 @@ def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_fr
             collector = Collector(
                 worker_envs(config), actor, num_collectors=c.workers, cat_results=0, use_buffers=True,  # [env, time]
                 num_threads=torch.get_num_threads(),  # keep the learner's threads (TorchRL would lower them)
-                collector_class=functools.partial(_ReportingCollector, report_dir=report_dir),
+                collector_class=functools.partial(ReportingCollector, report_dir=report_dir),
                 weight_sync_schemes={"policy": scheme}, auto_register_policy_transforms=False,
                 init_fn=_ignore_sigint, **common)
         except Exception as err:
             scheme.shutdown()
             shutil.rmtree(report_dir, ignore_errors=True)
             raise _start_failure(err) from err
-        collector._ppo_td_report_dir = report_dir
-        return collector
+        return WorkerCollector(collector, "process", report_dir=report_dir, scheme=scheme)
     if c.backend != "ray":
         raise ValueError(f"collector.backend={c.backend!r} has no worker collector; use 'process' or 'ray'")
-    init = _ray_init_config(config)
-    connected = init.pop("_ppo_td_connected", False)  # ppo_td joined a cluster: it leaves it at shutdown
+    init, connected = _ray_init_config(config)  # connected: ppo_td joined a cluster, it leaves it at shutdown
     try:
         collector = Collector(
             worker_envs(config), actor, backend="ray", postproc=_env_time,
@@ -125,16 +184,24 @@ def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_fr
                 collector_kwargs={"auto_register_policy_transforms": False}),
             **common)
         collector.update_policy_weights_()  # registers the learner's weights as the source
+        actors = _actor_identities(collector.remote_collectors)
     except Exception as err:
         if connected:
             import ray
 
             ray.shutdown()
         raise _start_failure(err) from err
-    collector._ppo_td_ray_connected = connected
-    # kept to name a dead actor: TorchRL empties remote_collectors when it shuts down after a failure
-    collector._ppo_td_actor_ids = [handle._actor_id.hex() for handle in collector.remote_collectors]
-    return collector
+    return WorkerCollector(collector, "ray", ray_connected=connected, actors=actors)
+
+
+def _actor_identities(handles: list[Any]) -> list[tuple[str, int]]:
+    """Each Ray actor's (actor id, process id), asked of the actor itself (Ray's public runtime context)."""
+    import ray
+
+    def own_id(_actor: Any) -> tuple[str, int]:
+        return ray.get_runtime_context().get_actor_id(), os.getpid()
+
+    return ray.get([handle.__ray_call__.remote(own_id) for handle in handles], timeout=60)
 
 
 def _start_failure(err: Exception) -> WorkerError:
@@ -157,8 +224,9 @@ def _env_time(batch: TensorDictBase) -> TensorDictBase:
     return batch
 
 
-def _ray_init_config(config: TrainConfig) -> dict[str, Any]:
-    """``ray.init`` arguments for TorchRL; for a cluster, connect now and check it has the CPUs (no endless wait)."""
+def _ray_init_config(config: TrainConfig) -> tuple[dict[str, Any], bool]:
+    """``ray.init`` arguments for TorchRL, and whether ppo_td connected to a cluster itself; for a cluster,
+    connect now and check it has the CPUs (no endless wait)."""
     try:
         import ray
     except ImportError as err:
@@ -168,7 +236,7 @@ def _ray_init_config(config: TrainConfig) -> dict[str, Any]:
     if c.ray_address == "local" and not ray.is_initialized():
         # the local instance advertises a CPU slot for every worker, or the actors would wait forever
         return {"num_cpus": max(os.cpu_count() or 1, math.ceil(need)), "include_dashboard": False,
-                "log_to_driver": False}
+                "log_to_driver": False}, False
     connected = not ray.is_initialized()
     if connected:
         ray.init(address=c.ray_address, log_to_driver=False)
@@ -179,23 +247,20 @@ def _ray_init_config(config: TrainConfig) -> dict[str, Any]:
         raise ValueError(f"the Ray cluster has {free:g} free CPUs; {c.workers} workers x "
                          f"collector.cpus_per_worker={c.cpus_per_worker:g} need {need:g}. Use fewer workers, "
                          "a smaller cpus_per_worker, or add nodes")
-    return {"_ppo_td_connected": connected}
+    return {}, connected
 
 
 def is_multi_worker(collector: Any) -> bool:
-    """True for TorchRL's multi-process and Ray collectors (what :func:`make_worker_collector` builds)."""
-    from torchrl.collectors import MultiCollector
-
-    # RayCollector is matched by name: importing its class imports Ray (about 2 s)
-    return isinstance(collector, MultiCollector) or any(c.__name__ == "RayCollector" for c in type(collector).__mro__)
+    """True for the worker collectors :func:`make_worker_collector` builds."""
+    return isinstance(collector, WorkerCollector)
 
 
-def _moment_transforms(env: EnvBase) -> list[tuple[int, _RunningMoments]]:
+def _moment_transforms(env: EnvBase) -> list[tuple[int, RunningMoments]]:
     transform = getattr(env, "transform", None)
     if transform is None:
         return []
-    parts = list(transform.transforms) if isinstance(transform, Compose) else [transform]
-    return [(i, t) for i, t in enumerate(parts) if isinstance(t, _RunningMoments)]
+    parts = list(transform) if isinstance(transform, Compose) else [transform]
+    return [(i, t) for i, t in enumerate(parts) if isinstance(t, RunningMoments)]
 
 
 def gather_statistics(collector: Any, env: EnvBase) -> None:
@@ -211,7 +276,7 @@ def gather_statistics(collector: Any, env: EnvBase) -> None:
     with reported_failures(collector):
         _check_alive(collector)
         transforms = _moment_transforms(env)
-        read = [collector.map_fn(f"env.transform[{index}].moments") for index, _ in transforms]
+        read = [collector.collector.map_fn(f"env.transform[{index}].moments") for index, _ in transforms]
     for (_, transform), per_worker in zip(transforms, read, strict=True):  # all read first: no partial merge
         base = transform.moments()
         merged = base
@@ -231,20 +296,15 @@ def push_to_workers(collector: Any, env: EnvBase) -> None:
         _check_alive(collector)  # TorchRL's weight push waits for every worker's answer without a timeout
         for index, transform in _moment_transforms(env):
             moments = transform.moments()
-            collector.map_fn(f"env.transform[{index}].load_moments", [(moments,)] * collector.num_workers)
+            collector.collector.map_fn(f"env.transform[{index}].load_moments",
+                                       [(moments,)] * collector.num_workers)
         collector.update_policy_weights_()
 
 
-def _check_alive(collector: Any) -> None:
-    for index, proc in enumerate(getattr(collector, "procs", [])):
+def _check_alive(collector: WorkerCollector) -> None:
+    for index, proc in enumerate(getattr(collector.collector, "procs", [])):
         if not proc.is_alive():
-            raise WorkerError(index, _report(collector, index) or _exit_cause(proc.exitcode))
-
-
-def _report(collector: Any, worker: int) -> str | None:
-    report_dir = getattr(collector, "_ppo_td_report_dir", None)
-    report = Path(report_dir) / f"worker-{worker}.txt" if report_dir else None
-    return report.read_text() if report is not None and report.exists() else None
+            raise WorkerError(index, collector.report(index) or _exit_cause(proc.exitcode))
 
 
 def batches(collector: Any) -> Iterator[TensorDictBase]:
@@ -281,17 +341,15 @@ def worker_failure(collector: Any, err: Exception) -> WorkerError | None:
     if not is_multi_worker(collector):
         return None
     match = _DEAD.search(str(err))
-    if hasattr(collector, "procs") and match:
+    if collector.backend == "process" and match:
         worker, code = int(match.group(1)), int(match.group(2))
-        return WorkerError(worker, _report(collector, worker) or _exit_cause(code))
+        return WorkerError(worker, collector.report(worker) or _exit_cause(code))
     try:
         import ray.exceptions
     except ImportError:
         return None
     if isinstance(err, ray.exceptions.RayError):
-        actor_ids = getattr(collector, "_ppo_td_actor_ids", [])
-        actor_id = getattr(err, "actor_id", None) or getattr(err, "_actor_id", None)  # RayTaskError: _actor_id
-        worker = actor_ids.index(actor_id) if actor_id in actor_ids else None
+        worker = collector.ray_worker(err)
         cause = getattr(err, "cause", None)
         if isinstance(cause, Exception):
             return WorkerError(worker, f"{type(cause).__name__}: {cause}")
@@ -312,24 +370,4 @@ def _exit_cause(code: int) -> str:
 
 def shutdown(collector: Any) -> None:
     """Stop a collector; for worker collectors never raise (a dead worker must not hide the first error)."""
-    if not is_multi_worker(collector):
-        collector.shutdown()
-        return
-    try:
-        collector.shutdown()
-    except Exception:  # noqa: BLE001 - best effort: the workers may already be gone
-        pass
-    # TorchRL 0.14's MultiCollector.shutdown leaves its weight-sync schemes open; their __del__ then
-    # starts a queue thread during garbage collection, which deadlocked the process here. Close them now.
-    for scheme in (getattr(collector, "_weight_sync_schemes", None) or {}).values():
-        try:
-            scheme.shutdown()
-        except Exception:  # noqa: BLE001
-            pass
-    report_dir = getattr(collector, "_ppo_td_report_dir", None)
-    if report_dir is not None:
-        shutil.rmtree(report_dir, ignore_errors=True)
-    if getattr(collector, "_ppo_td_ray_connected", False):
-        import ray
-
-        ray.shutdown()  # disconnects this driver from the cluster; the cluster keeps running
+    collector.shutdown()

@@ -19,7 +19,7 @@ class NonFiniteEnvError(ValueError):
 
 
 class StepCheck(Transform):
-    """Base of the env-output checks: ``_check(td, where)`` runs on every reset and step.
+    """Base of the env-output checks: ``check(td, where)`` runs on every reset and step.
 
     ``where`` reads "at reset" or "at step N", N counting the env's step calls since it
     was built (a buffer, so it is saved with the env's state and survives a resume).
@@ -29,21 +29,22 @@ class StepCheck(Transform):
         super().__init__(in_keys=list(in_keys), out_keys=list(in_keys))
         self.register_buffer("steps", torch.zeros((), dtype=torch.long))
 
-    def _check(self, td: TensorDictBase, where: str) -> None:
+    def check(self, td: TensorDictBase, where: str) -> None:
+        """Raise if ``td`` (the env's output ``where``) is bad; may replace entries (e.g. cast a mask)."""
         raise NotImplementedError
 
     def check_step(self, values) -> None:
         """Count one step call and check its output (a TensorDict, or the lean loop's dict of tensors)."""
         steps = self.steps.numpy()  # the buffer's own memory: cheaper than a tensor op per step
         steps += 1
-        self._check(values, f"at step {int(steps)}")
+        self.check(values, f"at step {int(steps)}")
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         self.check_step(next_tensordict)
         return next_tensordict
 
     def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
-        self._check(tensordict_reset, "at reset")
+        self.check(tensordict_reset, "at reset")
         return tensordict_reset
 
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
@@ -59,7 +60,7 @@ def _all_finite(value: torch.Tensor) -> bool:
 class FiniteCheck(StepCheck):
     """Raise as soon as the env emits a NaN/inf in a checked key, naming the env, key, step and env copy.
 
-    On by default in :func:`ppo_td.envs.make_env` (``EnvConfig.check_finite``); its cost is
+    On by default in :func:`ppo_td.envs.build_env` (``EnvConfig.check_finite``); its cost is
     measured by ``python -m benchmarks.guard_overhead``. ``step`` counts the env's step
     calls since it was built (all copies step together).
 
@@ -71,7 +72,7 @@ class FiniteCheck(StepCheck):
         super().__init__(in_keys)
         self.env_id = env_id
 
-    def _check(self, td: TensorDictBase, where: str) -> None:
+    def check(self, td: TensorDictBase, where: str) -> None:
         for key in self.in_keys:
             value = td.get(key, None)
             if value is None or _all_finite(value):
@@ -125,10 +126,10 @@ def moments_since(now: Moments, base: Moments) -> Moments:
     return {"count": count, "mean": mean, "var": (m2 / count).clamp_min(0.0)}
 
 
-class _RunningMoments:
+class RunningMoments:
     """Statistics kept as ``count``/``mean``/``var`` buffers, readable and settable as :data:`Moments`.
 
-    Collection workers each update their own copy; :mod:`ppo_td.workers` merges what every
+    Collection workers each update their own copy; :mod:`ppo_td.collect.workers` merges what every
     worker added since the last sync and sets the result in all of them.
     """
 
@@ -140,7 +141,7 @@ class _RunningMoments:
             getattr(self, name).copy_(moments[name])
 
 
-class ReturnScaling(_RunningMoments, _Freezable, Transform):
+class ReturnScaling(RunningMoments, _Freezable, Transform):
     """Divide each reward by the running std of the discounted return, then clip (no mean subtraction).
 
     The semantics of Gymnasium's ``NormalizeReward`` and Stable-Baselines3's
@@ -216,7 +217,7 @@ class ReturnScaling(_RunningMoments, _Freezable, Transform):
         return next_tensordict
 
 
-class RunningObsNorm(_RunningMoments, _Freezable, Transform):
+class RunningObsNorm(RunningMoments, _Freezable, Transform):
     """Standardize observations by count-based running statistics over all env copies, then clip.
 
     The statistics are the mean and (population) variance of every observation the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import pickle
 import tempfile
@@ -12,17 +13,16 @@ from typing import Any
 
 import torch
 from tensordict.nn import TensorDictModule
-from torchrl.envs import EnvBase
 
+from ppo_td.collect import make_collector, push_to_workers, shutdown
 from ppo_td.config import TrainConfig, from_dict, to_dict
-from ppo_td.envs import env_signature, make_env, observation_stats
+from ppo_td.envs import EnvDescription, build_env
 from ppo_td.models import make_actor_critic
-from ppo_td.pipeline import Pipeline, build_pipeline, make_collector, make_train_env
-from ppo_td.snapshot import capture, restore_snapshot
-from ppo_td.workers import push_to_workers, shutdown
+from ppo_td.persist.snapshot import capture, restore_snapshot
+from ppo_td.train import Pipeline, StopTraining, build_pipeline, make_train_env
 
 FORMAT = "ppo_td.checkpoint"
-VERSION = 1
+VERSION = 2  # 2: ppo_td 0.2's network layout (PolicyNet / ValueNet) and collector state
 
 
 def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int, iteration: int) -> Path:
@@ -39,13 +39,13 @@ def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int,
         "format": FORMAT,
         "version": VERSION,
         "config": to_dict(pipeline.config),
-        "env_signature": env_signature(pipeline.env),
+        "env_signature": pipeline.description.signature(),
         "actor": pipeline.actor.state_dict(),
         "critic": pipeline.critic.state_dict(),
         "optimizer": pipeline.optimizer.state_dict(),
         "scheduler": pipeline.scheduler.state_dict(),
         "env_state": pipeline.env.state_dict(),
-        "obs_stats": observation_stats(pipeline.env),
+        "obs_stats": pipeline.observation_stats(),
         "frames": frames,
         "iteration": iteration,
         "snapshot": capture(pipeline),
@@ -89,9 +89,9 @@ def checkpoint_config(state: dict[str, Any]) -> TrainConfig:
     return from_dict(state["config"])
 
 
-def check_compatible(state: dict[str, Any], env: EnvBase) -> None:
-    """Refuse a checkpoint whose observation shape or action space differ from ``env``'s."""
-    saved, current = state["env_signature"], env_signature(env)
+def check_compatible(state: dict[str, Any], description: EnvDescription) -> None:
+    """Refuse a checkpoint whose observation shape or action space differ from the env's ``description``."""
+    saved, current = state["env_signature"], description.signature()
     if saved != current:
         raise ValueError(
             f"checkpoint does not fit this environment: it was trained with {saved} "
@@ -100,16 +100,20 @@ def check_compatible(state: dict[str, Any], env: EnvBase) -> None:
         )
 
 
-def restore(pipeline: Pipeline, state: dict[str, Any]) -> None:
-    """Load a checkpoint's weights, optimizer, schedule, env state and snapshot into a built pipeline."""
-    check_compatible(state, pipeline.env)
+def restore(pipeline: Pipeline, state: dict[str, Any]) -> bool:
+    """Load a checkpoint's weights, optimizer, schedule, env state and snapshot into a built pipeline.
+
+    Returns True when the run continues exactly (see :mod:`ppo_td.persist.snapshot`).
+    """
+    check_compatible(state, pipeline.description)
     pipeline.actor.load_state_dict(state["actor"])
     pipeline.critic.load_state_dict(state["critic"])
     pipeline.optimizer.load_state_dict(state["optimizer"])
     pipeline.scheduler.load_state_dict(state["scheduler"])
     pipeline.env.load_state_dict(state["env_state"])
-    restore_snapshot(pipeline, state["snapshot"])
+    exact = restore_snapshot(pipeline, state["snapshot"])
     push_to_workers(pipeline.collector, pipeline.env)  # worker collectors: the restored weights and statistics
+    return exact
 
 
 def load_actor(path: str | os.PathLike) -> tuple[TrainConfig, TensorDictModule, dict[str, Any] | None]:
@@ -119,18 +123,20 @@ def load_actor(path: str | os.PathLike) -> tuple[TrainConfig, TensorDictModule, 
     """
     state = load_checkpoint(path)
     config = checkpoint_config(state)
-    env = make_env(dataclasses.replace(config.env, num_envs=1))
+    built = build_env(dataclasses.replace(config.env, num_envs=1))
     try:
-        check_compatible(state, env)
-        actor, _ = make_actor_critic(env, config.model)
+        check_compatible(state, built.description)
+        actor, _ = make_actor_critic(built.description, config.model)
     finally:
-        env.close()
+        built.close()
     actor.load_state_dict(state["actor"])
     return config, actor, state["obs_stats"]
 
 
 def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = None) -> tuple[Pipeline, int, int]:
     """Rebuild a run's pipeline from its checkpoint, ready to continue: ``(pipeline, frames, iteration)``.
+
+    Logs whether the run continues exactly or from the last completed iteration with fresh episodes.
 
     ``collector`` changes where collection runs (``CollectorConfig`` fields such as
     ``backend`` or ``num_workers``); everything else comes from the checkpoint. Pass the
@@ -144,15 +150,19 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     if state["frames"] >= budget:
         raise ValueError(f"{path} is at {state['frames']} of {budget} frames: the run is complete, nothing to resume")
     env = make_train_env(config)
-    check_compatible(state, env)
-    actor, critic = make_actor_critic(env, config.model)
-    built = make_collector(env, actor, config, done_frames=state["frames"])
+    check_compatible(state, env.description)
+    actor, critic = make_actor_critic(env.description, config.model)
+    collector_ = make_collector(env, actor, config, done_frames=state["frames"])
     try:
-        pipeline = build_pipeline(config, env=env, actor=actor, critic=critic, collector=built)
-        restore(pipeline, state)
+        pipeline = build_pipeline(config, env=env, actor=actor, critic=critic, collector=collector_)
+        exact = restore(pipeline, state)
     except BaseException:
-        shutdown(built)  # worker processes or a Ray instance may already be running
+        shutdown(collector_)  # worker processes or a Ray instance may already be running
         raise
+    logging.getLogger("ppo_td").info(
+        "resumed at iteration %d: %s", state["iteration"], "exactly (the same batches as an uninterrupted run)"
+        if exact else "from the last completed iteration with fresh episodes (the collector's current step is "
+        "not restorable: worker or TorchRL collector)")
     return pipeline, state["frames"], state["iteration"]
 
 
@@ -175,8 +185,6 @@ class Checkpointer:
         self.stop_requested = True
 
     def __call__(self, metrics: dict[str, Any], pipeline: Pipeline) -> None:
-        from ppo_td.trainer import StopTraining
-
         due = self.every and metrics["iteration"] % self.every == 0
         if due or self.stop_requested:
             self.save(pipeline, metrics["frames"], metrics["iteration"])

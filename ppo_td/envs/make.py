@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
+import sys
 from functools import partial
 from typing import Any
 
@@ -23,13 +25,12 @@ from torchrl.envs import (
     TransformedEnv,
 )
 
-from ppo_td import keys, trading
+from ppo_td import keys
 from ppo_td.config import EnvConfig
-from ppo_td.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
-from ppo_td.transforms import FiniteCheck, ReturnScaling, RunningObsNorm
-from ppo_td.vector import PartialResetCartPole, numpy_vectorized
-
-trading.register()  # ppo_td's example env with invalid actions
+from ppo_td.envs.description import BuiltEnv, describe
+from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
+from ppo_td.envs.transforms import FiniteCheck, ReturnScaling, RunningObsNorm
+from ppo_td.envs.vector import PartialResetCartPole, numpy_vectorized
 
 
 class EnvStepError(RuntimeError):
@@ -61,7 +62,7 @@ def _check_env_id(env_id: str) -> None:
     module, sep, env_id = env_id.rpartition(":")
     if sep:
         try:
-            importlib.import_module(module)
+            _import_from_cwd(module)
         except ImportError as err:
             raise ValueError(f"env id {module}:{env_id}: cannot import {module!r} ({err}); it must be importable "
                              "where training runs (and in every worker)") from err
@@ -73,6 +74,19 @@ def _check_env_id(env_id: str) -> None:
         f"unknown Gymnasium env id {env_id!r}.{hint} Check the spelling and version suffix, "
         "or import the package that registers it before building the env."
     )
+
+
+def _import_from_cwd(module: str) -> None:
+    """Import ``module``, looking in the current folder too (as ``python -m`` would): Gymnasium's
+    ``module:EnvId`` convention for envs defined next to the user's script."""
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        cwd = os.getcwd()
+        if err.name != module.split(".")[0] or cwd in sys.path:
+            raise
+        sys.path.append(cwd)
+        importlib.import_module(module)
 
 
 def _check_spaces(env_id: str, vec: gym.vector.VectorEnv) -> None:
@@ -106,7 +120,18 @@ def _mask_size(space: gym.Space) -> int:
 
 
 def make_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) -> TransformedEnv:
-    """Build ``config.num_envs`` copies of a Gymnasium env as one batched TorchRL env.
+    """``config.num_envs`` copies of a Gymnasium env as one batched TorchRL env (see :func:`build_env`).
+
+    Example:
+        >>> env = make_env(EnvConfig("CartPole-v1", num_envs=4), seed=0)
+        >>> env.batch_size
+        torch.Size([4])
+    """
+    return build_env(config, seed, gamma).env
+
+
+def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) -> BuiltEnv:
+    """Build ``config.num_envs`` copies of a Gymnasium env as one batched TorchRL env, with its parts.
 
     The copies run in this process without autoreset: TorchRL resets finished envs
     itself, so ``("next", "observation")`` is the true final observation and
@@ -124,10 +149,9 @@ def make_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) ->
     - ``StepCounter``, ``RewardSum``: episode length and (raw) return;
     - ``ReturnScaling``: reward scaling by the discounted return's std, with ``gamma`` (``normalize_rewards``).
 
-    Example:
-        >>> env = make_env(EnvConfig("CartPole-v1", num_envs=4), seed=0)
-        >>> env.batch_size
-        torch.Size([4])
+    Returns the :class:`~ppo_td.envs.BuiltEnv`: the TorchRL env, the Gymnasium vector env
+    under it (what ppo_td's fast collector steps), the stateful transforms and the
+    env's :class:`~ppo_td.envs.EnvDescription`.
     """
     _check_env_id(config.env_id)
     vec = _make_vector_env(config)
@@ -147,16 +171,19 @@ def make_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) ->
                          "'observation'); use 'info' if the env puts the mask in info, or 'none'")
     if base.observation_spec[keys.OBSERVATION].dtype == torch.float64:
         transforms.append(DoubleToFloat())
+    obs_norm = scaling = None
     if config.normalize_observations:
         obs_dim = base.observation_spec[keys.OBSERVATION].shape[-1]
-        transforms.append(RunningObsNorm(obs_dim, clip=config.obs_clip))
+        obs_norm = RunningObsNorm(obs_dim, clip=config.obs_clip)
+        transforms.append(obs_norm)
     transforms += [StepCounter(), RewardSum()]
     if config.normalize_rewards:
-        transforms.append(ReturnScaling(gamma=gamma, clip=config.reward_clip))
+        scaling = ReturnScaling(gamma=gamma, clip=config.reward_clip)
+        transforms.append(scaling)
     env = TransformedEnv(base, Compose(*transforms))
     if seed is not None:
         env.set_seed(seed)
-    return env
+    return BuiltEnv(env=env, vector=vec, description=describe(env), obs_norm=obs_norm, return_scaling=scaling)
 
 
 class ClipToBounds(gym.ActionWrapper):
@@ -196,12 +223,6 @@ def _clip_box_actions(env: gym.Env) -> gym.Env:
     return ClipToBounds(env) if isinstance(env.action_space, gym.spaces.Box) else env
 
 
-def observation_stats(env: EnvBase) -> dict[str, Any] | None:
-    """State of ``env``'s observation normalizer (None without one): what evaluation must reuse, frozen."""
-    norm = find_transform(env, RunningObsNorm)
-    return norm.state_dict() if norm is not None else None
-
-
 def find_transform(env: EnvBase, cls: type) -> Transform | None:
     """The first transform of type ``cls`` in ``env``'s transform stack, or None."""
     transform = getattr(env, "transform", None)
@@ -209,32 +230,7 @@ def find_transform(env: EnvBase, cls: type) -> Transform | None:
     return next((t for t in stack if isinstance(t, cls)), None)
 
 
-def env_signature(env: EnvBase) -> dict[str, Any]:
-    """What a checkpoint must match to be loaded into ``env``: observation shape and action space."""
-    obs_spec = env.observation_spec[keys.OBSERVATION]
-    nvec = action_nvec(env)
-    if nvec is None:
-        action = f"Box(shape={list(env.action_spec_unbatched.shape)})"
-    else:
-        action = f"Discrete({nvec[0]})" if is_discrete(env) else f"MultiDiscrete({nvec})"
-    return {"observation_shape": list(obs_spec.shape[len(env.batch_size):]), "action_space": action}
-
-
-def is_discrete(env: EnvBase) -> bool:
-    """True for a Categorical action spec (Discrete), False for MultiDiscrete or Box."""
-    return hasattr(env.action_spec_unbatched.space, "n")
-
-
-def action_nvec(env: EnvBase) -> list[int] | None:
-    """Sizes of the action dimensions: ``[n]`` for Discrete, ``nvec`` for MultiDiscrete, None for Box."""
-    spec = env.action_spec_unbatched
-    if is_discrete(env):
-        return [int(spec.space.n)]
-    if spec.dtype.is_floating_point:
-        return None
-    return (spec.space.high - spec.space.low + 1).long().tolist()
-
-
-def has_action_mask(env: EnvBase) -> bool:
-    """True when the env's observations carry an action mask (checked by :class:`MaskCheck`)."""
-    return find_transform(env, MaskCheck) is not None
+def observation_stats(env: BuiltEnv | EnvBase) -> dict[str, Any] | None:
+    """State of ``env``'s observation normalizer (None without one): what evaluation must reuse, frozen."""
+    norm = env.obs_norm if isinstance(env, BuiltEnv) else find_transform(env, RunningObsNorm)
+    return norm.state_dict() if norm is not None else None

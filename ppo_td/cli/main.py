@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return commands[command](rest)
     except Exception as err:
-        from ppo_td.workers import WorkerError  # e.g. workers that could not start
+        from ppo_td.collect import WorkerError  # e.g. workers that could not start
 
         if not isinstance(err, (ValueError, TypeError, FileNotFoundError, ImportError, WorkerError)):
             raise
@@ -75,7 +75,10 @@ class TrainCommand:
     tensorboard: bool = False
     """Also write TensorBoard events to <run_dir>/tensorboard."""
     progress: bool = True
-    """Show a progress bar with the latest return and steps per second."""
+    """On a terminal, show a live progress bar; piped, to a file, or with --no-progress, print a summary line
+    every --log-every iterations instead."""
+    log_every: int | None = None
+    """Iterations between summary lines when there is no progress bar (default: about 20 lines per run)."""
     collector: Literal["inprocess", "process", "ray"] | None = None
     """Shorthand for --collector.backend: where collection runs."""
     workers: int | None = None
@@ -135,11 +138,10 @@ def _stop_on_signals(checkpointer):
 
 def run_training(cmd: TrainCommand) -> int:
     """Train (or resume) as ``cmd`` says, write the run folder, print the evaluation; returns the exit code."""
-    from ppo_td.checkpoint import Checkpointer, resume_pipeline
-    from ppo_td.pipeline import build_pipeline
-    from ppo_td.runlog import ProgressBar, RunLogger, plot_learning_curve, read_episodes
-    from ppo_td.trainer import NonFiniteError, run
-    from ppo_td.workers import WorkerError, shutdown
+    from ppo_td.cli.progress import Progress
+    from ppo_td.collect import WorkerError, shutdown
+    from ppo_td.persist import Checkpointer, RunLogger, plot_learning_curve, read_episodes, resume_pipeline
+    from ppo_td.train import NonFiniteError, build_pipeline, run
 
     started = time.perf_counter()
     if cmd.resume:
@@ -159,7 +161,8 @@ def run_training(cmd: TrainCommand) -> int:
     except BaseException:
         shutdown(pipeline.collector)  # worker processes or a Ray instance may already be running
         raise
-    bar = ProgressBar(config.num_iterations * config.frames_per_batch, initial=frames, disable=not cmd.progress)
+    bar = Progress(config.num_iterations * config.frames_per_batch, config.num_iterations, initial=frames,
+                   bar=cmd.progress, every=cmd.log_every)
     with _stop_on_signals(checkpointer) as received:
         try:
             result = run(pipeline, callbacks=[logger, bar, checkpointer], frames=frames, iteration=iteration)
@@ -202,8 +205,8 @@ def _eval(args: list[str]) -> int:
     parser.add_argument("--episodes", type=int, default=10, help="episodes to run (default 10)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the evaluation envs (default 0)")
     ns = parser.parse_args(args)
-    from ppo_td.checkpoint import load_actor
-    from ppo_td.evaluation import evaluate
+    from ppo_td.persist import load_actor
+    from ppo_td.train import evaluate
 
     config, actor, obs_stats = load_actor(ns.checkpoint)
     returns = evaluate(actor, config.env, ns.episodes, seed=ns.seed, obs_stats=obs_stats)
@@ -222,19 +225,20 @@ def _doctor(args: list[str]) -> int:
     for part in ("actor", "critic", "loss", "transform"):
         parser.add_argument(f"--{part}", metavar="MODULE:FUNCTION", help=f"your own {part} factory")
     ns = parser.parse_args(args)
-    from ppo_td.checkup import checkup
+    from ppo_td.doctor import checkup
     from ppo_td.models import make_actor_critic
-    from ppo_td.pipeline import build_pipeline, make_train_env
+    from ppo_td.train import build_pipeline, make_train_env
 
     config = get_preset(ns.preset)
-    env = make_train_env(config)
+    built = make_train_env(config)
+    env = built.env
     if ns.transform:
         env.append_transform(_load(ns.transform)(env, config))
     actor, critic = make_actor_critic(env, config.model)
     actor = _load(ns.actor)(env, config) if ns.actor else actor
     critic = _load(ns.critic)(env, config) if ns.critic else critic
     parts = {"loss": _load(ns.loss)(actor, critic, config)} if ns.loss else {}
-    audit = checkup(build_pipeline(config, env=env, actor=actor, critic=critic, **parts))
+    audit = checkup(build_pipeline(config, env=built, actor=actor, critic=critic, **parts))
     print(audit.report())
     return 0 if audit.ok else 1
 

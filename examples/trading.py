@@ -1,4 +1,9 @@
-"""A small trading environment with state-dependent invalid actions, registered with Gymnasium.
+"""An example env for ppo_td: trading with state-dependent invalid actions, registered with Gymnasium on import.
+
+Not part of the library: ``import examples.trading`` (from the repository folder) registers
+it, and Gymnasium's ``module:EnvId`` form does that for you:
+``ppo-td train --preset trading`` uses ``examples.trading:ppo_td/Trading-v0``.
+
 
 Hold (0), buy (1) or sell (2) one asset whose returns have momentum (an AR(1)
 process, so recent returns predict the next one). The agent is either all in cash
@@ -88,8 +93,11 @@ class TradingEnv(gym.Env):
 
 
 def register() -> None:
-    """Register the three variants with Gymnasium (idempotent; done when ppo_td.envs is imported)."""
+    """Register the three variants with Gymnasium (idempotent; done when this module is imported)."""
     for env_id, mask in (("ppo_td/Trading-v0", "observation"), ("ppo_td/TradingInfo-v0", "info"),
                          ("ppo_td/TradingPenalty-v0", "none")):
         if env_id not in gym.registry:
             gym.register(env_id, entry_point=TradingEnv, kwargs={"mask": mask}, max_episode_steps=100)
+
+
+register()

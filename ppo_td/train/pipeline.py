@@ -6,62 +6,27 @@ takes any part ready-made and builds only the missing ones.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from tensordict.nn import TensorDictModule
-from torchrl.collectors import Collector
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.data.replay_buffers import SamplerWithoutReplacement
 from torchrl.envs import EnvBase
 from torchrl.objectives import LossModule
 from torchrl.objectives.value import ValueEstimatorBase
 
+from ppo_td.collect import make_collector, torchrl_env
 from ppo_td.config import OptimConfig, TrainConfig
-from ppo_td.envs import make_env
-from ppo_td.lean import LeanCollector, LeanUnsupported
+from ppo_td.envs import BuiltEnv, EnvDescription, build_env, describe, observation_stats
 from ppo_td.models import make_actor_critic
-from ppo_td.objective import make_advantage, make_loss
+from ppo_td.train.objective import make_advantage, make_loss
 
 
-def make_train_env(config: TrainConfig) -> EnvBase:
+def make_train_env(config: TrainConfig) -> BuiltEnv:
     """The training env of ``config``: seeded, rewards scaled with the loss's discount."""
-    return make_env(config.env, seed=config.seed, gamma=config.loss.gamma)
-
-
-def make_collector(env: EnvBase, actor: TensorDictModule, config: TrainConfig,
-                   done_frames: int = 0) -> Collector | LeanCollector:
-    """TorchRL collector yielding ``[num_envs, steps_per_env]`` batches, where ``config.collector`` says.
-
-    In-process (default), ``env`` is stepped here: by :class:`~ppo_td.lean.LeanCollector`
-    (the same batches without TorchRL's per-step overhead) where it can run ``env`` and
-    ``actor``, else by TorchRL's ``Collector`` (``collector.step_loop`` chooses). With
-    ``collector.backend`` 'process' or 'ray' the workers build their own envs
-    (:mod:`ppo_td.workers`) and ``env`` stays the learner's copy that holds the merged
-    normalization statistics. ``done_frames`` (a resumed run's frame count) shortens the
-    budget accordingly.
-    """
-    total_frames = config.num_iterations * config.frames_per_batch - done_frames
-    if config.collector.backend != "inprocess":
-        from ppo_td.workers import make_worker_collector
-
-        return make_worker_collector(config, actor, total_frames)
-    if config.collector.step_loop != "torchrl":
-        try:
-            return LeanCollector(env, actor, frames_per_batch=config.frames_per_batch, total_frames=total_frames)
-        except LeanUnsupported as err:
-            if config.collector.step_loop == "lean":
-                raise LeanUnsupported(f"collector.step_loop='lean': {err}. Set collector.step_loop='auto' or "
-                                      "'torchrl' to collect with TorchRL's Collector") from err
-            logging.getLogger("ppo_td").info("collecting with TorchRL's Collector: %s", err)
-    return Collector(
-        env,
-        actor,
-        frames_per_batch=config.frames_per_batch,
-        total_frames=total_frames,
-        auto_register_policy_transforms=False,  # our actor is stateless: it needs no InitTracker
-    )
+    return build_env(config.env, seed=config.seed, gamma=config.loss.gamma)
 
 
 def make_buffer(config: TrainConfig) -> ReplayBuffer:
@@ -94,18 +59,25 @@ def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig) -> tor
 
 @dataclass
 class Pipeline:
-    """Every part of a PPO run, built and wired. Each field is a plain TorchRL/PyTorch object."""
+    """Every part of a PPO run, built and wired: plain TorchRL/PyTorch objects, plus the env's description
+    and, when ppo_td built the env, the :class:`~ppo_td.envs.BuiltEnv` its fast collector steps."""
 
     config: TrainConfig
     env: EnvBase
+    description: EnvDescription
+    built: BuiltEnv | None
     actor: TensorDictModule
     critic: TensorDictModule
-    collector: Collector | LeanCollector
+    collector: Any
     buffer: ReplayBuffer
     advantage: ValueEstimatorBase
     loss: LossModule
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
+
+    def observation_stats(self) -> dict[str, Any] | None:
+        """The training env's observation-normalization statistics (None without a normalizer)."""
+        return observation_stats(self.built if self.built is not None else self.env)
 
     @property
     def parameters(self) -> list[torch.nn.Parameter]:
@@ -121,10 +93,10 @@ def trained_parameters(loss: LossModule) -> list[torch.nn.Parameter]:
 def build_pipeline(
     config: TrainConfig,
     *,
-    env: EnvBase | None = None,
+    env: BuiltEnv | EnvBase | None = None,
     actor: TensorDictModule | None = None,
     critic: TensorDictModule | None = None,
-    collector: Collector | LeanCollector | None = None,
+    collector: Any = None,
     buffer: ReplayBuffer | None = None,
     advantage: ValueEstimatorBase | None = None,
     loss: LossModule | None = None,
@@ -133,7 +105,9 @@ def build_pipeline(
     """Build the missing parts from ``config``; parts passed in are used as they are.
 
     Seeds torch with ``config.seed`` first, so network init, sampling and
-    minibatch order are reproducible.
+    minibatch order are reproducible. ``env`` is a :class:`~ppo_td.envs.BuiltEnv` (what
+    :func:`~ppo_td.envs.build_env` returns: the fast collector can step it) or any TorchRL env
+    (collected by TorchRL's ``Collector``).
 
     Example:
         >>> p = build_pipeline(get_preset("cartpole"))
@@ -142,8 +116,10 @@ def build_pipeline(
     torch.manual_seed(config.seed)
     if env is None:
         env = make_train_env(config)
+    built = env if isinstance(env, BuiltEnv) else None
+    description = built.description if built is not None else describe(env)
     if actor is None or critic is None:
-        default_actor, default_critic = make_actor_critic(env, config.model)
+        default_actor, default_critic = make_actor_critic(description, config.model)
         actor = actor if actor is not None else default_actor
         critic = critic if critic is not None else default_critic
     advantage = advantage if advantage is not None else make_advantage(critic, config.loss)
@@ -152,7 +128,9 @@ def build_pipeline(
         optimizer = make_optimizer(trained_parameters(loss), config.optim)
     return Pipeline(
         config=config,
-        env=env,
+        env=torchrl_env(env),
+        description=description,
+        built=built,
         actor=actor,
         critic=critic,
         collector=collector if collector is not None else make_collector(env, actor, config),

@@ -12,12 +12,11 @@ from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
 
 from ppo_td import keys
+from ppo_td.collect import WorkerError, batches, gather_statistics, push_to_workers, shutdown
 from ppo_td.config import TrainConfig
-from ppo_td.envs import observation_stats
-from ppo_td.evaluation import evaluate
-from ppo_td.objective import explained_variance, total_loss
-from ppo_td.pipeline import Pipeline, build_pipeline
-from ppo_td.workers import WorkerError, batches, gather_statistics, push_to_workers, shutdown
+from ppo_td.train.evaluation import evaluate
+from ppo_td.train.objective import explained_variance, total_loss
+from ppo_td.train.pipeline import Pipeline, build_pipeline
 
 Callback = Callable[[dict[str, Any], Pipeline], None]
 
@@ -118,7 +117,7 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
         shutdown(p.collector)
     if cfg.eval_episodes and not result.stopped:
         result.eval_returns = evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000,
-                                       obs_stats=observation_stats(p.env))
+                                       obs_stats=p.observation_stats())
     return result
 
 

@@ -13,8 +13,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from ppo_td import keys
 from ppo_td.config import EnvConfig
-from ppo_td.envs import find_transform, make_env
-from ppo_td.transforms import RunningObsNorm
+from ppo_td.envs import build_env
 
 DEFAULT_STEP_CAP = 100_000
 
@@ -47,12 +46,11 @@ def make_eval_env(env_config: EnvConfig, episodes: int, seed: int,
     if env_config.normalize_observations and obs_stats is None:
         raise ValueError("this policy was trained on normalized observations: pass the training env's "
                          "statistics (obs_stats=observation_stats(train_env), or evaluate from a checkpoint)")
-    env = make_env(dataclasses.replace(env_config, num_envs=episodes, normalize_rewards=False), seed=seed)
-    norm = find_transform(env, RunningObsNorm)
-    if norm is not None:
-        norm.load_state_dict(obs_stats)
-        norm.freeze()
-    return env
+    built = build_env(dataclasses.replace(env_config, num_envs=episodes, normalize_rewards=False), seed=seed)
+    if built.obs_norm is not None:
+        built.obs_norm.load_state_dict(obs_stats)
+        built.obs_norm.freeze()
+    return built.env
 
 
 def run_episodes(actor: TensorDictModule, env: EnvBase, env_config: EnvConfig) -> list[float]:

@@ -1,0 +1,1 @@
+"""Examples that use ppo_td from outside the library (run from the repository folder)."""

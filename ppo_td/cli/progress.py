@@ -1,0 +1,48 @@
+"""Training progress that reads well anywhere: a live bar on a terminal, plain lines everywhere else."""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any, TextIO
+
+
+class Progress:
+    """Training callback: a tqdm bar when ``bar`` (and stderr is a terminal), else one summary line every
+    ``every`` iterations (and at the last), without carriage returns, so a log file or CI output stays readable.
+
+    A line reads ``iteration 10/97  frames 5,120/49,664  return 23.4  sps 9,870  elapsed 0.5 s``; the
+    return is the mean of the episodes that ended in the last iteration that ended any (``-`` before the first).
+    """
+
+    def __init__(self, total_frames: int, iterations: int, initial: int = 0, bar: bool = True,
+                 every: int | None = None, stream: TextIO | None = None) -> None:
+        self.total_frames, self.iterations = total_frames, iterations
+        self.stream = stream if stream is not None else sys.stdout
+        self.every = every if every is not None else max(1, math.ceil(iterations / 20))
+        if self.every < 1:
+            raise ValueError(f"progress every={self.every} must be >= 1 iteration")
+        self.last_return = float("nan")
+        self._bar = None
+        if bar and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total_frames, initial=initial, unit="frames", dynamic_ncols=True)
+
+    def __call__(self, metrics: dict[str, Any], pipeline: Any = None) -> None:
+        if not math.isnan(metrics["episode_return"]):
+            self.last_return = metrics["episode_return"]
+        ret = "-" if math.isnan(self.last_return) else f"{self.last_return:.1f}"
+        if self._bar is not None:
+            self._bar.update(metrics["frames"] - self._bar.n)
+            self._bar.set_postfix(ret=ret, sps=f"{metrics['sps']:.0f}", refresh=False)
+            return
+        it = metrics["iteration"]
+        if it % self.every == 0 or it == self.iterations:
+            print(f"iteration {it}/{self.iterations}  frames {metrics['frames']:,}/{self.total_frames:,}  "
+                  f"return {ret}  sps {metrics['sps']:,.0f}  elapsed {metrics['time']:.1f} s",
+                  file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()

@@ -1,0 +1,30 @@
+"""Collection: the fast in-process collector, TorchRL's Collector as the fallback, worker processes and Ray."""
+
+from ppo_td.collect.factory import collector_state, make_collector, torchrl_env
+from ppo_td.collect.fast import FastCollector, FastEnv, FastPolicy, FastUnsupported
+from ppo_td.collect.workers import (
+    WorkerCollector,
+    WorkerError,
+    batches,
+    gather_statistics,
+    is_multi_worker,
+    push_to_workers,
+    shutdown,
+)
+
+__all__ = [
+    "FastCollector",
+    "FastEnv",
+    "FastPolicy",
+    "FastUnsupported",
+    "WorkerCollector",
+    "WorkerError",
+    "batches",
+    "collector_state",
+    "gather_statistics",
+    "is_multi_worker",
+    "make_collector",
+    "push_to_workers",
+    "shutdown",
+    "torchrl_env",
+]

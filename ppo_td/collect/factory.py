@@ -1,0 +1,57 @@
+"""Choosing and building the collector a config asks for."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tensordict.nn import TensorDictModule
+from torchrl.collectors import Collector
+from torchrl.envs import EnvBase
+
+from ppo_td.collect.fast import FastCollector, FastUnsupported
+from ppo_td.collect.workers import WorkerCollector, make_worker_collector
+from ppo_td.config import TrainConfig
+from ppo_td.envs import BuiltEnv
+
+
+def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: TrainConfig,
+                   done_frames: int = 0) -> FastCollector | Collector | WorkerCollector:
+    """A collector yielding ``[num_envs, steps_per_env]`` batches, where ``config.collector`` says.
+
+    In-process (default), ``env`` is stepped here: by :class:`~ppo_td.collect.FastCollector`
+    (the same batches without TorchRL's per-step overhead) where it can run ``env`` (a
+    :class:`~ppo_td.envs.BuiltEnv`) and ``actor`` (one ppo_td's factories built), else by
+    TorchRL's ``Collector`` (``collector.step_loop`` chooses). With ``collector.backend``
+    'process' or 'ray' the workers build their own envs (:mod:`ppo_td.collect.workers`)
+    and ``env`` stays the learner's copy that holds the merged normalization statistics.
+    ``done_frames`` (a resumed run's frame count) shortens the budget accordingly.
+    """
+    total_frames = config.num_iterations * config.frames_per_batch - done_frames
+    if config.collector.backend != "inprocess":
+        return make_worker_collector(config, actor, total_frames)
+    if config.collector.step_loop != "torchrl":
+        try:
+            return FastCollector(env, actor, frames_per_batch=config.frames_per_batch, total_frames=total_frames)
+        except FastUnsupported as err:
+            if config.collector.step_loop == "fast":
+                raise FastUnsupported(f"collector.step_loop='fast': {err}. Set collector.step_loop='auto' or "
+                                      "'torchrl' to collect with TorchRL's Collector") from err
+            logging.getLogger("ppo_td").info("collecting with TorchRL's Collector: %s", err)
+    return Collector(
+        torchrl_env(env),
+        actor,
+        frames_per_batch=config.frames_per_batch,
+        total_frames=total_frames,
+        auto_register_policy_transforms=False,  # our actor is stateless: it needs no InitTracker
+    )
+
+
+def torchrl_env(env: BuiltEnv | EnvBase) -> EnvBase:
+    """The TorchRL env of ``env`` (a :class:`~ppo_td.envs.BuiltEnv` or a TorchRL env itself)."""
+    return env.env if isinstance(env, BuiltEnv) else env
+
+
+def collector_state(collector: Any) -> dict[str, Any] | None:
+    """The collector's current step, where it has one to give (ppo_td's fast collector); else None."""
+    return collector.state_dict() if isinstance(collector, FastCollector) else None

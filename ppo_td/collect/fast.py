@@ -1,0 +1,295 @@
+"""The fast in-process collector: TorchRL ``Collector``'s batches without its per-step machinery.
+
+TorchRL's ``Collector`` spends a few hundred microseconds per step call on EnvBase and
+TensorDict bookkeeping (spec lookups, ``step_mdp``, key bookkeeping, TensorDictModule
+dispatch), whatever the env costs (TORCHRL_FACTS 10). For cheap envs that overhead sets
+the speed. :class:`FastCollector` runs on ppo_td's own objects instead: it steps the
+Gymnasium vector env that :func:`ppo_td.envs.build_env` built, reads its outputs with the
+``GymWrapper``'s public readers, applies each transform's own public step/reset code,
+and samples from ppo_td's :class:`~ppo_td.models.PolicyNet` as TorchRL's
+``ProbabilisticActor`` would, in the same order. So it writes the same batch as
+``Collector`` from the same state, bit for bit, and leaves the transforms, the
+simulators and torch's RNG in the same state (``tests/test_fast.py`` checks every key,
+over resets, truncations, masks and normalization).
+
+It runs exactly these parts, and refuses anything else with :class:`FastUnsupported`
+naming the part (:func:`ppo_td.collect.make_collector` then uses TorchRL's Collector):
+
+- env: a :class:`~ppo_td.envs.BuiltEnv` (not a bare TorchRL env);
+- transforms: ``FiniteCheck``, ``MaskCheck``, ``ActionMask``, ``DoubleToFloat``,
+  ``RunningObsNorm``, ``StepCounter`` (no ``max_steps``), ``RewardSum``, ``ReturnScaling``;
+- policy: an actor built by :func:`ppo_td.models.make_actor` (see :mod:`ppo_td.models.plain`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.utils import expand_as_right
+from torch import nn
+from torchrl.envs import ActionMask, Compose, DoubleToFloat, RewardSum, StepCounter
+from torchrl.modules.distributions.utils import sample_and_log_prob
+
+from ppo_td import keys
+from ppo_td.envs import BuiltEnv, FiniteCheck, MaskCheck, ReturnScaling, RunningObsNorm
+from ppo_td.envs.masking import MASK_KEY
+from ppo_td.models import PolicyNet, policy_net
+
+Values = dict[str, torch.Tensor]
+
+_FLAGS = ("done", "terminated", "truncated")
+_COUNTERS = ("step_count", "episode_reward")
+
+
+class FastUnsupported(ValueError):  # noqa: N818 - a refusal with its reason, not a failure
+    """The env or policy has a part :class:`FastCollector` cannot run; the message names it."""
+
+
+class _Values(dict):
+    """The env's outputs at one step or reset: a dict that also answers the TensorDict calls
+    :class:`~ppo_td.envs.StepCheck` makes (``get``, ``set``, ``batch_dims``), so the checks run their own code."""
+
+    batch_dims = 1
+
+    def set(self, key: str, value: torch.Tensor) -> None:
+        self[key] = value
+
+
+class FastPolicy:
+    """A ppo_td actor's sampling on plain tensors: its :class:`PolicyNet`, then its distribution.
+
+    Samples with TorchRL's ``sample_and_log_prob`` (as ``ProbabilisticActor`` does under
+    ``ExplorationType.RANDOM``, the collectors' default), so outputs and RNG use match.
+    """
+
+    def __init__(self, actor: nn.Module) -> None:
+        net = policy_net(actor)
+        if net is None:
+            raise FastUnsupported(f"the actor ({type(actor).__name__}) is not one that ppo_td.models.make_actor "
+                                  "builds, so the fast collector cannot run it on plain tensors")
+        self.net: PolicyNet = net
+        self.param_keys = list(actor.out_keys[: len(net.param_names)])
+        self.log_prob_key = actor.out_keys[-1]
+        self.out_keys = list(actor.out_keys)
+
+    def sample(self, values: Values) -> None:
+        """Write the parameters, ``"action"`` and its log-prob into ``values``; call under no_grad."""
+        params = self.net(values[keys.OBSERVATION])
+        dist = self.net.distribution(params, values.get(MASK_KEY))
+        sample, log_prob = sample_and_log_prob(dist, torch.Size(), reparameterize=dist.has_rsample)
+        values.update(zip(self.param_keys, params if isinstance(params, tuple) else (params,), strict=True))
+        values[keys.ACTION] = sample
+        values[self.log_prob_key] = log_prob
+
+
+class FastEnv:
+    """Step and partially reset a :class:`~ppo_td.envs.BuiltEnv` on plain tensors, through its
+    GymWrapper's readers and each transform's own code."""
+
+    def __init__(self, built: BuiltEnv) -> None:
+        if not isinstance(built, BuiltEnv):
+            raise FastUnsupported(f"the env is a {type(built).__name__}; the fast collector steps the "
+                                  "BuiltEnv that ppo_td.envs.build_env returns")
+        self.built, self.base, self.vec = built, built.env.base_env, built.vector
+        self.num_envs = int(self.base.batch_size[0])
+        self.action_spec = self.base.full_action_spec[keys.ACTION]
+        self.obs_keys = list(self.base.observation_spec.keys())
+        self.transforms = self.current_transforms()
+        self._steps: list[Callable[[Values, Values], None]] = []
+        self._resets: list[Callable[[Values, Values, torch.Tensor], None]] = []
+        for t in self.transforms:
+            self._plan(t)
+        kinds = {type(t) for t in self.transforms}
+        counters = zip(_COUNTERS, (StepCounter, RewardSum), strict=True)
+        self.carried = self.obs_keys + [key for key, kind in counters if kind in kinds]  # kept from step to step
+
+    def _plan(self, t: Any) -> None:
+        """Append ``t``'s step and reset operations (the same code as its step and reset)."""
+        kind = type(t)
+        if kind in (FiniteCheck, MaskCheck):
+            self._steps.append(lambda cur, nxt: t.check_step(nxt))
+            self._resets.append(lambda cur, out, reset: t.check(out, "at reset"))
+        elif kind is ActionMask:
+            mask_key = t.in_keys[1]
+            self._steps.append(lambda cur, nxt: t.action_spec.update_mask(nxt[mask_key]))
+            self._resets.append(lambda cur, out, reset: t.action_spec.update_mask(out[mask_key]))
+        elif kind is DoubleToFloat:
+            if not set(t.in_keys) <= set(self.obs_keys) | {"reward"} or t.in_keys_inv:
+                raise FastUnsupported(f"DoubleToFloat casts {t.in_keys} (and actions {t.in_keys_inv}); the fast "
+                                      "collector runs it on observations and reward only")
+
+            def cast(cur: Values, values: Values, *_: Any) -> None:
+                for key in t.in_keys:
+                    if key in values:
+                        values[key] = values[key].to(t.dtype_out)
+            self._steps.append(cast)
+            self._resets.append(cast)
+        elif kind is RunningObsNorm:
+            key = t.in_keys[0]
+            self._steps.append(lambda cur, nxt: nxt.__setitem__(key, t.observed(nxt[key])))
+            self._resets.append(lambda cur, out, reset: out.__setitem__(key, t.observed(out[key], reset)))
+        elif kind is StepCounter:
+            if t.max_steps is not None or list(t.step_count_keys) != ["step_count"]:
+                raise FastUnsupported("StepCounter with max_steps or other keys (use the env's own time limit)")
+            self._steps.append(lambda cur, nxt: nxt.__setitem__("step_count", cur["step_count"] + 1))
+            self._resets.append(lambda cur, out, reset: out.__setitem__(
+                "step_count", torch.where(~reset, cur["step_count"].expand_as(reset), 0)))
+        elif kind is RewardSum:
+            if list(t.in_keys) != ["reward"] or list(t.out_keys) != ["episode_reward"]:
+                raise FastUnsupported(f"RewardSum over {t.in_keys} -> {t.out_keys}")
+            self._steps.append(lambda cur, nxt: nxt.__setitem__("episode_reward",
+                                                                cur["episode_reward"] + nxt["reward"]))
+            self._resets.append(lambda cur, out, reset: out.__setitem__("episode_reward", torch.where(
+                expand_as_right(~reset, cur["episode_reward"]), cur["episode_reward"], 0.0)))
+        elif kind is ReturnScaling:
+            self._steps.append(lambda cur, nxt: nxt.__setitem__("reward", t.scaled(nxt["reward"], nxt["done"])))
+            self._resets.append(lambda cur, out, reset: t.reset_returns(self.num_envs, reset))
+        else:
+            raise FastUnsupported(f"the env has a {kind.__name__} transform, which the fast collector does not run")
+
+    def current_transforms(self) -> list[Any]:
+        """The env's transforms as they are now (one may have been appended after planning)."""
+        transform = self.built.env.transform
+        return list(transform) if isinstance(transform, Compose) else [transform]
+
+    def stale(self) -> bool:
+        """True when the env's transforms are no longer the ones this plan runs."""
+        now = self.current_transforms()
+        return len(now) != len(self.transforms) or any(a is not b for a, b in zip(now, self.transforms, strict=True))
+
+    def step(self, action: torch.Tensor, cur: Values) -> Values:
+        """The env's ``("next", ...)`` entries after ``action`` from state ``cur``, transformed."""
+        base = self.base
+        obs, reward, terminated, truncated, _ = self.vec.step(self.action_spec.to_numpy(action, safe=False))
+        terminated, truncated, done, _ = base.read_done(terminated=terminated, truncated=truncated)
+        shape = (self.num_envs, 1)
+        nxt = _Values(base.read_obs(obs))
+        nxt["reward"] = base.read_reward(reward)
+        nxt["done"], nxt["terminated"], nxt["truncated"] = done.view(shape), terminated.view(shape), \
+            truncated.view(shape)
+        for op in self._steps:
+            op(cur, nxt)
+        return nxt
+
+    def reset(self, reset: torch.Tensor, cur: Values) -> Values:
+        """Reset the copies where ``reset`` (``[num_envs, 1]``) is True; ``cur`` updated in place and returned."""
+        obs, _ = self.vec.reset(options={"reset_mask": reset.view(self.num_envs).numpy()})
+        out = _Values(self.base.read_obs(obs))
+        for op in self._resets:
+            op(cur, out, reset)
+        for key, value in out.items():
+            cur[key] = torch.where(expand_as_right(reset.view(self.num_envs), value), value, cur[key])
+        return cur
+
+
+class FastCollector:
+    """In-process collector with TorchRL ``Collector``'s batches and interface, minus its per-step cost.
+
+    Yields ``[num_envs, frames_per_batch // num_envs]`` TensorDicts (time dim named
+    ``"time"``) with the keys ``Collector`` writes, ``("collector", "traj_ids")``
+    included, until ``total_frames``. The policy is called, not copied: weight updates
+    apply at once. The current step (observation, counters, flags, trajectory ids) is
+    :meth:`state_dict`, which checkpoints save and :meth:`load_state_dict` restores.
+
+    Raises:
+        FastUnsupported: a part of ``env`` or ``actor`` it cannot run (the message names it).
+
+    Example:
+        >>> collector = FastCollector(build_env(config.env), actor, frames_per_batch=512, total_frames=50_000)
+        >>> batch = next(iter(collector))
+    """
+
+    def __init__(self, env: BuiltEnv, actor: nn.Module, frames_per_batch: int, total_frames: int) -> None:
+        self.fast_env, self.fast_policy = FastEnv(env), FastPolicy(actor)
+        self.env, self.policy = env.env, actor
+        n = self.fast_env.num_envs
+        if frames_per_batch % n:
+            raise ValueError(f"frames_per_batch={frames_per_batch} must be a multiple of the {n} env copies")
+        self.frames_per_batch, self.total_frames = frames_per_batch, total_frames
+        first = self.env.reset()
+        self.current: Values = {k: first.get(k) for k in self.fast_env.carried + list(_FLAGS)}
+        self.traj_ids = torch.arange(n)
+        self.next_traj = n
+        self.frames = 0
+
+    def __len__(self) -> int:
+        return -(self.total_frames // -self.frames_per_batch)
+
+    def __iter__(self) -> Iterator[TensorDictBase]:
+        while self.frames < self.total_frames:
+            batch = self.rollout()
+            self.frames += batch.numel()
+            yield batch
+
+    def state_dict(self) -> dict[str, Any]:
+        """The current step of every env copy and the trajectory counters (what the next batch starts from)."""
+        return {"current": {k: v.clone() for k, v in self.current.items()}, "traj_ids": self.traj_ids.clone(),
+                "next_traj": self.next_traj, "frames": self.frames}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`state_dict` (of a collector over the same env layout)."""
+        if set(state["current"]) != set(self.current):
+            raise ValueError(f"collector state holds {sorted(state['current'])}, this collector carries "
+                             f"{sorted(self.current)}")
+        self.current = {k: v.clone() for k, v in state["current"].items()}
+        self.traj_ids, self.next_traj = state["traj_ids"].clone(), int(state["next_traj"])
+        self.frames = int(state["frames"])
+
+    def _replan(self) -> None:
+        if not self.fast_env.stale():
+            return
+        try:  # a transform was added or removed since: plan again (or say why not)
+            self.fast_env = FastEnv(self.fast_env.built)
+        except FastUnsupported as err:
+            raise FastUnsupported(f"the env's transforms changed after the fast collector was built: {err}. "
+                                  "Add transforms before building the pipeline, or set "
+                                  "collector.step_loop='torchrl'") from err
+
+    @torch.no_grad()
+    def rollout(self) -> TensorDictBase:
+        """One batch of ``frames_per_batch`` frames from the current state."""
+        self._replan()
+        env, policy = self.fast_env, self.fast_policy
+        n, steps = env.num_envs, self.frames_per_batch // env.num_envs
+        cur: Values = {k: self.current[k] for k in env.carried}
+        flags = {k: self.current[k] for k in _FLAGS}
+        traj_ids = self.traj_ids
+        root: dict[str, list[torch.Tensor]] = {k: [] for k in list(cur) + list(_FLAGS) + policy.out_keys}
+        nexts: dict[str, list[torch.Tensor]] = {k: [] for k in list(cur) + ["reward", *_FLAGS]}
+        ids: list[torch.Tensor] = []
+        for _ in range(steps):
+            values = dict(cur)
+            policy.sample(values)
+            values.update(flags)
+            nxt = env.step(values[keys.ACTION], cur)
+            for key, store in root.items():
+                store.append(values[key])
+            for key, store in nexts.items():
+                store.append(nxt[key])
+            ids.append(traj_ids)
+            cur = {k: nxt[k] for k in env.carried}
+            flags = {k: nxt[k] for k in _FLAGS}
+            done = nxt["done"]
+            if done.any():
+                cur = env.reset(done, cur)
+                flags = {k: torch.zeros_like(v) for k, v in flags.items()}
+                ended = done.view(n)
+                fresh = torch.arange(self.next_traj, self.next_traj + int(ended.sum()))
+                self.next_traj += fresh.numel()
+                traj_ids = traj_ids.masked_scatter(ended, fresh)
+        source: dict[str, Any] = {k: torch.stack(v, 1) for k, v in root.items()}
+        source["next"] = {k: torch.stack(v, 1) for k, v in nexts.items()}
+        source["collector"] = {"traj_ids": torch.stack(ids, 1)}
+        self.current, self.traj_ids = {**cur, **flags}, traj_ids
+        return TensorDict(source, batch_size=[n, steps]).refine_names(None, "time")
+
+    def update_policy_weights_(self, *args: Any, **kwargs: Any) -> None:
+        """Nothing to do: the collector calls the training policy itself."""
+
+    def shutdown(self) -> None:
+        """Close the env (as ``Collector.shutdown`` does)."""
+        if not self.env.is_closed:
+            self.env.close()

@@ -1,0 +1,44 @@
+"""Environments: a Gymnasium id -> a batched TorchRL env with the transforms PPO needs, and its description.
+
+The bottom layer: it imports nothing else of ppo_td but ``config`` and ``keys``.
+"""
+
+from ppo_td.envs.description import BuiltEnv, EnvDescription, describe
+from ppo_td.envs.make import ClipToBounds, EnvStepError, build_env, find_transform, make_env, observation_stats
+from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
+from ppo_td.envs.transforms import (
+    FiniteCheck,
+    NonFiniteEnvError,
+    ReturnScaling,
+    RunningMoments,
+    RunningObsNorm,
+    StepCheck,
+    merge_moments,
+    moments_since,
+)
+from ppo_td.envs.vector import PartialResetCartPole, numpy_vectorized
+
+__all__ = [
+    "MASK_KEY",
+    "BuiltEnv",
+    "ClipToBounds",
+    "EnvDescription",
+    "EnvStepError",
+    "FiniteCheck",
+    "InfoMaskToObservation",
+    "MaskCheck",
+    "NonFiniteEnvError",
+    "PartialResetCartPole",
+    "ReturnScaling",
+    "RunningMoments",
+    "RunningObsNorm",
+    "StepCheck",
+    "build_env",
+    "describe",
+    "find_transform",
+    "make_env",
+    "merge_moments",
+    "moments_since",
+    "numpy_vectorized",
+    "observation_stats",
+]

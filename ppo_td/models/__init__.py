@@ -1,0 +1,25 @@
+"""Models: ppo_td's networks, the TorchRL actor and critic around them, and their distributions.
+
+Reads the env only through :class:`ppo_td.envs.EnvDescription`.
+"""
+
+from ppo_td.models.distributions import MaskedMultiCategorical
+from ppo_td.models.factory import make_actor, make_actor_critic, make_critic, wrap_policy, wrap_value
+from ppo_td.models.networks import GaussianHead, PolicyNet, ValueNet, init_orthogonal_, mlp
+from ppo_td.models.plain import policy_net, value_net
+
+__all__ = [
+    "GaussianHead",
+    "MaskedMultiCategorical",
+    "PolicyNet",
+    "ValueNet",
+    "init_orthogonal_",
+    "make_actor",
+    "make_actor_critic",
+    "make_critic",
+    "mlp",
+    "policy_net",
+    "value_net",
+    "wrap_policy",
+    "wrap_value",
+]

@@ -1,0 +1,111 @@
+"""ppo_td's networks as plain ``nn.Module``\\ s: tensors in, tensors out, with the published init.
+
+:class:`PolicyNet` maps an observation to its distribution's parameters and builds
+that distribution; :class:`ValueNet` maps it to V(s). The factories in
+:mod:`ppo_td.models.factory` wrap them in TorchRL's ``ProbabilisticActor`` and
+``ValueOperator`` (what TorchRL's collectors and ``ClipPPOLoss`` run); ppo_td's fast
+collector and loss call the very same modules on plain tensors, so both paths use the
+same parameters and the same operations.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torchrl.modules import MLP
+
+from ppo_td.config import ModelConfig
+
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+def init_orthogonal_(net: nn.Module, hidden_gain: float, head_gain: float | None) -> nn.Module:
+    """Orthogonal weights and zero biases for every ``nn.Linear`` in ``net``.
+
+    The last linear layer gets ``head_gain`` (policy head 0.01, value head 1.0);
+    the others get ``hidden_gain`` (sqrt(2)). ``head_gain=None`` treats every
+    layer as hidden (a shared trunk). Returns ``net`` for chaining.
+    """
+    linears = [m for m in net.modules() if isinstance(m, nn.Linear)]
+    for i, layer in enumerate(linears):
+        is_head = head_gain is not None and i == len(linears) - 1
+        nn.init.orthogonal_(layer.weight, gain=head_gain if is_head else hidden_gain)
+        nn.init.zeros_(layer.bias)
+    return net
+
+
+def mlp(in_features: int, out_features: int, config: ModelConfig, head_gain: float | None) -> nn.Module:
+    """TorchRL's ``MLP`` with ``config``'s widths and activation, orthogonally initialized.
+
+    ``head_gain=None`` builds a trunk: the hidden layers only, the last one activated.
+    """
+    net = MLP(
+        in_features=in_features,
+        out_features=out_features,
+        num_cells=list(config.hidden_sizes) if head_gain is not None else list(config.hidden_sizes[:-1]),
+        activation_class=ACTIVATIONS[config.activation],
+        activate_last_layer=head_gain is None,
+    )
+    return init_orthogonal_(net, config.hidden_gain, head_gain)
+
+
+class GaussianHead(nn.Module):
+    """Mean from ``net``, standard deviation from a state-independent learned log-std (CleanRL's actor_logstd)."""
+
+    def __init__(self, net: nn.Module, action_dim: int, log_std_init: float) -> None:
+        super().__init__()
+        self.net = net
+        self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
+
+    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        loc = self.net(features)
+        return loc, self.log_std.exp().expand_as(loc)
+
+
+class PolicyNet(nn.Module):
+    """Observation -> distribution parameters (``param_names``), and the distribution they define.
+
+    ``trunk`` (optional, shared with a :class:`ValueNet`) runs first; ``head`` returns the
+    parameters: logits, or ``(loc, scale)`` through a :class:`GaussianHead`.
+    ``distribution_class(**params, **distribution_kwargs)`` (plus ``mask=`` when masked) is
+    the action distribution, exactly as the TorchRL actor wrapping this module builds it.
+    """
+
+    def __init__(self, head: nn.Module, param_names: tuple[str, ...], distribution_class: type,
+                 distribution_kwargs: dict[str, Any] | None = None, masked: bool = False,
+                 trunk: nn.Module | None = None) -> None:
+        super().__init__()
+        self.trunk = trunk
+        self.head = head
+        self.param_names = tuple(param_names)
+        self.distribution_class = distribution_class
+        self.distribution_kwargs = dict(distribution_kwargs or {})
+        self.masked = masked
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        features = self.trunk(observation) if self.trunk is not None else observation
+        return self.head(features)
+
+    def distribution(self, params: torch.Tensor | tuple[torch.Tensor, ...],
+                     mask: torch.Tensor | None = None) -> torch.distributions.Distribution:
+        """The action distribution for ``params`` (this module's output) and the legal-action ``mask``."""
+        values = params if isinstance(params, tuple) else (params,)
+        kwargs = dict(zip(self.param_names, values, strict=True))
+        if self.masked:
+            kwargs["mask"] = mask
+        return self.distribution_class(**kwargs, **self.distribution_kwargs)
+
+
+class ValueNet(nn.Module):
+    """Observation -> state value ``[..., 1]``; ``trunk`` (optional) is shared with a :class:`PolicyNet`."""
+
+    def __init__(self, head: nn.Module, trunk: nn.Module | None = None) -> None:
+        super().__init__()
+        self.trunk = trunk
+        self.head = head
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        features = self.trunk(observation) if self.trunk is not None else observation
+        return self.head(features)

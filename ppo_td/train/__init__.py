@@ -1,0 +1,39 @@
+"""Training: GAE and the clipped loss, the pipeline that wires every part, the one loop, evaluation."""
+
+from ppo_td.train.evaluation import evaluate, make_eval_env, run_episodes
+from ppo_td.train.loop import NonFiniteError, StopTraining, TrainResult, run, train, update
+from ppo_td.train.objective import FastLoss, PPOObjective, explained_variance, make_advantage, make_loss, total_loss
+from ppo_td.train.pipeline import (
+    Pipeline,
+    build_pipeline,
+    make_buffer,
+    make_optimizer,
+    make_scheduler,
+    make_train_env,
+    trained_parameters,
+)
+
+__all__ = [
+    "FastLoss",
+    "NonFiniteError",
+    "PPOObjective",
+    "Pipeline",
+    "StopTraining",
+    "TrainResult",
+    "build_pipeline",
+    "evaluate",
+    "explained_variance",
+    "make_advantage",
+    "make_buffer",
+    "make_eval_env",
+    "make_loss",
+    "make_optimizer",
+    "make_scheduler",
+    "make_train_env",
+    "run",
+    "run_episodes",
+    "total_loss",
+    "train",
+    "trained_parameters",
+    "update",
+]

@@ -1,0 +1,216 @@
+"""GAE and the clipped PPO loss, with every coefficient explicit."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModule
+from torchrl.modules import IndependentNormal, MaskedCategorical
+from torchrl.objectives import ClipPPOLoss
+from torchrl.objectives.utils import distance_loss
+from torchrl.objectives.value import GAE
+
+from ppo_td import keys
+from ppo_td.config import LossConfig
+from ppo_td.envs import MASK_KEY
+from ppo_td.models import MaskedMultiCategorical, PolicyNet, ValueNet, policy_net, value_net
+
+# CleanRL ppo.py: (adv - adv.mean()) / (adv.std() + 1e-8), std with Bessel's correction.
+# TorchRL's own normalize_advantage uses the population std clamped at 1e-4.
+ADVANTAGE_EPS = 1e-8
+
+
+def make_advantage(critic: TensorDictModule, config: LossConfig) -> GAE:
+    """TorchRL's GAE over ``[env, time]`` batches.
+
+    It cuts the bootstrap at ``("next", "terminated")`` and the lambda-trace at
+    ``("next", "done")``, so a time-limit truncation bootstraps from V(final obs).
+    Call it under ``torch.no_grad()`` on collector output before flattening.
+    """
+    return GAE(gamma=config.gamma, lmbda=config.gae_lambda, value_network=critic, average_gae=False)
+
+
+def normalized_advantage(advantage: torch.Tensor) -> torch.Tensor:
+    """CleanRL's per-minibatch advantage normalization: (A - mean) / (std + 1e-8)."""
+    return (advantage - advantage.mean()) / (advantage.std() + ADVANTAGE_EPS)
+
+
+def kl_k3(mean_ratio: torch.Tensor, kl_k1: torch.Tensor) -> torch.Tensor:
+    """CleanRL's approx_kl, mean of (r - 1) - log r, from ClipPPOLoss's public outputs: since
+    ``kl_approx`` (k1) is the mean of -log r, k3 = mean(r) - 1 + k1."""
+    return (mean_ratio - 1 + kl_k1).detach()
+
+
+# distributions whose entropy() is closed-form and finite wherever they are defined: ClipPPOLoss uses it as is
+_ANALYTIC_ENTROPY = (torch.distributions.Categorical, MaskedCategorical, MaskedMultiCategorical, IndependentNormal)
+
+
+class PPOObjective(ClipPPOLoss):
+    """``ClipPPOLoss`` with CleanRL's advantage normalization and a k3 KL estimate.
+
+    Outputs ``loss_objective``, ``loss_critic``, ``loss_entropy`` (already
+    weighted; their sum is the loss to minimize) and the diagnostics
+    ``kl_approx`` (k1: mean of log(pi_old/pi)), ``kl_approx_k3`` (mean of
+    (r - 1) - log r, CleanRL's approx_kl, which equals ``mean_ratio - 1 + kl_approx``),
+    ``clip_fraction``, ``entropy`` and ``explained_variance``. Modules run as plain
+    ``nn.Module``\\ s (non-functional), so optimizer, actor and critic share the very same
+    parameters.
+
+    With ``config.fast_forward`` (default) and an actor and critic built by ppo_td's
+    factories, the forward is :class:`FastLoss`: the same operations as
+    ``ClipPPOLoss.forward`` in the same order, on plain tensors, so the outputs and
+    gradients are identical (``tests/test_fast.py``). Otherwise ``ClipPPOLoss.forward`` runs.
+    """
+
+    def __init__(self, actor: TensorDictModule, critic: TensorDictModule, config: LossConfig) -> None:
+        super().__init__(
+            actor,
+            critic,
+            clip_epsilon=config.clip_epsilon,
+            entropy_bonus=True,
+            entropy_coeff=config.entropy_coeff,
+            critic_coeff=config.critic_coeff,
+            loss_critic_type=config.loss_critic_type,
+            normalize_advantage=False,  # done below with CleanRL's formula
+            clip_value=config.clip_value,
+            separate_losses=False,
+            functional=False,
+        )
+        self.normalize_advantage_per_minibatch = config.normalize_advantage
+        self.fast = FastLoss.plan(self) if config.fast_forward else None
+        """The plain-tensor forward, or None where it does not apply (the TorchRL modules run)."""
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDict:
+        if self.fast is not None and self.fast.applies(tensordict):
+            return self.fast(tensordict)
+        if self.normalize_advantage_per_minibatch:
+            advantage = tensordict.get(self.tensor_keys.advantage, None)
+            if advantage is not None:
+                tensordict = tensordict.clone(False)
+                tensordict.set(self.tensor_keys.advantage, normalized_advantage(advantage))
+        out = super().forward(tensordict)
+        out.set("kl_approx_k3", kl_k3(out.get("mean_ratio"), out.get("kl_approx")))
+        return out
+
+
+class FastLoss:
+    """``PPOObjective.forward`` on plain tensors: ``ClipPPOLoss.forward``'s operations, in its order.
+
+    Runs ppo_td's :class:`~ppo_td.models.PolicyNet` and :class:`~ppo_td.models.ValueNet`
+    directly and computes every output ``ClipPPOLoss.forward`` writes (losses, clip
+    fractions, KL estimates, entropy, ESS, ratio statistics) with the same tensor
+    operations, so results and gradients are identical. It reads the loss's settings from
+    its public attributes at every call (``clip_epsilon``, ``entropy_coeff``, ...), so a
+    scheduled coefficient takes effect. :meth:`applies` sends a minibatch without an
+    advantage, with a loss mask, or a loss whose settings this forward does not implement
+    back to ``ClipPPOLoss``.
+    """
+
+    def __init__(self, loss: PPOObjective, actor: PolicyNet, critic: ValueNet) -> None:
+        self.loss, self.actor, self.critic = loss, actor, critic
+        self.keys = loss.tensor_keys
+
+    @classmethod
+    def plan(cls, loss: PPOObjective) -> FastLoss | None:
+        """The fast forward of ``loss``, or None when its actor or critic is not ppo_td's own (or its
+        distribution's entropy has no closed form: ClipPPOLoss estimates it by sampling)."""
+        actor, critic = policy_net(loss.actor_network), value_net(loss.critic_network)
+        if actor is None or critic is None or not issubclass(actor.distribution_class, _ANALYTIC_ENTROPY):
+            return None
+        return cls(loss, actor, critic)
+
+    def applies(self, td: TensorDictBase) -> bool:
+        """True when this forward computes what ``ClipPPOLoss.forward`` would for ``td``."""
+        loss = self.loss
+        settings = (not loss.functional and not loss.normalize_advantage and not loss.separate_losses
+                    and loss.reduction == "mean" and loss.critic_coeff is not None and loss.critic_coeff > 0
+                    and getattr(loss, "advantage_norm", None) is None)
+        return (settings and td.get(self.keys.advantage, None) is not None
+                and td.get(("collector", "mask"), None) is None)
+
+    def __call__(self, td: TensorDictBase) -> TensorDict:
+        loss, k = self.loss, self.keys
+        advantage = td.get(k.advantage)
+        if loss.normalize_advantage_per_minibatch:
+            advantage = normalized_advantage(advantage)
+        # _log_weight: the actor's distribution at the stored observations, scoring the stored actions
+        obs = td.get(keys.OBSERVATION)
+        dist = self.actor.distribution(self.actor(obs), td.get(MASK_KEY, None))
+        prev_log_prob = td.get(k.sample_log_prob)
+        log_prob = dist.log_prob(td.get(k.action))
+        log_weight = (log_prob - prev_log_prob).unsqueeze(-1)
+        kl_approx = (prev_log_prob - log_prob).unsqueeze(-1)
+        with torch.no_grad():
+            lw = log_weight.squeeze(-1)
+            ess = (2 * lw.logsumexp(0) - (2 * lw).logsumexp(0)).exp()
+            batch = log_weight.shape[0]
+        # the clipped surrogate
+        gain1 = log_weight.exp() * advantage
+        eps = loss.clip_epsilon
+        log_weight_clip = log_weight.clamp((-eps).log1p(), eps.log1p())
+        clip_fraction = (log_weight_clip != log_weight).to(log_weight.dtype).mean()
+        gain2 = log_weight_clip.exp() * advantage
+        gain = torch.stack([gain1, gain2], -1).min(dim=-1).values
+        out: dict[str, torch.Tensor] = {"loss_objective": -gain, "clip_fraction": clip_fraction,
+                                        "kl_approx": kl_approx.detach().mean()}
+        if loss.entropy_bonus:
+            entropy = dist.entropy()
+            out["entropy"] = entropy.detach().mean()
+            out["loss_entropy"] = -loss.entropy_coeff * entropy
+        out.update(self._critic_terms(td))
+        out["ESS"] = ess / batch
+        with torch.no_grad():
+            ratio = log_weight.exp()
+            out["max_ratio"], out["mean_ratio"] = ratio.max(), ratio.mean()
+        for key in ("loss_objective", "loss_entropy", "loss_critic"):
+            if key in out:
+                out[key] = out[key].mean().squeeze(-1)
+        out["kl_approx_k3"] = kl_k3(out["mean_ratio"], out["kl_approx"])
+        return TensorDict(out, batch_size=[])
+
+    def _critic_terms(self, td: TensorDictBase) -> dict[str, torch.Tensor]:
+        """ClipPPOLoss's ``loss_critic``: the (clipped) value loss, its clip fraction and explained variance."""
+        loss, k = self.loss, self.keys
+        target_return = td.get(k.value_target)
+        state_value = self.critic(td.get(keys.OBSERVATION))
+        loss_value = distance_loss(target_return, state_value, loss_function=loss.loss_critic_type)
+        out: dict[str, torch.Tensor] = {}
+        if loss.clip_value:
+            old_state_value = td.get(k.value)
+            pre_clipped = state_value - old_state_value  # the most pessimistic of clipped and unclipped
+            clipped = pre_clipped.clamp(-loss.clip_value, loss.clip_value)
+            with torch.no_grad():
+                clip_fraction = (pre_clipped != clipped).to(state_value.dtype).mean()
+            loss_clipped = distance_loss(target_return, old_state_value + clipped,
+                                         loss_function=loss.loss_critic_type)
+            loss_value = torch.maximum(loss_value, loss_clipped)
+        out["loss_critic"] = loss.critic_coeff * loss_value
+        if loss.clip_value:
+            out["value_clip_fraction"] = clip_fraction
+        if loss.log_explained_variance:
+            with torch.no_grad():
+                tgt, pred = target_return.detach(), state_value.detach()
+                resid = torch.var(tgt - pred, correction=0, dim=0)
+                out["explained_variance"] = 1.0 - resid / (torch.var(tgt, correction=0, dim=0)
+                                                           + torch.finfo(tgt.dtype).eps)
+        return out
+
+
+def make_loss(actor: TensorDictModule, critic: TensorDictModule, config: LossConfig) -> PPOObjective:
+    """The clipped PPO loss for ``actor`` and ``critic`` with ``config``'s coefficients."""
+    return PPOObjective(actor, critic, config)
+
+
+def total_loss(losses: TensorDictBase) -> torch.Tensor:
+    """Sum of the weighted loss terms (every key starting with ``loss_``)."""
+    return sum(value for key, value in losses.items() if key.startswith("loss_"))
+
+
+def explained_variance(batch: TensorDictBase) -> float:
+    """1 - Var(returns - values) / Var(returns) of a batch after GAE (CleanRL's definition)."""
+    target = batch.get(keys.VALUE_TARGET).flatten()
+    value = batch.get(keys.STATE_VALUE).flatten()
+    var_target = target.var()
+    if var_target == 0:
+        return float("nan")
+    return float(1 - (target - value).var() / var_target)
