@@ -17,9 +17,8 @@ import time
 import torch
 
 from ppo_td.doctor import audit
-from ppo_td.pipeline import build_pipeline
 from ppo_td.presets import get_preset
-from ppo_td.trainer import update
+from ppo_td.train import build_pipeline, update
 
 
 def main() -> None:

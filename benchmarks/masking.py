@@ -1,6 +1,6 @@
 """Masked vs unmasked PPO on ppo_td's trading env, same preset, budget and seeds.
 
-Masked: ``ppo_td/Trading-v0`` (the policy reads the mask). Unmasked baseline:
+Masked: ``ppo_td/Trading-v0`` (``examples/trading.py``) (the policy reads the mask). Unmasked baseline:
 ``ppo_td/TradingPenalty-v0`` (same dynamics; an invalid action costs 1 and does nothing).
 Reports the mean return of the last 50 training episodes and the deterministic
 evaluation (16 episodes) per seed, and the medians.
@@ -19,9 +19,10 @@ import statistics
 import torch
 
 from ppo_td.presets import get_preset
-from ppo_td.trainer import train
+from ppo_td.train import train
 
-VARIANTS = {"masked": "ppo_td/Trading-v0", "unmasked (penalty)": "ppo_td/TradingPenalty-v0"}
+VARIANTS = {"masked": "examples.trading:ppo_td/Trading-v0",
+            "unmasked (penalty)": "examples.trading:ppo_td/TradingPenalty-v0"}
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ apart and keeps import time out of the timed region.
 Spec keys: ``library`` ("ppo_td" | "sb3"), ``preset`` (a ppo_td preset: the config
 both libraries use), ``sb3_zoo`` (use RL-Zoo's tuned CartPole settings instead),
 ``seed``, ``total_frames`` (optional override), ``eval_episodes``, ``step_loop`` and
-``lean_forward`` (optional overrides of ``collector.step_loop`` and ``loss.lean_forward``).
+``fast_forward`` (optional overrides of ``collector.step_loop`` and ``loss.fast_forward``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _peak_rss_mb() -> float:
 
 
 def run_ppo_td(config: TrainConfig) -> dict[str, Any]:
-    from ppo_td.trainer import train
+    from ppo_td.train import train
 
     result = train(config)
     times = {m["iteration"]: m["time"] for m in result.history}
@@ -144,8 +144,8 @@ def main() -> None:
     if spec.get("step_loop"):
         config = dataclasses.replace(config, collector=dataclasses.replace(config.collector,
                                                                            step_loop=spec["step_loop"]))
-    if "lean_forward" in spec:
-        config = dataclasses.replace(config, loss=dataclasses.replace(config.loss, lean_forward=spec["lean_forward"]))
+    if "fast_forward" in spec:
+        config = dataclasses.replace(config, loss=dataclasses.replace(config.loss, fast_forward=spec["fast_forward"]))
     if spec["library"] == "ppo_td":
         out = run_ppo_td(config)
     else:

@@ -4,6 +4,7 @@ import logging
 import pytest
 import torch
 
+import examples.trading  # noqa: F401 - registers the example env ids (ppo_td/Trading-v0 and variants)
 from ppo_td.config import EnvConfig, ModelConfig, TrainConfig
 from ppo_td.presets import get_preset
 

@@ -3,8 +3,8 @@
 import csv
 import json
 
-from ppo_td.checkpoint import load_checkpoint
 from ppo_td.cli import main
+from ppo_td.persist import load_checkpoint
 
 
 def test_train_writes_run_folder_and_eval_reads_it(tmp_path, capsys):

@@ -9,8 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ppo_td.config import EnvConfig, LossConfig, ModelConfig, OptimConfig, TrainConfig
-from ppo_td.pipeline import build_pipeline
-from ppo_td.trainer import update
+from ppo_td.train import build_pipeline, update
 
 NAN = float("nan")
 # (section class, field, strategy of invalid values)

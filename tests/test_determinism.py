@@ -7,11 +7,9 @@ import torch
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from conftest import small_config
-from ppo_td.checkpoint import load_actor, load_checkpoint, restore, save_checkpoint
 from ppo_td.envs import make_env
-from ppo_td.evaluation import evaluate
-from ppo_td.pipeline import build_pipeline
-from ppo_td.trainer import train
+from ppo_td.persist import load_actor, load_checkpoint, restore, save_checkpoint
+from ppo_td.train import build_pipeline, evaluate, train
 
 LOSS_KEYS = ("loss_policy", "loss_value", "loss_entropy", "kl_k3", "grad_norm", "episode_return")
 

@@ -209,9 +209,15 @@ def test_ratio_of_the_current_policy_is_clean():
     assert a.ok, a.report()
 
 
-def test_audit_restores_autograd():
-    original = torch.autograd.backward
+def test_audit_patches_nothing_and_stops_watching_after_the_block():
+    """The audit sees backward calls through torch's public function-override mode: torch is left as it is,
+    and a backward after the block is not audited."""
+    functions = (torch.autograd.backward, torch.Tensor.backward)
     p = Problem()
-    with p.audit():
-        assert torch.autograd.backward is not original
-    assert torch.autograd.backward is original
+    with p.audit() as a:
+        assert (torch.autograd.backward, torch.Tensor.backward) == functions
+        p.correct_update(epochs=1)
+        torch.autograd.backward(p.critic(p.obs).sum())  # the functional form is seen too
+    assert a.report().startswith("ppo_td doctor: 2 backward call(s)")
+    p.correct_update(epochs=1)
+    assert a.report().startswith("ppo_td doctor: 2 backward call(s)")

@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 
 from conftest import small_config
-from ppo_td.checkpoint import load_actor, load_checkpoint, save_checkpoint
 from ppo_td.cli import main
 from ppo_td.config import EnvConfig, OptimConfig, TrainConfig, from_dict, to_dict
 from ppo_td.envs import make_env
+from ppo_td.persist import load_actor, load_checkpoint, save_checkpoint
 from ppo_td.presets import get_preset
-from ppo_td.trainer import train
+from ppo_td.train import train
 
 
 def test_unknown_env_id_suggests_the_close_match():
@@ -109,7 +109,7 @@ def test_failed_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     def crash(*args, **kwargs):
         raise OSError("disk died between write and rename")
 
-    monkeypatch.setattr("ppo_td.checkpoint.os.replace", crash)
+    monkeypatch.setattr("ppo_td.persist.checkpoint.os.replace", crash)
     with pytest.raises(OSError, match="disk died"):
         save_checkpoint(path, result.pipeline, frames=128, iteration=2)
     assert path.read_bytes() == before

@@ -8,8 +8,8 @@ import sys
 import threading
 import time
 
-from ppo_td.checkpoint import load_checkpoint
 from ppo_td.cli import main
+from ppo_td.persist import load_checkpoint
 
 TINY = ["--preset", "cleanrl", "--model.hidden-sizes", "16", "16", "--env.num-envs", "4",
         "--frames-per-batch", "64", "--no-progress", "--eval-episodes", "2"]

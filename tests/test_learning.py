@@ -3,7 +3,7 @@
 import statistics
 
 from ppo_td.presets import get_preset
-from ppo_td.trainer import train
+from ppo_td.train import train
 
 
 def test_default_preset_solves_cartpole():

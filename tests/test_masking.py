@@ -15,11 +15,9 @@ from torchrl.modules import MaskedCategorical
 from conftest import small_config
 from ppo_td.config import EnvConfig, ModelConfig, OptimConfig
 from ppo_td.envs import make_env
-from ppo_td.masking import MaskedMultiCategorical
-from ppo_td.models import make_actor_critic
-from ppo_td.pipeline import build_pipeline
+from ppo_td.models import MaskedMultiCategorical, make_actor_critic
 from ppo_td.presets import get_preset
-from ppo_td.trainer import train
+from ppo_td.train import build_pipeline, train
 
 
 class IllegalActionCounter(Transform):

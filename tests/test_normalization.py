@@ -9,12 +9,10 @@ from torchrl.envs import Transform
 from torchrl.envs.utils import check_env_specs
 
 from conftest import small_config
-from ppo_td.checkpoint import load_actor, load_checkpoint, resume_pipeline
 from ppo_td.config import EnvConfig
-from ppo_td.envs import find_transform, make_env, observation_stats
-from ppo_td.evaluation import make_eval_env, run_episodes
-from ppo_td.trainer import train
-from ppo_td.transforms import ReturnScaling, RunningObsNorm
+from ppo_td.envs import ReturnScaling, RunningObsNorm, find_transform, make_env, observation_stats
+from ppo_td.persist import Checkpointer, load_actor, load_checkpoint, resume_pipeline
+from ppo_td.train import make_eval_env, run_episodes, train
 
 
 class Recorder(Transform):
@@ -177,7 +175,7 @@ def test_checkpoint_round_trip_and_frozen_evaluation_statistics(tmp_path):
     config = small_config(env=EnvConfig("Pendulum-v1", num_envs=2, normalize_observations=True,
                                         normalize_rewards=True), frames_per_batch=64, total_frames=64 * 4,
                           eval_episodes=0)
-    stopper = __import__("ppo_td.checkpoint", fromlist=["Checkpointer"]).Checkpointer(tmp_path, every=2, keep=1)
+    stopper = Checkpointer(tmp_path, every=2, keep=1)
     result = train(config, callbacks=[stopper])  # checkpoints at iterations 2 and 4
     at_save = observation_stats(result.pipeline.env)
     state = load_checkpoint(tmp_path / "checkpoint.pt")
@@ -198,7 +196,7 @@ def test_resume_restores_reward_scaling_state(tmp_path):
     config = small_config(env=EnvConfig("Pendulum-v1", num_envs=2, normalize_observations=True,
                                         normalize_rewards=True), frames_per_batch=64, total_frames=64 * 4,
                           eval_episodes=0)
-    result = train(config, callbacks=[__import__("ppo_td.checkpoint", fromlist=["C"]).Checkpointer(tmp_path, 3, 1)])
+    result = train(config, callbacks=[Checkpointer(tmp_path, 3, 1)])
     assert result.history[-1]["iteration"] == 4
     pipeline, frames, iteration = resume_pipeline(tmp_path / "checkpoint.pt")
     assert iteration == 3

@@ -7,8 +7,7 @@ import torch
 
 from conftest import small_config
 from ppo_td.config import OptimConfig
-from ppo_td.pipeline import build_pipeline
-from ppo_td.trainer import train
+from ppo_td.train import build_pipeline, train
 
 
 def test_each_epoch_sees_every_transition_exactly_once(tiny_config):
@@ -56,7 +55,7 @@ def test_gradient_norm_is_clipped():
         p.advantage(batch)
     p.buffer.extend(batch.reshape(-1))
     params = p.parameters
-    from ppo_td.objective import total_loss
+    from ppo_td.train import total_loss
 
     total_loss(p.loss(p.buffer.sample())).backward()
     raw = torch.nn.utils.clip_grad_norm_(params, optim.max_grad_norm)

@@ -19,15 +19,13 @@ from hypothesis import strategies as st
 from tensordict.nn import TensorDictModule
 
 from conftest import small_config
-from ppo_td.checkpoint import load_checkpoint, resume_pipeline
 from ppo_td.cli import main
+from ppo_td.collect import WorkerError, make_collector, push_to_workers, shutdown
 from ppo_td.config import CollectorConfig, EnvConfig
-from ppo_td.envs import find_transform, make_env
-from ppo_td.pipeline import build_pipeline, make_collector, make_train_env
+from ppo_td.envs import ReturnScaling, RunningObsNorm, find_transform, make_env, merge_moments, moments_since
+from ppo_td.persist import load_checkpoint, resume_pipeline
 from ppo_td.presets import get_preset
-from ppo_td.trainer import run, train
-from ppo_td.transforms import ReturnScaling, RunningObsNorm, merge_moments, moments_since
-from ppo_td.workers import WorkerError, push_to_workers, shutdown
+from ppo_td.train import build_pipeline, make_train_env, run, train
 
 
 def _moments(x: np.ndarray) -> dict:
@@ -125,11 +123,11 @@ def test_ray_workers_use_the_learners_weights_after_every_update():
         def push_then_compare(*args, **kwargs):  # the last step of run()'s push to the workers
             push_weights(*args, **kwargs)
             learner = pipeline.actor.state_dict()
-            for worker_policy in collector.get_distant_attr("policy"):
+            for worker_policy in collector.collector.get_distant_attr("policy"):
                 remote = worker_policy.state_dict()
                 checks.append(all(torch.equal(remote[k], v) for k, v in learner.items()))
             moments = find_transform(pipeline.env, RunningObsNorm).moments()
-            for remote in collector.map_fn(f"env.transform[{_index(pipeline.env, RunningObsNorm)}].moments"):
+            for remote in collector.collector.map_fn(f"env.transform[{_index(pipeline.env, RunningObsNorm)}].moments"):
                 checks.append(all(torch.equal(remote[k], v) for k, v in moments.items()))
 
         collector.update_policy_weights_ = push_then_compare
@@ -187,12 +185,12 @@ def test_a_killed_worker_stops_training_with_a_clear_error_and_a_loadable_checkp
     pipeline, frames, iteration = resume_pipeline(out)
     try:
         assert (frames, iteration) == (128, 2) and pipeline.config.collector.backend == "process"
-        for policy in pipeline.collector.get_distant_attr("policy"):
+        for policy in pipeline.collector.collector.get_distant_attr("policy"):
             torch.testing.assert_close(policy.state_dict(), state["actor"])
         saved = state["env_state"]
         index = _index(pipeline.env, RunningObsNorm)
         assert float(saved[f"transforms.{index}.count"]) > 128
-        for moments in pipeline.collector.map_fn(f"env.transform[{index}].moments"):
+        for moments in pipeline.collector.collector.map_fn(f"env.transform[{index}].moments"):
             for name in ("count", "mean", "var"):
                 torch.testing.assert_close(moments[name], saved[f"transforms.{index}.{name}"])
     finally:
@@ -206,7 +204,7 @@ def test_a_worker_that_died_during_the_update_is_reported_not_waited_for():
     """TorchRL's weight push waits for every worker without a timeout: a dead worker must be caught before it."""
     pipeline = build_pipeline(process_config())
     try:
-        victim = pipeline.collector.procs[1]
+        victim = pipeline.collector.collector.procs[1]
         os.kill(victim.pid, signal.SIGKILL)
         victim.join(timeout=10)
         with pytest.raises(WorkerError, match="collection worker 1 failed: the process was killed by SIGKILL"):
@@ -222,7 +220,7 @@ def test_a_killed_ray_worker_is_named():
 
     def kill_worker_1(metrics, p):
         if metrics["iteration"] == 2:
-            pid = ray.get(p.collector.remote_collectors[1].__ray_call__.remote(lambda actor: os.getpid()))
+            pid = ray.get(p.collector.collector.remote_collectors[1].__ray_call__.remote(lambda actor: os.getpid()))
             os.kill(pid, signal.SIGKILL)
 
     config = small_config(collector=CollectorConfig("ray", num_workers=2), total_frames=640, eval_episodes=0)

@@ -227,16 +227,16 @@ class FastCollector:
     def state_dict(self) -> dict[str, Any]:
         """The current step of every env copy and the trajectory counters (what the next batch starts from)."""
         return {"current": {k: v.clone() for k, v in self.current.items()}, "traj_ids": self.traj_ids.clone(),
-                "next_traj": self.next_traj, "frames": self.frames}
+                "next_traj": self.next_traj}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from a :meth:`state_dict` (of a collector over the same env layout)."""
+        """Continue from a :meth:`state_dict` (of a collector over the same env layout). The frame budget stays
+        this collector's own (a resumed run builds its collector with the frames left)."""
         if set(state["current"]) != set(self.current):
             raise ValueError(f"collector state holds {sorted(state['current'])}, this collector carries "
                              f"{sorted(self.current)}")
         self.current = {k: v.clone() for k, v in state["current"].items()}
         self.traj_ids, self.next_traj = state["traj_ids"].clone(), int(state["next_traj"])
-        self.frames = int(state["frames"])
 
     def _replan(self) -> None:
         if not self.fast_env.stale():

@@ -1,22 +1,20 @@
-"""Two ways of running ppo_td, side by side: whole training runs, each in its own process.
+"""ppo_td's fast paths on vs off, side by side: whole training runs, each in its own process.
 
-``--compare speedups``: ``ppo_td.speedups`` on vs off (``PPO_TD_NO_SPEEDUPS=1``).
-``--compare step-loop``: the lean step loop (``collector.step_loop='lean'``) vs TorchRL's
+``--compare step-loop``: the fast collector (``collector.step_loop='fast'``) vs TorchRL's
 Collector (``'torchrl'``), the same batches either way.
-``--compare lean-loss``: the lean loss forward (``loss.lean_forward=True``) vs ``ClipPPOLoss.forward``.
-``--compare lean``: both lean paths (the defaults) vs neither (TorchRL's Collector and ClipPPOLoss.forward).
+``--compare fast-loss``: the fast loss forward (``loss.fast_forward=True``) vs ``ClipPPOLoss.forward``.
+``--compare fast``: both fast paths (the defaults) vs neither (TorchRL's Collector and ClipPPOLoss.forward).
 
 For each preset and seed, one run of each (order alternating by seed); the ratio is
 taken pairwise.
 
-    python -m benchmarks.speedups --seeds 1 2 3 [--compare step-loop]
+    python -m benchmarks.fast_paths --seeds 1 2 3 [--compare step-loop]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -29,17 +27,14 @@ RUNS = {  # preset -> frames (None: the preset's budget)
 }
 
 
-def one(preset: str, seed: int, frames: int | None, on: bool, compare: str = "speedups") -> dict:
+def one(preset: str, seed: int, frames: int | None, on: bool, compare: str = "fast") -> dict:
     spec = {"library": "ppo_td", "preset": preset, "seed": seed, "total_frames": frames, "eval_episodes": 1}
-    env = dict(os.environ)
-    if compare == "speedups":
-        env["PPO_TD_NO_SPEEDUPS"] = "0" if on else "1"
-    if compare in ("step-loop", "lean"):
-        spec["step_loop"] = "lean" if on else "torchrl"
-    if compare in ("lean-loss", "lean"):
-        spec["lean_forward"] = on
+    if compare in ("step-loop", "fast"):
+        spec["step_loop"] = "fast" if on else "torchrl"
+    if compare in ("fast-loss", "fast"):
+        spec["fast_forward"] = on
     proc = subprocess.run([sys.executable, "-m", "benchmarks.worker", json.dumps(spec)], capture_output=True,
-                          text=True, check=False, env=env)
+                          text=True, check=False)
     if proc.returncode:
         raise RuntimeError(f"{spec} failed:\n{proc.stderr[-3000:]}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -51,7 +46,7 @@ def one(preset: str, seed: int, frames: int | None, on: bool, compare: str = "sp
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--compare", choices=["speedups", "step-loop", "lean-loss", "lean"], default="speedups")
+    parser.add_argument("--compare", choices=["step-loop", "fast-loss", "fast"], default="fast")
     parser.add_argument("--out", default=None, help="default: bench_results/<compare>.md")
     args = parser.parse_args()
     args.out = args.out or f"bench_results/{args.compare}.md"
@@ -61,10 +56,9 @@ def main() -> None:
             for on in ((True, False) if i % 2 == 0 else (False, True)):
                 rows.append(one(preset, seed, frames, on, args.compare))
                 print(json.dumps(rows[-1]), flush=True)
-    meaning = {"speedups": "off: PPO_TD_NO_SPEEDUPS=1; on: ppo_td.speedups applied",
-               "step-loop": "off: collector.step_loop='torchrl' (TorchRL's Collector); on: 'lean' (LeanCollector)",
-               "lean-loss": "off: loss.lean_forward=False (ClipPPOLoss.forward); on: True (the lean forward)",
-               "lean": "off: TorchRL's Collector and ClipPPOLoss.forward; on: LeanCollector and the lean loss forward"}
+    meaning = {"step-loop": "off: collector.step_loop='torchrl' (TorchRL's Collector); on: 'fast' (FastCollector)",
+               "fast-loss": "off: loss.fast_forward=False (ClipPPOLoss.forward); on: True (FastLoss)",
+               "fast": "off: TorchRL's Collector and ClipPPOLoss.forward; on: FastCollector and FastLoss"}
     lines = [f"Compared: {meaning[args.compare]}. Seeds {args.seeds}.", "",
              "| preset | frames | train s, off | train s, on | speed-up (pairwise median, min-max) | "
              "collect s off -> on | update s off -> on |", "|---|---|---|---|---|---|---|"]

@@ -1,0 +1,292 @@
+"""The fast paths against their oracles: FastCollector vs TorchRL's Collector (the same batches, bit for bit,
+and the same state after) and the fast loss forward vs ClipPPOLoss.forward (the same outputs and gradients)."""
+
+import dataclasses
+
+import pytest
+import test_masking  # noqa: F401 - registers ppo_td_test/MultiTarget-v0 (MultiDiscrete, masked)
+import torch
+from tensordict.nn import TensorDictModule
+from torchrl.collectors import Collector
+from torchrl.envs import Transform
+
+from conftest import small_config
+from ppo_td.collect import FastCollector, FastUnsupported, make_collector
+from ppo_td.config import CollectorConfig, EnvConfig, LossConfig, ModelConfig
+from ppo_td.envs import build_env
+from ppo_td.models import policy_net, value_net
+from ppo_td.persist import capture, restore_snapshot
+from ppo_td.presets import get_preset
+from ppo_td.train import FastLoss, build_pipeline, total_loss, train
+
+
+def _collect(config, step_loop, batches):
+    """``batches`` batches from a fresh pipeline, then the state collection leaves behind."""
+    p = build_pipeline(dataclasses.replace(config, collector=CollectorConfig(step_loop=step_loop)))
+    out = []
+    for batch in p.collector:
+        out.append(batch)
+        if len(out) == batches:
+            break
+    state = {"rng": torch.get_rng_state(), "env": p.env.state_dict(),
+             "mask": getattr(p.env.action_spec, "mask", None)}
+    kind = type(p.collector)
+    p.collector.shutdown()
+    return kind, out, state
+
+
+def _assert_same(a, b):
+    assert set(a.keys(True, True)) == set(b.keys(True, True))
+    for key in a.keys(True, True):
+        x, y = a.get(key), b.get(key)
+        assert x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y), key
+
+
+def _cartpole(**env):
+    return dataclasses.replace(small_config(), env=EnvConfig("CartPole-v1", num_envs=4, **env))
+
+
+CASES = {
+    # numpy-vectorized CartPole, episodes cut by a short time limit (truncation), shared actor-critic trunk
+    "cartpole-truncated-shared": dataclasses.replace(
+        _cartpole(max_episode_steps=20), model=ModelConfig(hidden_sizes=(16, 16), shared_trunk=True)),
+    # per-copy envs (sync vector env), observation normalization and return scaling
+    "cartpole-sync-normalized": _cartpole(vectorization="sync", max_episode_steps=25, normalize_observations=True,
+                                          normalize_rewards=True),
+    # Box actions: Gaussian, and tanh-squashed Gaussian, with both normalizations and float32 observations
+    "pendulum": dataclasses.replace(get_preset("pendulum"), env=EnvConfig("Pendulum-v1", num_envs=2,
+                                    max_episode_steps=30, normalize_observations=True, normalize_rewards=True),
+                                    frames_per_batch=64, total_frames=256),
+    "pendulum-squashed": dataclasses.replace(get_preset("pendulum"), env=EnvConfig("Pendulum-v1", num_envs=2,
+                                             max_episode_steps=30), model=ModelConfig(squash_actions=True),
+                                             frames_per_batch=64, total_frames=256),
+    # action masks: Discrete (ActionMask transform, MaskedCategorical) and MultiDiscrete (MaskedMultiCategorical)
+    "trading-masked": dataclasses.replace(get_preset("trading"), env=EnvConfig("ppo_td/Trading-v0", num_envs=4),
+                                          frames_per_batch=128, total_frames=512),
+    "multidiscrete-masked": small_config(env=EnvConfig("ppo_td_test/MultiTarget-v0", num_envs=4)),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fast_batches_equal_torchrl_collector_batches(case):
+    config = CASES[case]
+    kind_a, torchrl_batches, state_a = _collect(config, "torchrl", batches=5)
+    kind_b, fast_batches, state_b = _collect(config, "fast", batches=5)
+    assert kind_a is Collector and kind_b is FastCollector
+    assert any(b["next", "done"].any() for b in torchrl_batches[:4]), "the case must cover resets"
+    # batch k+1 starts from the state batch k left (current step, counters, trajectory ids): comparing five
+    # batches checks the carried state four times
+    for a, b in zip(torchrl_batches, fast_batches, strict=True):
+        assert b.names == a.names == [None, "time"]
+        _assert_same(a, b)
+    # the state left after: RNG, transforms' statistics, the action spec's mask
+    assert torch.equal(state_a["rng"], state_b["rng"])
+    assert state_a["env"].keys() == state_b["env"].keys()
+    assert all(torch.equal(state_a["env"][k], state_b["env"][k]) for k in state_a["env"])
+    if state_a["mask"] is not None:
+        assert torch.equal(state_a["mask"], state_b["mask"])
+
+
+def test_truncated_steps_keep_the_final_observation():
+    """The fast loop stores the true final observation of a truncated episode, not the reset one."""
+    _, batches, _ = _collect(CASES["cartpole-truncated-shared"], "fast", batches=3)
+    batch = torch.cat(batches, 1)
+    truncated = batch["next", "truncated"].squeeze(-1)
+    assert truncated.any()
+    env_i, t = truncated.nonzero()[0].tolist()
+    assert batch["next", "step_count"][env_i, t].item() == 20
+    assert not torch.equal(batch["next", "observation"][env_i, t], batch["observation"][env_i, t + 1])
+    assert batch["step_count"][env_i, t + 1].item() == 0 and batch["episode_reward"][env_i, t + 1].item() == 0
+
+
+class Doubler(Transform):  # a transform the fast loop does not know
+    def _call(self, td):
+        return td
+
+
+def test_default_pipeline_collects_fast_and_other_parts_fall_back():
+    default = build_pipeline(get_preset("cartpole"))
+    assert isinstance(default.collector, FastCollector)
+    default.collector.shutdown()
+
+    config = small_config()
+    built = build_env(config.env, seed=1)
+    built.env.append_transform(Doubler())
+    p = build_pipeline(config, env=built)
+    assert type(p.collector) is Collector  # 'auto': TorchRL's Collector runs it
+    fast = dataclasses.replace(config, collector=CollectorConfig(step_loop="fast"))
+    with pytest.raises(FastUnsupported, match="Doubler transform.*step_loop='auto' or 'torchrl'"):
+        make_collector(built, p.actor, fast)
+    p.collector.shutdown()
+    # a bare TorchRL env (no vector env ppo_td can step): TorchRL's Collector
+    p = build_pipeline(config, env=build_env(config.env, seed=1).env)
+    assert type(p.collector) is Collector
+    p.collector.shutdown()
+
+
+def test_policies_the_fast_loop_cannot_run_are_named():
+    p = build_pipeline(small_config())
+
+    class Custom(TensorDictModule):
+        pass
+
+    odd = Custom(torch.nn.Linear(4, 2), in_keys=["observation"], out_keys=["logits"])
+    with pytest.raises(FastUnsupported, match="Custom"):
+        FastCollector(p.built, odd, frames_per_batch=64, total_frames=64)
+    # ppo_td's network, rewired under other keys, is not taken for ppo_td's actor
+    wrapper = p.actor.module[0]
+    assert policy_net(p.actor) is wrapper.module
+    wrapper.out_keys = ["other_logits"]
+    assert policy_net(p.actor) is None
+    p.collector.shutdown()
+
+
+def test_fast_is_in_process_only():
+    with pytest.raises(ValueError, match="collector.step_loop"):
+        CollectorConfig(backend="process", step_loop="fast")
+
+
+# --- the fast loss forward against ClipPPOLoss.forward -------------------------------------------
+
+LOSS_CASES = {
+    "cleanrl": small_config(),  # value clipping, entropy bonus, advantage normalization
+    "cartpole-preset-shared": dataclasses.replace(get_preset("cartpole"), model=ModelConfig(shared_trunk=True)),
+    "pendulum": CASES["pendulum"],
+    "trading-masked": CASES["trading-masked"],
+    "multidiscrete-masked": CASES["multidiscrete-masked"],
+}
+
+
+def _loss_and_grads(p, minibatch, fast):
+    planned = p.loss.fast
+    if not fast:
+        p.loss.fast = None  # ppo_td's own attribute: ClipPPOLoss.forward runs
+    try:
+        out = p.loss(minibatch)
+    finally:
+        p.loss.fast = planned
+    grads = torch.autograd.grad(total_loss(out), p.parameters)
+    return out, grads
+
+
+def _ready(config):
+    p = build_pipeline(config)
+    batch = next(iter(p.collector))
+    p.collector.shutdown()
+    with torch.no_grad():
+        p.advantage(batch)
+    return p, batch.reshape(-1)[: p.config.minibatch_size]
+
+
+@pytest.mark.parametrize("case", LOSS_CASES)
+def test_fast_loss_forward_equals_clipppoloss_forward(case):
+    p, minibatch = _ready(LOSS_CASES[case])
+    with torch.no_grad():  # move the policy and value away from the rollout's, so ratios and values get clipped
+        for param in p.parameters:
+            param.add_(0.3 * torch.randn_like(param))
+    calls = []
+    handle = p.loss.fast.actor.register_forward_hook(lambda *args: calls.append(1))
+    fast, fast_grads = _loss_and_grads(p, minibatch, fast=True)
+    assert isinstance(p.loss.fast, FastLoss) and p.loss.fast.applies(minibatch)  # the fast forward really ran
+    reference, reference_grads = _loss_and_grads(p, minibatch, fast=False)
+    handle.remove()
+    assert len(calls) == 2  # the network itself ran on both paths (hooks on it see both)
+    assert reference["clip_fraction"] > 0 and reference["kl_approx"] != 0
+    if p.config.loss.clip_value is not None:
+        assert reference["value_clip_fraction"] > 0
+    assert list(fast.keys()) == list(reference.keys())  # same entries, same order (the loss sum's order)
+    _assert_same(fast, reference)
+    for a, b in zip(fast_grads, reference_grads, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_fast_loss_hands_back_what_it_does_not_compute():
+    # a tanh-squashed Gaussian has no closed-form entropy: ClipPPOLoss's Monte-Carlo estimate runs
+    p, minibatch = _ready(CASES["pendulum-squashed"])
+    assert p.loss.fast is None and FastLoss.plan(p.loss) is None
+    # a loss mask in the minibatch: ClipPPOLoss's masked reduction runs
+    p, minibatch = _ready(small_config())
+    assert p.loss.fast.applies(minibatch)
+    masked = minibatch.clone().set(("collector", "mask"), torch.ones(minibatch.numel(), dtype=torch.bool))
+    assert not p.loss.fast.applies(masked)
+    # no advantage in the minibatch: ClipPPOLoss computes it with its value estimator
+    assert not p.loss.fast.applies(minibatch.exclude("advantage"))
+    # a setting changed after building: ClipPPOLoss runs it
+    p.loss.reduction = "sum"
+    assert not p.loss.fast.applies(minibatch)
+    assert p.loss(minibatch)["loss_objective"].shape == ()  # ClipPPOLoss's own sum
+    # the coefficients are read at every call: a changed clip range is used by the fast forward
+    p.loss.reduction = "mean"
+    before = p.loss(minibatch)["loss_objective"]
+    p.loss.clip_epsilon.fill_(0.01)
+    with torch.no_grad():
+        for param in p.parameters:
+            param.add_(0.3 * torch.randn_like(param))
+    fast, _ = _loss_and_grads(p, minibatch, fast=True)
+    reference, _ = _loss_and_grads(p, minibatch, fast=False)
+    _assert_same(fast, reference)
+    assert fast["loss_objective"] != before
+
+
+def test_fast_loss_needs_ppo_tds_own_modules():
+    p, _ = _ready(small_config())
+    critic = TensorDictModule(torch.nn.Linear(4, 1), in_keys=["observation"], out_keys=["state_value"])
+    from ppo_td.train import make_loss
+
+    assert make_loss(p.actor, critic, p.config.loss).fast is None
+    assert value_net(critic) is None
+    assert make_loss(p.actor, p.critic, LossConfig(fast_forward=False)).fast is None
+
+
+def test_training_with_and_without_the_fast_paths_is_identical():
+    config = small_config(total_frames=64 * 4)
+    fast = train(config)
+    plain = train(dataclasses.replace(config, loss=dataclasses.replace(config.loss, fast_forward=False),
+                                      collector=CollectorConfig(step_loop="torchrl")))
+    assert isinstance(fast.pipeline.collector, FastCollector) and isinstance(fast.pipeline.loss.fast, FastLoss)
+    assert isinstance(plain.pipeline.collector, Collector) and plain.pipeline.loss.fast is None
+    keys = ("loss_policy", "loss_value", "loss_entropy", "kl_k3", "grad_norm", "episode_return", "clip_fraction")
+    assert [[m[k] for k in keys] for m in fast.history] == [[m[k] for k in keys] for m in plain.history]
+    assert fast.eval_returns == plain.eval_returns
+
+
+def test_forward_hooks_on_the_networks_see_the_fast_collectors_calls():
+    """The fast collector calls ppo_td's networks themselves: a hook on the network fires at every step."""
+    config = CASES["cartpole-truncated-shared"]
+    _, torchrl_batches, _ = _collect(config, "torchrl", batches=2)
+    p = build_pipeline(dataclasses.replace(config, collector=CollectorConfig(step_loop="fast")))
+    calls = []
+    handle = policy_net(p.actor).register_forward_hook(lambda *args: calls.append("actor"))
+    batches = [b for _, b in zip(range(2), p.collector, strict=False)]
+    assert len(calls) == 2 * batches[0].shape[1]  # one policy call per step
+    for a, b in zip(torchrl_batches, batches, strict=True):
+        _assert_same(a, b)
+    handle.remove()
+    p.collector.shutdown()
+
+
+def test_a_transform_added_after_building_is_not_skipped():
+    p = build_pipeline(small_config())
+    next(iter(p.collector))
+    p.env.append_transform(Doubler())
+    with pytest.raises(FastUnsupported, match="changed after the fast collector was built.*Doubler"):
+        next(iter(p.collector))
+
+
+@pytest.mark.parametrize("case", ["cartpole-truncated-shared", "cartpole-sync-normalized"])
+def test_a_snapshot_continues_the_same_batches(case):
+    """capture() after a batch, restore_snapshot() into a new pipeline: it collects the same next batch
+    (numpy-vectorized CartPole and per-copy envs with normalization)."""
+    config = CASES[case]
+    a = build_pipeline(config)
+    it = iter(a.collector)
+    next(it)
+    snapshot = capture(a)
+    env_state = {k: v.clone() for k, v in a.env.state_dict().items()}  # state_dict() holds live buffers
+    expected = next(it)
+    b = build_pipeline(config)
+    b.env.load_state_dict(env_state)
+    assert restore_snapshot(b, snapshot)  # exact
+    _assert_same(expected, next(iter(b.collector)))
+    a.collector.shutdown()
+    b.collector.shutdown()
