@@ -259,6 +259,10 @@ class TrainConfig:
         _check(self.frames_per_batch % self.optim.num_minibatches == 0, "frames_per_batch",
                self.frames_per_batch,
                f"divisible into optim.num_minibatches={self.optim.num_minibatches} equal minibatches")
+        _check(not self.loss.normalize_advantage or self.frames_per_batch // self.optim.num_minibatches >= 2,
+               "frames_per_batch", self.frames_per_batch,
+               f"at least 2 x optim.num_minibatches={self.optim.num_minibatches} with loss.normalize_advantage "
+               "(the standard deviation of a one-transition minibatch is undefined)")
         _check(self.total_frames >= self.frames_per_batch, "total_frames", self.total_frames,
                f">= frames_per_batch={self.frames_per_batch} (at least one iteration)")
         _check(self.eval_episodes >= 0, "eval_episodes", self.eval_episodes, ">= 0")

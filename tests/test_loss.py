@@ -63,14 +63,19 @@ def _minibatch(actor, critic, n=256):
     return obs, actions, old_logprob, advantages, old_values, returns
 
 
-def test_loss_equals_cleanrl_formula(parts):
+@pytest.mark.parametrize("fast", [True, False], ids=["FastLoss", "ClipPPOLoss"])
+def test_loss_equals_cleanrl_formula(parts, fast):
+    """Both forwards (ppo_td's plain-tensor one and TorchRL's ClipPPOLoss.forward) equal CleanRL's formula."""
     config, actor, critic = parts
-    loss = make_loss(actor, critic, config.loss)
+    loss = make_loss(actor, critic, dataclasses.replace(config.loss, fast_forward=fast))
+    assert (loss.fast is not None) == fast  # the path under test is the one that runs
     obs, actions, old_logprob, advantages, old_values, returns = _minibatch(actor, critic)
     td = TensorDict({
         "observation": obs, "action": actions, loss.tensor_keys.sample_log_prob: old_logprob,
         "advantage": advantages[:, None], "state_value": old_values[:, None], "value_target": returns[:, None],
     }, batch_size=[len(obs)])
+    if fast:
+        assert loss.fast.applies(td)
     out = loss(td)
     with torch.no_grad():
         logits = actor.module[0].module(obs)
