@@ -42,6 +42,7 @@ def test_importing_ppo_td_changes_nothing_outside_it():
     assert _side_effects(*modules)["changes"] == []
 
 
+@pytest.mark.slow
 def test_example_envs_register_only_when_imported():
     code = ("import gymnasium as gym, ppo_td, ppo_td.envs, ppo_td.cli; before = 'ppo_td/Trading-v0' in gym.registry; "
             "import examples.trading; print(before, 'ppo_td/Trading-v0' in gym.registry)")

@@ -7,13 +7,14 @@ import pytest
 
 from ppo_td.cli import main
 from ppo_td.doctor import checkup
-from ppo_td.presets import PRESETS
+from ppo_td.presets import MUJOCO_PRESETS, PRESETS
 from ppo_td.train import build_pipeline
 
 sys.path.insert(0, str(Path(__file__).parent))  # makes doctor_plugins importable as module:function
 
 
-@pytest.mark.parametrize("name", sorted(PRESETS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in MUJOCO_PRESETS else n
+                                  for n in sorted(PRESETS)])
 def test_every_preset_audits_clean(name):
     audit = checkup(build_pipeline(PRESETS[name]))
     assert audit.ok, audit.report()

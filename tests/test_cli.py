@@ -32,3 +32,33 @@ def test_help_lists_commands(capsys):
     assert main([]) == 0
     assert "train" in capsys.readouterr().out
     assert main(["bogus"]) == 2
+
+
+def test_output_without_a_terminal_is_summary_lines(tmp_path, capfd):
+    """Piped (as here: pytest's stdout and stderr are no terminal) ppo-td train prints one summary line every
+    --log-every iterations and at the last, and never a carriage return; --no-progress does the same."""
+    args = ["train", "--preset", "cleanrl", "--total-frames", "2560", "--model.hidden-sizes", "8",
+            "--eval-episodes", "1"]
+    assert main([*args, "--run-dir", str(tmp_path / "a"), "--log-every", "2"]) == 0
+    out, err = capfd.readouterr()
+    assert "\r" not in out + err
+    lines = [line for line in out.splitlines() if line.startswith("iteration ")]
+    assert [line.split()[1] for line in lines] == ["2/5", "4/5", "5/5"]
+    assert "frames 2,560/2,560" in lines[-1] and " sps " in lines[-1] and "return" in lines[-1]
+    assert main([*args, "--run-dir", str(tmp_path / "b"), "--no-progress"]) == 0
+    out, err = capfd.readouterr()
+    assert "\r" not in out + err
+    assert [line.split()[1] for line in out.splitlines() if line.startswith("iteration ")] == [
+        "1/5", "2/5", "3/5", "4/5", "5/5"]  # the default: about 20 lines per run, here every iteration
+
+
+def test_progress_bar_only_on_a_terminal(monkeypatch):
+    import io
+
+    from ppo_td.cli.progress import Progress
+
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
+    assert Progress(100, 10, bar=True, stream=io.StringIO())._bar is not None
+    assert Progress(100, 10, bar=False, stream=io.StringIO())._bar is None  # --no-progress
+    monkeypatch.setattr("sys.stderr.isatty", lambda: False, raising=False)
+    assert Progress(100, 10, bar=True, stream=io.StringIO())._bar is None  # piped

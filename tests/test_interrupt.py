@@ -8,6 +8,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from ppo_td.cli import main
 from ppo_td.persist import load_checkpoint
 
@@ -30,6 +32,7 @@ def _wait_for_rows(path, n, timeout=60.0):
         time.sleep(0.005)
 
 
+@pytest.mark.slow
 def test_sigint_in_a_subprocess_checkpoints_and_exits(tmp_path, capsys):
     run = tmp_path / "run"
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -50,6 +53,7 @@ def test_sigint_in_a_subprocess_checkpoints_and_exits(tmp_path, capsys):
     assert "over 2 episodes" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_sigterm_in_a_subprocess_checkpoints_and_exits(tmp_path):
     run = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "ppo_td.cli", "train", *TINY, "--total-frames", "1000000",

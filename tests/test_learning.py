@@ -2,8 +2,12 @@
 
 import statistics
 
+import pytest
+
 from ppo_td.presets import get_preset
 from ppo_td.train import train
+
+pytestmark = pytest.mark.slow  # the quick tier (pytest -m 'not slow') skips this module
 
 
 def test_default_preset_solves_cartpole():

@@ -126,6 +126,7 @@ if "ppo_td_test/MultiTarget-v0" not in gym.registry:
     gym.register("ppo_td_test/MultiTarget-v0", entry_point=MultiTarget, max_episode_steps=16)
 
 
+@pytest.mark.slow
 def test_multi_discrete_learns_and_respects_per_dimension_masks():
     config = small_config(env=EnvConfig("ppo_td_test/MultiTarget-v0", num_envs=8),
                           model=ModelConfig(hidden_sizes=(32,)), frames_per_batch=256, total_frames=256 * 30,
@@ -199,6 +200,7 @@ def test_masked_actor_reads_the_mask():
     p.collector.shutdown()
 
 
+@pytest.mark.slow
 def test_masked_ppo_beats_the_unmasked_baseline():
     """Same preset, budget and seed: masked Trading-v0 vs TradingPenalty-v0 (invalid action = -1, no-op)."""
     base = get_preset("trading")

@@ -27,6 +27,8 @@ from ppo_td.persist import load_checkpoint, resume_pipeline
 from ppo_td.presets import get_preset
 from ppo_td.train import build_pipeline, make_train_env, run, train
 
+pytestmark = pytest.mark.slow  # the quick tier (pytest -m 'not slow') skips this module
+
 
 def _moments(x: np.ndarray) -> dict:
     x = torch.as_tensor(x, dtype=torch.float64)
