@@ -2,7 +2,7 @@
 
 Defaults are the published PPO implementation details ("The 37 Implementation
 Details of PPO", Huang et al. 2022, and CleanRL's ``ppo.py``) unless a field says
-otherwise. Field names use TorchRL's vocabulary; the README maps CleanRL's names.
+otherwise. Field names use TorchRL's vocabulary; docs/cleanrl-names.md maps CleanRL's names.
 Every field is validated when the object is built, so a bad value fails before
 any environment or network exists.
 """
@@ -189,8 +189,9 @@ class CollectorConfig:
     """Where collection runs: in this process (default), in local worker processes, or on Ray."""
 
     backend: Literal["inprocess", "process", "ray"] = "inprocess"
-    """'inprocess' steps the envs in the training process (TorchRL's Collector); 'process' in num_workers
-    local processes (TorchRL's MultiSyncCollector); 'ray' in num_workers Ray actors (TorchRL's RayCollector)."""
+    """'inprocess' steps the envs in the training process (ppo_td's FastCollector, or TorchRL's Collector);
+    'process' in num_workers local processes (TorchRL's MultiSyncCollector); 'ray' in num_workers Ray actors
+    (TorchRL's RayCollector)."""
     num_workers: int | None = None
     """Worker processes or actors sharing env.num_envs evenly; None: 1 in-process, 2 otherwise."""
     ray_address: str = "local"
