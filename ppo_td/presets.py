@@ -14,7 +14,7 @@ import difflib
 
 from ppo_td.config import EnvConfig, LossConfig, OptimConfig, TrainConfig
 
-# CleanRL ppo.py (v1.0): every default of its Args, in our names. See README table.
+# CleanRL ppo.py (v1.0): every default of its Args, in our names. See docs/cleanrl-names.md.
 CLEANRL = TrainConfig(
     env=EnvConfig(env_id="CartPole-v1", num_envs=4),
     loss=LossConfig(gamma=0.99, gae_lambda=0.95, clip_epsilon=0.2, clip_value=0.2,
@@ -27,7 +27,7 @@ CLEANRL = TrainConfig(
     seed=1,
 )
 
-# Tuned for CartPole-v1 on this project's 2-core machines (README "Presets"): 32 envs x
+# Tuned for CartPole-v1 on this project's 2-core machines (docs/cleanrl-names.md): 32 envs x
 # 16 steps on Gymnasium's numpy-vectorized CartPole, 10 epochs of 2 minibatches, lr 3e-3
 # annealed over 50k frames, RL-Zoo's CartPole horizon (gamma 0.98, lambda 0.8), no
 # entropy bonus, no value clipping. Measured: seeds 1-3 reached a 20-episode mean of 475
@@ -79,7 +79,7 @@ PENDULUM = TrainConfig(
 # ppo_td/Trading-v0 (the masked example env in examples/trading.py, imported through Gymnasium's
 # module:EnvId form; run from the repository folder): 8 envs x 128 steps, 4 epochs x 4
 # minibatches, lr 3e-4, entropy 0.01, gamma 0.9, 50k frames. At this budget masking is
-# what makes it learn: see benchmarks/masking.py (README "Action masking").
+# what makes it learn: see benchmarks/masking.py (docs/normalization-and-masking.md).
 TRADING = TrainConfig(
     env=EnvConfig(env_id="examples.trading:ppo_td/Trading-v0", num_envs=8),
     loss=LossConfig(gamma=0.9, gae_lambda=0.95, entropy_coeff=0.01),

@@ -147,8 +147,9 @@ def run_training(cmd: TrainCommand) -> int:
     if cmd.resume:
         out = Path(cmd.resume)
         checkpointer = Checkpointer(out, cmd.checkpoint_every, cmd.keep_checkpoints)
-        pipeline, frames, iteration = resume_pipeline(out / "checkpoint.pt", collector=cmd.collector_changes())
-        print(f"resuming {out} at iteration {iteration} ({frames} frames)")
+        resumed = resume_pipeline(out / "checkpoint.pt", collector=cmd.collector_changes())
+        pipeline, frames, iteration = resumed.pipeline, resumed.frames, resumed.iteration
+        print(f"resuming {out} {resumed.describe()}")
     else:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         c = cmd.config

@@ -267,8 +267,8 @@ def gather_statistics(collector: Any, env: EnvBase) -> None:
     """Fold every worker's new normalization data into ``env``'s statistics (the learner's copy).
 
     Call it while the workers are idle (right after a batch). Each worker's statistics are
-    the last synced ones plus its own observations since; :func:`~ppo_td.transforms.moments_since`
-    recovers those and :func:`~ppo_td.transforms.merge_moments` adds them all, so the result
+    the last synced ones plus its own observations since; :func:`~ppo_td.envs.moments_since`
+    recovers those and :func:`~ppo_td.envs.merge_moments` adds them all, so the result
     equals the statistics of every observation any worker saw. A no-op in-process.
     """
     if not is_multi_worker(collector):

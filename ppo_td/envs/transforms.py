@@ -34,7 +34,7 @@ class StepCheck(Transform):
         raise NotImplementedError
 
     def check_step(self, values) -> None:
-        """Count one step call and check its output (a TensorDict, or the lean loop's dict of tensors)."""
+        """Count one step call and check its output (a TensorDict, or the fast collector's dict of tensors)."""
         steps = self.steps.numpy()  # the buffer's own memory: cheaper than a tensor op per step
         steps += 1
         self.check(values, f"at step {int(steps)}")

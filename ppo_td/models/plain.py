@@ -6,7 +6,7 @@ and :func:`~ppo_td.models.wrap_value` build them (checked here through public
 attributes); for anything else these functions return None and the caller runs the
 TorchRL module itself. Forward hooks registered on the networks (or their layers) run
 on both paths; hooks on the TorchRL wrappers run only when the wrapper runs (set
-``collector.step_loop='torchrl'`` and ``loss.lean_forward=False`` to keep them).
+``collector.step_loop='torchrl'`` and ``loss.fast_forward=False`` to keep them).
 """
 
 from __future__ import annotations

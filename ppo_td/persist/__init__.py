@@ -2,6 +2,7 @@
 
 from ppo_td.persist.checkpoint import (
     Checkpointer,
+    Resumed,
     check_compatible,
     checkpoint_config,
     load_actor,
@@ -15,6 +16,7 @@ from ppo_td.persist.snapshot import capture, is_exact, restore_snapshot
 
 __all__ = [
     "Checkpointer",
+    "Resumed",
     "RunLogger",
     "capture",
     "check_compatible",

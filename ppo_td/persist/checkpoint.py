@@ -9,7 +9,7 @@ import pickle
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from tensordict.nn import TensorDictModule
@@ -31,7 +31,7 @@ def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int,
     A crash mid-write leaves any previous file at ``path`` untouched. Holds the
     config, the env signature, actor/critic/optimizer/scheduler state, the env's
     transform state (normalization statistics), the frame/iteration counters and
-    the RNG/simulator/collector snapshot that makes a resume exact (:mod:`ppo_td.snapshot`).
+    the RNG/simulator/collector snapshot that makes a resume exact (:mod:`ppo_td.persist.snapshot`).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -133,14 +133,30 @@ def load_actor(path: str | os.PathLike) -> tuple[TrainConfig, TensorDictModule, 
     return config, actor, state["obs_stats"]
 
 
-def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = None) -> tuple[Pipeline, int, int]:
-    """Rebuild a run's pipeline from its checkpoint, ready to continue: ``(pipeline, frames, iteration)``.
+class Resumed(NamedTuple):
+    """What :func:`resume_pipeline` returns."""
 
-    Logs whether the run continues exactly or from the last completed iteration with fresh episodes.
+    pipeline: Pipeline
+    frames: int
+    iteration: int
+    exact: bool
+    """True when the run continues with the very batches the uninterrupted run would have collected; False when it
+    continues from the last completed iteration with fresh episodes (see :mod:`ppo_td.persist.snapshot`)."""
+
+    def describe(self) -> str:
+        """One line for the user: where the run continues and whether exactly."""
+        how = ("exactly: the same batches as an uninterrupted run" if self.exact else
+               "from the last completed iteration with fresh episodes: the collector's current step is not "
+               "restorable (worker processes, Ray, or TorchRL's Collector)")
+        return f"at iteration {self.iteration} ({self.frames} frames), {how}"
+
+
+def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = None) -> Resumed:
+    """Rebuild a run's pipeline from its checkpoint, ready to continue: ``(pipeline, frames, iteration, exact)``.
 
     ``collector`` changes where collection runs (``CollectorConfig`` fields such as
     ``backend`` or ``num_workers``); everything else comes from the checkpoint. Pass the
-    result to :func:`ppo_td.trainer.run` with ``frames`` and ``iteration``.
+    result to :func:`ppo_td.train.run` with ``frames`` and ``iteration``.
     """
     state = load_checkpoint(path)
     config = checkpoint_config(state)
@@ -159,11 +175,9 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     except BaseException:
         shutdown(collector_)  # worker processes or a Ray instance may already be running
         raise
-    logging.getLogger("ppo_td").info(
-        "resumed at iteration %d: %s", state["iteration"], "exactly (the same batches as an uninterrupted run)"
-        if exact else "from the last completed iteration with fresh episodes (the collector's current step is "
-        "not restorable: worker or TorchRL collector)")
-    return pipeline, state["frames"], state["iteration"]
+    resumed = Resumed(pipeline, state["frames"], state["iteration"], exact)
+    logging.getLogger("ppo_td").info("resumed %s", resumed.describe())
+    return resumed
 
 
 class Checkpointer:
@@ -172,7 +186,7 @@ class Checkpointer:
     Writes ``<run_dir>/checkpoints/iter_NNNNNN.pt`` and points ``<run_dir>/checkpoint.pt``
     at the newest (a hard link swapped in atomically). After :meth:`request_stop`
     (e.g. from a SIGINT handler) the next iteration end writes a checkpoint and
-    raises :class:`~ppo_td.trainer.StopTraining`.
+    raises :class:`~ppo_td.train.StopTraining`.
     """
 
     def __init__(self, run_dir: str | os.PathLike, every: int, keep: int) -> None:

@@ -124,7 +124,9 @@ class FastLoss:
         loss = self.loss
         settings = (not loss.functional and not loss.normalize_advantage and not loss.separate_losses
                     and loss.reduction == "mean" and loss.critic_coeff is not None and loss.critic_coeff > 0
-                    and getattr(loss, "advantage_norm", None) is None)
+                    and getattr(loss, "advantage_norm", None) is None and not getattr(loss, "delay_actor", False)
+                    and getattr(loss, "max_importance_ratio", None) is None
+                    and getattr(loss, "clip_epsilon", None) is not None)
         return (settings and td.get(self.keys.advantage, None) is not None
                 and td.get(("collector", "mask"), None) is None)
 
