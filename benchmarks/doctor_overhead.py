@@ -18,7 +18,7 @@ import torch
 
 from ppo_td.doctor import audit
 from ppo_td.presets import get_preset
-from ppo_td.train import build_pipeline, update
+from ppo_td.training import build_pipeline, update
 
 
 def main() -> None:

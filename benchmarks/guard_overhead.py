@@ -16,7 +16,7 @@ import torch
 
 from ppo_td.envs import make_env
 from ppo_td.presets import get_preset
-from ppo_td.train import train
+from ppo_td.training import train
 
 
 def rollout_sps(check: bool, steps: int = 2000) -> float:

@@ -19,7 +19,7 @@ import statistics
 import torch
 
 from ppo_td.presets import get_preset
-from ppo_td.train import train
+from ppo_td.training import train
 
 VARIANTS = {"masked": "examples.trading:ppo_td/Trading-v0",
             "unmasked (penalty)": "examples.trading:ppo_td/TradingPenalty-v0"}

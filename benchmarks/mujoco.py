@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from ppo_td.presets import get_preset
-from ppo_td.train import train
+from ppo_td.training import train
 
 CLEANRL_PUBLISHED = {"halfcheetah": "1443 +- 46", "hopper": "2383 +- 272"}  # CleanRL docs, PPO, v4 tasks
 

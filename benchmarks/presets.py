@@ -14,7 +14,7 @@ import statistics
 import torch
 
 from ppo_td.presets import get_preset
-from ppo_td.train import train
+from ppo_td.training import train
 
 
 def main() -> None:

@@ -39,7 +39,7 @@ def one_run(backend: str, num_envs: int, iterations: int, seed: int) -> dict:
     """Train ``iterations`` iterations of the halfcheetah preset with the given collection; timings."""
     from ppo_td.config import CollectorConfig
     from ppo_td.presets import get_preset
-    from ppo_td.train import build_pipeline, run
+    from ppo_td.training import build_pipeline, run
 
     torch.set_num_threads(1)
     logging.getLogger("torchrl").setLevel(logging.WARNING)

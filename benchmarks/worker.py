@@ -36,7 +36,7 @@ def _peak_rss_mb() -> float:
 
 
 def run_ppo_td(config: TrainConfig) -> dict[str, Any]:
-    from ppo_td.train import train
+    from ppo_td.training import train
 
     result = train(config)
     times = {m["iteration"]: m["time"] for m in result.history}

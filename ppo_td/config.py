@@ -138,7 +138,7 @@ class LossConfig:
     """Standardize advantages per minibatch, CleanRL's formula: (A - mean) / (std + 1e-8)."""
     fast_forward: bool = True
     """Compute ClipPPOLoss's outputs on plain tensors when the actor and critic are ppo_td's own (identical
-    results without TensorDict bookkeeping, see ppo_td.train.objective.FastLoss); False always runs
+    results without TensorDict bookkeeping, see ppo_td.training.objective.FastLoss); False always runs
     ClipPPOLoss.forward."""
 
     def __post_init__(self) -> None:

@@ -2,7 +2,7 @@
 
 from tensordict import TensorDictBase
 
-from ppo_td.train import PPOObjective
+from ppo_td.training import PPOObjective
 
 
 class UndetachedAdvantageLoss(PPOObjective):

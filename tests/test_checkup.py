@@ -8,7 +8,7 @@ import pytest
 from ppo_td.cli import main
 from ppo_td.doctor import checkup
 from ppo_td.presets import MUJOCO_PRESETS, PRESETS
-from ppo_td.train import build_pipeline
+from ppo_td.training import build_pipeline
 
 sys.path.insert(0, str(Path(__file__).parent))  # makes doctor_plugins importable as module:function
 
@@ -26,7 +26,7 @@ def test_cli_doctor_exit_codes(capsys):
     assert "no findings" in capsys.readouterr().out
     assert main(["doctor", "--preset", "cleanrl", "--loss", "doctor_plugins:buggy_loss"]) == 1
     out = capsys.readouterr().out
-    assert "[2] critic outputs flow into the actor loss" in out and "critic.module.head.0.weight" in out
+    assert "[2] critic outputs flow into the actor loss" in out and "critic.head.0.weight" in out
 
 
 def test_cli_doctor_bad_plugin_spec(capsys):

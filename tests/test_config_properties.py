@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ppo_td.config import EnvConfig, LossConfig, ModelConfig, OptimConfig, TrainConfig
-from ppo_td.train import build_pipeline, run, update
+from ppo_td.training import build_pipeline, run, update
 
 NAN = float("nan")
 # (section class, field, strategy of invalid values)

@@ -9,7 +9,7 @@ from conftest import small_config
 from ppo_td.config import EnvConfig, ModelConfig
 from ppo_td.envs import make_env
 from ppo_td.models import GaussianHead, make_actor_critic
-from ppo_td.train import build_pipeline
+from ppo_td.training import build_pipeline
 
 RECEIVED: list[np.ndarray] = []
 

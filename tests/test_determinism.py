@@ -9,7 +9,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from conftest import small_config
 from ppo_td.envs import make_env
 from ppo_td.persist import load_actor, load_checkpoint, restore, save_checkpoint
-from ppo_td.train import build_pipeline, evaluate, train
+from ppo_td.training import build_pipeline, evaluate, train
 
 LOSS_KEYS = ("loss_policy", "loss_value", "loss_entropy", "kl_k3", "grad_norm", "episode_return")
 

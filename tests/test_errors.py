@@ -10,7 +10,7 @@ from ppo_td.config import EnvConfig, OptimConfig, TrainConfig, from_dict, to_dic
 from ppo_td.envs import make_env
 from ppo_td.persist import load_actor, load_checkpoint, save_checkpoint
 from ppo_td.presets import get_preset
-from ppo_td.train import train
+from ppo_td.training import train
 
 
 def test_unknown_env_id_suggests_the_close_match():

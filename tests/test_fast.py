@@ -17,7 +17,7 @@ from ppo_td.envs import build_env
 from ppo_td.models import policy_net, value_net
 from ppo_td.persist import capture, restore_snapshot
 from ppo_td.presets import get_preset
-from ppo_td.train import FastLoss, build_pipeline, total_loss, train
+from ppo_td.training import FastLoss, build_pipeline, total_loss, train
 
 
 def _collect(config, step_loop, batches):
@@ -190,7 +190,7 @@ def test_fast_loss_forward_equals_clipppoloss_forward(case):
     assert isinstance(p.loss.fast, FastLoss) and p.loss.fast.applies(minibatch)  # the fast forward really ran
     reference, reference_grads = _loss_and_grads(p, minibatch, fast=False)
     handle.remove()
-    assert len(calls) == 2  # the network itself ran on both paths (hooks on it see both)
+    assert len(calls) == 2  # the network itself ran on both paths, so hooks on it see both
     assert reference["clip_fraction"] > 0 and reference["kl_approx"] != 0
     if p.config.loss.clip_value is not None:
         assert reference["value_clip_fraction"] > 0
@@ -217,21 +217,21 @@ def test_fast_loss_hands_back_what_it_does_not_compute():
     assert p.loss(minibatch)["loss_objective"].shape == ()  # ClipPPOLoss's own sum
     # the coefficients are read at every call: a changed clip range is used by the fast forward
     p.loss.reduction = "mean"
-    before = p.loss(minibatch)["loss_objective"]
-    p.loss.clip_epsilon.fill_(0.01)
     with torch.no_grad():
         for param in p.parameters:
             param.add_(0.3 * torch.randn_like(param))
+    wide, _ = _loss_and_grads(p, minibatch, fast=True)
+    p.loss.clip_epsilon.fill_(0.01)
     fast, _ = _loss_and_grads(p, minibatch, fast=True)
     reference, _ = _loss_and_grads(p, minibatch, fast=False)
     _assert_same(fast, reference)
-    assert fast["loss_objective"] != before
+    assert fast["clip_fraction"] > wide["clip_fraction"]  # the same parameters, a narrower range: more clipped
 
 
 def test_fast_loss_needs_ppo_tds_own_modules():
     p, _ = _ready(small_config())
     critic = TensorDictModule(torch.nn.Linear(4, 1), in_keys=["observation"], out_keys=["state_value"])
-    from ppo_td.train import make_loss
+    from ppo_td.training import make_loss
 
     assert make_loss(p.actor, critic, p.config.loss).fast is None
     assert value_net(critic) is None
@@ -290,3 +290,41 @@ def test_a_snapshot_continues_the_same_batches(case):
     _assert_same(expected, next(iter(b.collector)))
     a.collector.shutdown()
     b.collector.shutdown()
+
+
+def test_fast_loss_hands_back_a_non_finite_entropy_and_refuses_a_graph_in_the_log_prob():
+    p, minibatch = _ready(CASES["pendulum"])
+    with torch.no_grad():
+        p.loss.fast.actor.head.log_std.fill_(-200.0)  # scale exp(-200) == 0 in float32: entropy -inf
+    assert p.loss.fast.applies(minibatch) and p.loss.fast(minibatch) is None  # ClipPPOLoss samples it instead
+    p, minibatch = _ready(small_config())
+    key = p.loss.tensor_keys.sample_log_prob
+    leaky = minibatch.clone().set(key, minibatch.get(key).clone().requires_grad_())
+    with pytest.raises(RuntimeError, match="requires grad"):
+        p.loss(leaky)
+
+
+def test_fast_loss_honours_torchrls_loss_mask_keys():
+    """'auto' (ClipPPOLoss's default) masks by ("collector", "mask") or "shifted_valid"; a key set by the user
+    masks by that key: a minibatch carrying any of them goes to ClipPPOLoss's masked reduction."""
+    p, minibatch = _ready(small_config())
+    valid = torch.ones(minibatch.numel(), dtype=torch.bool)
+    assert not p.loss.fast.applies(minibatch.clone().set("shifted_valid", valid))
+    p.loss.loss_mask_key = ("mine", "valid")
+    assert p.loss.fast.applies(minibatch.clone().set("shifted_valid", valid))
+    assert not p.loss.fast.applies(minibatch.clone().set(("mine", "valid"), valid))
+
+
+def test_a_transform_appended_before_building_sizes_the_networks():
+    """The pipeline describes the env as it is when built: an appended frame stack doubles the observation."""
+    from torchrl.envs import CatFrames
+
+    config = small_config()
+    built = build_env(config.env, seed=1)
+    built.env.append_transform(CatFrames(N=2, dim=-1, in_keys=["observation"]))
+    p = build_pipeline(config, env=built)
+    assert p.description.observation_shape == (8,) and built.description.observation_shape == (4,)
+    assert type(p.collector) is Collector  # the fast collector does not run CatFrames
+    batch = next(iter(p.collector))
+    assert batch["observation"].shape[-1] == 8
+    p.collector.shutdown()

@@ -6,7 +6,7 @@ from torch import nn
 from torchrl.modules import ValueOperator
 
 from ppo_td.config import LossConfig
-from ppo_td.train import make_advantage
+from ppo_td.training import make_advantage
 
 
 def reference_gae(value, next_value, reward, terminated, done, gamma, lam):

@@ -4,7 +4,7 @@ import torch
 
 from conftest import small_config
 from ppo_td.config import ModelConfig
-from ppo_td.train import build_pipeline, update
+from ppo_td.training import build_pipeline, update
 
 
 def _first_minibatch(pipeline):

@@ -9,7 +9,7 @@ from conftest import small_config
 from ppo_td.config import EnvConfig
 from ppo_td.envs import EnvStepError, NonFiniteEnvError, make_env
 from ppo_td.persist import Checkpointer, load_checkpoint
-from ppo_td.train import NonFiniteError, train
+from ppo_td.training import NonFiniteError, train
 
 
 class Faulty(gym.Env):
@@ -63,7 +63,7 @@ def test_exception_in_env_step_names_env_and_step():
 def test_non_finite_loss_stops_with_iteration_named_and_checkpoint_kept(tmp_path, monkeypatch):
     config = small_config(total_frames=64 * 6, eval_episodes=0)
     checkpointer = Checkpointer(tmp_path, every=1, keep=10)
-    from ppo_td.train import objective
+    from ppo_td.training import objective
 
     real = objective.PPOObjective.forward
     calls = {"n": 0}

@@ -5,7 +5,7 @@ import statistics
 import pytest
 
 from ppo_td.presets import get_preset
-from ppo_td.train import train
+from ppo_td.training import train
 
 pytestmark = pytest.mark.slow  # the quick tier (pytest -m 'not slow') skips this module
 

@@ -10,7 +10,7 @@ from ppo_td.config import ModelConfig
 from ppo_td.envs import make_env
 from ppo_td.models import make_actor_critic
 from ppo_td.presets import get_preset
-from ppo_td.train import make_loss, total_loss
+from ppo_td.training import make_loss, total_loss
 
 
 def cleanrl_loss(logits, values_new, actions, old_logprob, advantages, old_values, returns, cfg):

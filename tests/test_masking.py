@@ -17,7 +17,7 @@ from ppo_td.config import EnvConfig, ModelConfig, OptimConfig
 from ppo_td.envs import make_env
 from ppo_td.models import MaskedMultiCategorical, make_actor_critic
 from ppo_td.presets import get_preset
-from ppo_td.train import build_pipeline, train
+from ppo_td.training import build_pipeline, train
 
 
 class IllegalActionCounter(Transform):
@@ -209,3 +209,14 @@ def test_masked_ppo_beats_the_unmasked_baseline():
         config = dataclasses.replace(base, eval_episodes=16, env=dataclasses.replace(base.env, env_id=env_id))
         results[env_id] = statistics.fmean(train(config).eval_returns)
     assert results["ppo_td/Trading-v0"] > results["ppo_td/TradingPenalty-v0"] + 20, results
+
+
+def test_action_mask_none_ignores_the_mask_entry():
+    """env.action_mask='none' on an env whose observations carry a mask: the policy is a plain Categorical
+    that neither reads nor needs the (unvalidated) mask, and training runs."""
+    config = small_config(env=EnvConfig("ppo_td/Trading-v0", num_envs=4, action_mask="none"), frames_per_batch=64,
+                          total_frames=128, eval_episodes=1)
+    result = train(config)
+    assert not result.pipeline.description.action_mask
+    assert result.pipeline.actor.module[1].distribution_class is torch.distributions.Categorical
+    assert len(result.history) == 2

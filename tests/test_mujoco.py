@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from ppo_td.presets import MUJOCO_PRESETS, get_preset
-from ppo_td.train import train
+from ppo_td.training import train
 
 pytest.importorskip("mujoco")
 

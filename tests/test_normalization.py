@@ -12,7 +12,7 @@ from conftest import small_config
 from ppo_td.config import EnvConfig
 from ppo_td.envs import ReturnScaling, RunningObsNorm, find_transform, make_env, observation_stats
 from ppo_td.persist import Checkpointer, load_actor, load_checkpoint, resume_pipeline
-from ppo_td.train import make_eval_env, run_episodes, train
+from ppo_td.training import make_eval_env, run_episodes, train
 
 
 class Recorder(Transform):

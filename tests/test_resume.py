@@ -5,7 +5,7 @@ import math
 from conftest import small_config
 from ppo_td.config import CollectorConfig
 from ppo_td.persist import Checkpointer, load_checkpoint, resume_pipeline
-from ppo_td.train import run, train
+from ppo_td.training import run, train
 
 TIMING = {"time", "sps", "collect_seconds", "collect_sps", "update_seconds"}
 

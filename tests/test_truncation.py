@@ -11,7 +11,7 @@ from torchrl.envs import Transform
 from conftest import small_config
 from ppo_td.config import EnvConfig, LossConfig, OptimConfig
 from ppo_td.envs import make_env
-from ppo_td.train import train
+from ppo_td.training import train
 
 ENV_ID = "ppo_td_test/EndlessReward-v0"
 GAMMA = 0.9

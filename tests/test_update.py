@@ -7,7 +7,7 @@ import torch
 
 from conftest import small_config
 from ppo_td.config import OptimConfig
-from ppo_td.train import build_pipeline, train, update
+from ppo_td.training import build_pipeline, train, update
 
 
 def test_each_epoch_sees_every_transition_exactly_once(tiny_config):

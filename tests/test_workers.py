@@ -25,7 +25,7 @@ from ppo_td.config import CollectorConfig, EnvConfig
 from ppo_td.envs import ReturnScaling, RunningObsNorm, find_transform, make_env, merge_moments, moments_since
 from ppo_td.persist import load_checkpoint, resume_pipeline
 from ppo_td.presets import get_preset
-from ppo_td.train import build_pipeline, make_train_env, run, train
+from ppo_td.training import build_pipeline, make_train_env, run, train
 
 pytestmark = pytest.mark.slow  # the quick tier (pytest -m 'not slow') skips this module
 
@@ -271,3 +271,27 @@ def _spawned_children(pid):
     """Pids of the multiprocessing-spawned children of ``pid`` (the collection workers), from /proc."""
     children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     return [int(c) for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+
+
+def test_a_torchrl_multi_collector_passed_in_is_driven_like_ppo_tds_own():
+    """A MultiSyncCollector built by the user and passed to build_pipeline is wrapped: the loop pushes the new
+    weights to its workers after every update."""
+    from torchrl.collectors import MultiSyncCollector
+
+    from ppo_td.collect import WorkerCollector
+    from ppo_td.collect.workers import worker_envs
+    from ppo_td.models import make_actor_critic
+
+    config = small_config(env=EnvConfig("CartPole-v1", num_envs=4), collector=CollectorConfig("process",
+                          num_workers=2), eval_episodes=0, total_frames=64 * 3)
+    env = make_train_env(config)
+    actor, critic = make_actor_critic(env.description, config.model)
+    collector = MultiSyncCollector(worker_envs(config), actor, frames_per_batch=64, total_frames=64 * 3,
+                                   cat_results=0)
+    p = build_pipeline(config, env=env, actor=actor, critic=critic, collector=collector)
+    assert isinstance(p.collector, WorkerCollector)
+    pushes = []
+    real = p.collector.update_policy_weights_
+    p.collector.update_policy_weights_ = lambda: (pushes.append(1), real())
+    run(p)
+    assert len(pushes) == 3

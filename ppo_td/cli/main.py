@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0
     command, rest = argv[0], argv[1:]
+    import torchrl  # noqa: F401 - it sets its logger's level when imported: import first, then quieten it
+
     logging.getLogger("torchrl").setLevel(logging.WARNING)  # its INFO lines would break the progress bar
     commands = {"train": _train, "eval": _eval, "doctor": _doctor}
     if command not in commands:
@@ -141,7 +143,7 @@ def run_training(cmd: TrainCommand) -> int:
     from ppo_td.cli.progress import Progress
     from ppo_td.collect import WorkerError, shutdown
     from ppo_td.persist import Checkpointer, RunLogger, plot_learning_curve, read_episodes, resume_pipeline
-    from ppo_td.train import NonFiniteError, build_pipeline, run
+    from ppo_td.training import NonFiniteError, build_pipeline, run
 
     started = time.perf_counter()
     if cmd.resume:
@@ -207,7 +209,7 @@ def _eval(args: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the evaluation envs (default 0)")
     ns = parser.parse_args(args)
     from ppo_td.persist import load_actor
-    from ppo_td.train import evaluate
+    from ppo_td.training import evaluate
 
     config, actor, obs_stats = load_actor(ns.checkpoint)
     returns = evaluate(actor, config.env, ns.episodes, seed=ns.seed, obs_stats=obs_stats)
@@ -228,7 +230,7 @@ def _doctor(args: list[str]) -> int:
     ns = parser.parse_args(args)
     from ppo_td.doctor import checkup
     from ppo_td.models import make_actor_critic
-    from ppo_td.train import build_pipeline, make_train_env
+    from ppo_td.training import build_pipeline, make_train_env
 
     config = get_preset(ns.preset)
     built = make_train_env(config)

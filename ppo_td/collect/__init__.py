@@ -1,6 +1,6 @@
 """Collection: the fast in-process collector, TorchRL's Collector as the fallback, worker processes and Ray."""
 
-from ppo_td.collect.factory import collector_state, make_collector, torchrl_env
+from ppo_td.collect.factory import adopt_collector, make_collector, torchrl_env
 from ppo_td.collect.fast import FastCollector, FastEnv, FastPolicy, FastUnsupported
 from ppo_td.collect.workers import (
     WorkerCollector,
@@ -19,8 +19,8 @@ __all__ = [
     "FastUnsupported",
     "WorkerCollector",
     "WorkerError",
+    "adopt_collector",
     "batches",
-    "collector_state",
     "gather_statistics",
     "is_multi_worker",
     "make_collector",

@@ -47,11 +47,20 @@ def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: Tra
     )
 
 
+def adopt_collector(collector: Any) -> Any:
+    """A collector passed in from Python, ready for the loop: TorchRL's multi-process and Ray collectors are
+    wrapped in :class:`~ppo_td.collect.WorkerCollector`, so the loop pushes weights and statistics to their
+    workers and names a dead worker; any other collector is used as it is."""
+    from torchrl.collectors import MultiCollector
+
+    if isinstance(collector, MultiCollector):
+        return WorkerCollector(collector, "process")
+    # RayCollector is matched by name: importing its class imports Ray (about 2 s)
+    if any(c.__name__ == "RayCollector" for c in type(collector).__mro__):
+        return WorkerCollector(collector, "ray")
+    return collector
+
+
 def torchrl_env(env: BuiltEnv | EnvBase) -> EnvBase:
     """The TorchRL env of ``env`` (a :class:`~ppo_td.envs.BuiltEnv` or a TorchRL env itself)."""
     return env.env if isinstance(env, BuiltEnv) else env
-
-
-def collector_state(collector: Any) -> dict[str, Any] | None:
-    """The collector's current step, where it has one to give (ppo_td's fast collector); else None."""
-    return collector.state_dict() if isinstance(collector, FastCollector) else None

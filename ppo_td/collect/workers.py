@@ -186,6 +186,11 @@ def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_fr
         collector.update_policy_weights_()  # registers the learner's weights as the source
         actors = _actor_identities(collector.remote_collectors)
     except Exception as err:
+        if "collector" in locals():
+            try:
+                collector.shutdown()  # its actors must not outlive a failed start
+            except Exception:  # noqa: BLE001 - best effort; the start failure is the error to report
+                pass
         if connected:
             import ray
 

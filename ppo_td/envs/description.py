@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import gymnasium as gym
+import torch
 from torchrl.data import Categorical, MultiCategorical
 from torchrl.data.tensor_specs import ContinuousBox
 from torchrl.envs import EnvBase, TransformedEnv
@@ -47,7 +48,8 @@ class EnvDescription:
     action_high: tuple[float, ...] | None = None
     """Box actions: upper bounds (None otherwise)."""
     action_mask: bool = False
-    """Observations carry a legal-action mask under ``"action_mask"``."""
+    """Observations carry a legal-action mask under ``"action_mask"`` (a bool entry: ``MaskCheck`` validates and
+    casts it; with ``EnvConfig.action_mask='none'`` a raw mask entry is left alone and the policy ignores it)."""
 
     @property
     def observation_size(self) -> int:
@@ -112,7 +114,7 @@ def describe(env: EnvBase) -> EnvDescription:
         action_shape=tuple(spec.shape),
         action_low=low,
         action_high=high,
-        action_mask=MASK_KEY in obs_spec.keys(),
+        action_mask=MASK_KEY in obs_spec.keys() and obs_spec[MASK_KEY].dtype == torch.bool,
     )
 
 

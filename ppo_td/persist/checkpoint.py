@@ -19,7 +19,7 @@ from ppo_td.config import TrainConfig, from_dict, to_dict
 from ppo_td.envs import EnvDescription, build_env
 from ppo_td.models import make_actor_critic
 from ppo_td.persist.snapshot import capture, restore_snapshot
-from ppo_td.train import Pipeline, StopTraining, build_pipeline, make_train_env
+from ppo_td.training import Pipeline, StopTraining, build_pipeline, make_train_env
 
 FORMAT = "ppo_td.checkpoint"
 VERSION = 2  # 2: ppo_td 0.2's network layout (PolicyNet / ValueNet) and collector state
@@ -156,7 +156,7 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
 
     ``collector`` changes where collection runs (``CollectorConfig`` fields such as
     ``backend`` or ``num_workers``); everything else comes from the checkpoint. Pass the
-    result to :func:`ppo_td.train.run` with ``frames`` and ``iteration``.
+    result to :func:`ppo_td.training.run` with ``frames`` and ``iteration``.
     """
     state = load_checkpoint(path)
     config = checkpoint_config(state)
@@ -186,7 +186,7 @@ class Checkpointer:
     Writes ``<run_dir>/checkpoints/iter_NNNNNN.pt`` and points ``<run_dir>/checkpoint.pt``
     at the newest (a hard link swapped in atomically). After :meth:`request_stop`
     (e.g. from a SIGINT handler) the next iteration end writes a checkpoint and
-    raises :class:`~ppo_td.train.StopTraining`.
+    raises :class:`~ppo_td.training.StopTraining`.
     """
 
     def __init__(self, run_dir: str | os.PathLike, every: int, keep: int) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ppo_td.config import TrainConfig, to_dict
-from ppo_td.train import Pipeline
+from ppo_td.training import Pipeline
 
 METRIC_COLUMNS = [
     "iteration", "frames", "time", "sps", "collect_seconds", "collect_sps", "update_seconds", "lr",

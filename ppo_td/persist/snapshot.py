@@ -23,7 +23,7 @@ import torch
 
 from ppo_td.collect import FastCollector
 from ppo_td.envs import PartialResetCartPole
-from ppo_td.train import Pipeline
+from ppo_td.training import Pipeline
 
 # CartPoleVectorEnv's public state arrays (the numpy-vectorized simulator); its RNG is its np_random property
 _ARRAY_ENV_STATE = ("state", "steps", "prev_done", "steps_beyond_terminated")

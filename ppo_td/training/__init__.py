@@ -1,9 +1,9 @@
 """Training: GAE and the clipped loss, the pipeline that wires every part, the one loop, evaluation."""
 
-from ppo_td.train.evaluation import evaluate, make_eval_env, run_episodes
-from ppo_td.train.loop import NonFiniteError, StopTraining, TrainResult, run, train, update
-from ppo_td.train.objective import FastLoss, PPOObjective, explained_variance, make_advantage, make_loss, total_loss
-from ppo_td.train.pipeline import (
+from ppo_td.training.evaluation import evaluate, make_eval_env, run_episodes
+from ppo_td.training.loop import NonFiniteError, StopTraining, TrainResult, run, train, update
+from ppo_td.training.objective import FastLoss, PPOObjective, explained_variance, make_advantage, make_loss, total_loss
+from ppo_td.training.pipeline import (
     Pipeline,
     build_pipeline,
     make_buffer,

@@ -17,11 +17,11 @@ from torchrl.envs import EnvBase
 from torchrl.objectives import LossModule
 from torchrl.objectives.value import ValueEstimatorBase
 
-from ppo_td.collect import make_collector, torchrl_env
+from ppo_td.collect import adopt_collector, make_collector, torchrl_env
 from ppo_td.config import OptimConfig, TrainConfig
 from ppo_td.envs import BuiltEnv, EnvDescription, build_env, describe, observation_stats
 from ppo_td.models import make_actor_critic
-from ppo_td.train.objective import make_advantage, make_loss
+from ppo_td.training.objective import make_advantage, make_loss
 
 
 def make_train_env(config: TrainConfig) -> BuiltEnv:
@@ -117,7 +117,7 @@ def build_pipeline(
     if env is None:
         env = make_train_env(config)
     built = env if isinstance(env, BuiltEnv) else None
-    description = built.description if built is not None else describe(env)
+    description = describe(torchrl_env(env))  # the env as it is now (a transform may have been appended)
     if actor is None or critic is None:
         default_actor, default_critic = make_actor_critic(description, config.model)
         actor = actor if actor is not None else default_actor
@@ -133,7 +133,7 @@ def build_pipeline(
         built=built,
         actor=actor,
         critic=critic,
-        collector=collector if collector is not None else make_collector(env, actor, config),
+        collector=adopt_collector(collector) if collector is not None else make_collector(env, actor, config),
         buffer=buffer if buffer is not None else make_buffer(config),
         advantage=advantage,
         loss=loss,

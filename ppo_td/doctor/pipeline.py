@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 
 from ppo_td import keys
-from ppo_td.doctor.audit import Audit, audit
-from ppo_td.train import Pipeline, update
+from ppo_td.doctor.watch import Audit, audit
+from ppo_td.models import policy_net, value_net
+from ppo_td.training import Pipeline, update
 
 
 def checkup(pipeline: Pipeline) -> Audit:
@@ -16,9 +17,13 @@ def checkup(pipeline: Pipeline) -> Audit:
     every backward and optimizer step of the update. Returns the audit.
     """
     p = pipeline
+    # ppo_td's own networks where the actor and critic are ppo_td's: the fast paths call them directly, so the
+    # audit's forward hooks see every forward on either path; other modules are audited as they are
+    actor, critic = policy_net(p.actor), value_net(p.critic)
+    actor, critic = p.actor if actor is None else actor, p.critic if critic is None else critic
     batch = next(iter(p.collector))
     try:
-        with audit(actor=p.actor, critic=p.critic, optimizers=[p.optimizer]) as a:
+        with audit(actor=actor, critic=critic, optimizers=[p.optimizer]) as a:
             a.check_rollout(batch)
             with torch.no_grad():
                 p.advantage(batch)

@@ -14,9 +14,9 @@ from tensordict.nn import TensorDictModule
 from ppo_td import keys
 from ppo_td.collect import WorkerError, batches, gather_statistics, push_to_workers, shutdown
 from ppo_td.config import TrainConfig
-from ppo_td.train.evaluation import evaluate
-from ppo_td.train.objective import explained_variance, total_loss
-from ppo_td.train.pipeline import Pipeline, build_pipeline
+from ppo_td.training.evaluation import evaluate
+from ppo_td.training.objective import explained_variance, total_loss
+from ppo_td.training.pipeline import Pipeline, build_pipeline
 
 Callback = Callable[[dict[str, Any], Pipeline], None]
 

@@ -7,6 +7,7 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule
 from torchrl.modules import IndependentNormal, MaskedCategorical
 from torchrl.objectives import ClipPPOLoss
+from torchrl.objectives.common import AUTO_LOSS_MASK_KEYS
 from torchrl.objectives.utils import distance_loss
 from torchrl.objectives.value import GAE
 
@@ -82,7 +83,9 @@ class PPOObjective(ClipPPOLoss):
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         if self.fast is not None and self.fast.applies(tensordict):
-            return self.fast(tensordict)
+            out = self.fast(tensordict)
+            if out is not None:
+                return out
         if self.normalize_advantage_per_minibatch:
             advantage = tensordict.get(self.tensor_keys.advantage, None)
             if advantage is not None:
@@ -103,7 +106,7 @@ class FastLoss:
     its public attributes at every call (``clip_epsilon``, ``entropy_coeff``, ...), so a
     scheduled coefficient takes effect. :meth:`applies` sends a minibatch without an
     advantage, with a loss mask, or a loss whose settings this forward does not implement
-    back to ``ClipPPOLoss``.
+    back to ``ClipPPOLoss``, and so does a non-finite entropy (``ClipPPOLoss`` then samples).
     """
 
     def __init__(self, loss: PPOObjective, actor: PolicyNet, critic: ValueNet) -> None:
@@ -127,10 +130,13 @@ class FastLoss:
                     and getattr(loss, "advantage_norm", None) is None and not getattr(loss, "delay_actor", False)
                     and getattr(loss, "max_importance_ratio", None) is None
                     and getattr(loss, "clip_epsilon", None) is not None)
+        mask = loss.loss_mask_key
+        mask_keys = AUTO_LOSS_MASK_KEYS if mask == "auto" else () if mask is None else (mask,)
         return (settings and td.get(self.keys.advantage, None) is not None
-                and td.get(("collector", "mask"), None) is None)
+                and all(td.get(key, None) is None for key in mask_keys))
 
-    def __call__(self, td: TensorDictBase) -> TensorDict:
+    def __call__(self, td: TensorDictBase) -> TensorDict | None:
+        """The loss outputs, or None when the entropy is not finite (ClipPPOLoss then estimates it by sampling)."""
         loss, k = self.loss, self.keys
         advantage = td.get(k.advantage)
         if loss.normalize_advantage_per_minibatch:
@@ -139,6 +145,8 @@ class FastLoss:
         obs = td.get(keys.OBSERVATION)
         dist = self.actor.distribution(self.actor(obs), td.get(MASK_KEY, None))
         prev_log_prob = td.get(k.sample_log_prob)
+        if prev_log_prob.requires_grad:
+            raise RuntimeError(f"tensordict stored {k.sample_log_prob} requires grad.")  # as ClipPPOLoss
         log_prob = dist.log_prob(td.get(k.action))
         log_weight = (log_prob - prev_log_prob).unsqueeze(-1)
         kl_approx = (prev_log_prob - log_prob).unsqueeze(-1)
@@ -157,6 +165,8 @@ class FastLoss:
                                         "kl_approx": kl_approx.detach().mean()}
         if loss.entropy_bonus:
             entropy = dist.entropy()
+            if not entropy.isfinite().all():
+                return None
             out["entropy"] = entropy.detach().mean()
             out["loss_entropy"] = -loss.entropy_coeff * entropy
         out.update(self._critic_terms(td))

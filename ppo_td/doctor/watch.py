@@ -347,8 +347,10 @@ class _BackwardWatch(TorchFunctionMode):
         kwargs = kwargs or {}
         if func is not torch.Tensor.backward and func is not torch.autograd.backward:
             return func(*args, **kwargs)
-        # both take (tensors, gradient, retain_graph, ...): the root(s) first, retain_graph third
+        # both take (tensors, gradient, retain_graph, create_graph, ...); retain_graph defaults to create_graph
         retain_graph = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
+        if retain_graph is None:
+            retain_graph = kwargs.get("create_graph", args[3] if len(args) > 3 else False)
         record = _on_backward(self.audit, args[0] if args else kwargs.get("tensors"), retain_graph)
         try:
             return func(*args, **kwargs)
