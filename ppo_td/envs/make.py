@@ -65,7 +65,7 @@ def _check_env_id(env_id: str) -> None:
             _import_from_cwd(module)
         except ImportError as err:
             raise ValueError(f"env id {module}:{env_id}: cannot import {module!r} ({err}); it must be importable "
-                             "where training runs (and in every worker)") from err
+                             "from the current folder or PYTHONPATH where training runs (and in every worker)") from err
     if env_id in gym.registry:
         return
     close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
