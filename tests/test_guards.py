@@ -81,3 +81,35 @@ def test_non_finite_loss_stops_with_iteration_named_and_checkpoint_kept(tmp_path
     state = load_checkpoint(tmp_path / "checkpoint.pt")
     assert state["iteration"] == 3
     assert all(torch.isfinite(v).all() for v in state["actor"].values())
+
+
+def test_non_finite_parameters_stop_training_naming_the_parameter_and_keep_the_checkpoint(tmp_path):
+    """A learning rate that overflows the parameters (as --optim.lr 1e39 does) stops at the first step that made
+    them non-finite, naming the parameter and the fix; the checkpoint of the iteration before stays finite."""
+    from ppo_td.persist import save_checkpoint
+
+    config = small_config(total_frames=64 * 6, eval_episodes=0)
+    checkpointer = Checkpointer(tmp_path, every=1, keep=10)
+
+    def blow_up_after_2(metrics, pipeline):
+        checkpointer(metrics, pipeline)
+        if metrics["iteration"] == 2:
+            for group in pipeline.optimizer.param_groups:
+                group["lr"] = 1e39
+            pipeline.scheduler.base_lrs = [1e39 for _ in pipeline.scheduler.base_lrs]
+
+    with pytest.raises(NonFiniteError, match=r"iteration 3 .*non-finite parameter (actor|critic)\.\S+ after an "
+                                             r"optimizer step.*lower optim.lr"):
+        train(config, callbacks=[blow_up_after_2])
+    state = load_checkpoint(tmp_path / "checkpoint.pt")
+    assert state["iteration"] == 2
+    assert all(torch.isfinite(v).all() for part in ("actor", "critic") for v in state[part].values())
+    from ppo_td.training import build_pipeline
+
+    pipeline = build_pipeline(config)  # a checkpoint of non-finite weights is refused at the writer too
+    with torch.no_grad():
+        next(pipeline.critic.parameters()).fill_(float("nan"))
+    with pytest.raises(NonFiniteError, match="refusing to write checkpoint .*critic.*not finite"):
+        save_checkpoint(tmp_path / "checkpoint.pt", pipeline, frames=0, iteration=0)
+    assert load_checkpoint(tmp_path / "checkpoint.pt")["iteration"] == 2  # the previous file is untouched
+    pipeline.collector.shutdown()

@@ -19,7 +19,7 @@ from ppo_td.config import TrainConfig, from_dict, to_dict
 from ppo_td.envs import EnvDescription, build_env
 from ppo_td.models import make_actor_critic
 from ppo_td.persist.snapshot import capture, restore_snapshot
-from ppo_td.training import Pipeline, StopTraining, build_pipeline, make_train_env
+from ppo_td.training import NonFiniteError, Pipeline, StopTraining, build_pipeline, make_train_env
 
 FORMAT = "ppo_td.checkpoint"
 VERSION = 2  # 2: ppo_td 0.2's network layout (PolicyNet / ValueNet) and collector state
@@ -34,6 +34,11 @@ def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int,
     the RNG/simulator/collector snapshot that makes a resume exact (:mod:`ppo_td.persist.snapshot`).
     """
     path = Path(path)
+    for part in ("actor", "critic"):
+        for name, value in getattr(pipeline, part).state_dict().items():
+            if value.is_floating_point() and not torch.isfinite(value).all():
+                raise NonFiniteError(f"refusing to write checkpoint {path}: {part}.{name} is not finite; the "
+                                     "previous checkpoint is kept")
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {
         "format": FORMAT,

@@ -38,7 +38,7 @@ class StopTraining(Exception):  # noqa: N818 - a signal, not an error
 
 
 class NonFiniteError(RuntimeError):
-    """A loss or gradient became NaN/inf; the update stopped before applying it."""
+    """A loss, gradient or parameter became NaN/inf; the update stopped there (nothing non-finite is kept)."""
 
 
 @dataclass
@@ -137,15 +137,21 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
         # one draw per epoch: a fresh permutation of the whole batch, cut into minibatches
         # (the same minibatches as num_minibatches draws, at a quarter of the buffer overhead)
         for minibatch in p.buffer.sample().split(p.config.minibatch_size):
-            losses = p.loss(minibatch)
+            try:
+                losses = p.loss(minibatch)
+            except RuntimeError:  # e.g. a distribution refusing NaN parameters: name the overflowed parameter
+                _check_parameters(p, params, epochs)
+                raise
             p.optimizer.zero_grad(set_to_none=True)
             loss = total_loss(losses)
             if not torch.isfinite(loss):
+                _check_parameters(p, params, epochs)  # an earlier step that overflowed them is the cause to name
                 raise NonFiniteError(f"non-finite loss in epoch {epochs + 1}: "
                                      f"{ {k: float(v.detach()) for k, v in losses.items() if k.startswith('loss_')} }")
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(params, opt.max_grad_norm)
             if not torch.isfinite(grad_norm):
+                _check_parameters(p, params, epochs)
                 raise NonFiniteError(f"non-finite gradient norm {float(grad_norm)} in epoch {epochs + 1}; "
                                      "the optimizer step was not taken")
             p.optimizer.step()
@@ -157,9 +163,34 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
             epoch_kl = torch.stack([r["kl_k3"] for r in records[-opt.num_minibatches:]]).mean()
             if epoch_kl > opt.target_kl:
                 break
+    _check_parameters(p, params, epochs - 1)  # the last step's parameters; earlier ones fed a finite loss
     out = {name: float(torch.stack([r[name] for r in records]).float().mean()) for name in records[0]}
     out["epochs"] = epochs
     return out
+
+
+def _check_parameters(p: Pipeline, params: list[torch.Tensor], epoch: int) -> None:
+    """Raise :class:`NonFiniteError` naming the first non-finite parameter, if any. Checked once per update and
+    when a loss or gradient goes non-finite (the step before overflowed the parameters), not per step: a
+    non-finite parameter makes the next loss non-finite, so no step goes unnoticed."""
+    if _all_finite(params):
+        return
+    raise NonFiniteError(f"non-finite parameter {_first_non_finite(p)} after an optimizer step in epoch {epoch + 1}; "
+                         f"lower optim.lr (now {p.optimizer.param_groups[0]['lr']:.3g}) or optim.max_grad_norm. "
+                         "The last checkpoint holds the parameters from before")
+
+
+def _all_finite(params: list[torch.Tensor]) -> bool:
+    """True when no parameter holds a NaN or inf (one synchronization: the largest magnitudes, stacked)."""
+    return bool(torch.stack([q.detach().abs().amax() for q in params]).isfinite().all())
+
+
+def _first_non_finite(p: Pipeline) -> str:
+    for prefix, module in (("actor", p.actor), ("critic", p.critic)):
+        for name, q in module.named_parameters():
+            if not torch.isfinite(q).all():
+                return f"{prefix}.{name}"
+    return "(not in the actor or critic)"
 
 
 def _episode_stats(batch: TensorDictBase, iteration: int, frames: int, episodes: list[dict]) -> dict[str, Any]:

@@ -83,9 +83,7 @@ class PPOObjective(ClipPPOLoss):
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         if self.fast is not None and self.fast.applies(tensordict):
-            out = self.fast(tensordict)
-            if out is not None:
-                return out
+            return self.fast(tensordict)
         if self.normalize_advantage_per_minibatch:
             advantage = tensordict.get(self.tensor_keys.advantage, None)
             if advantage is not None:
@@ -106,7 +104,7 @@ class FastLoss:
     its public attributes at every call (``clip_epsilon``, ``entropy_coeff``, ...), so a
     scheduled coefficient takes effect. :meth:`applies` sends a minibatch without an
     advantage, with a loss mask, or a loss whose settings this forward does not implement
-    back to ``ClipPPOLoss``, and so does a non-finite entropy (``ClipPPOLoss`` then samples).
+    back to ``ClipPPOLoss``.
     """
 
     def __init__(self, loss: PPOObjective, actor: PolicyNet, critic: ValueNet) -> None:
@@ -135,8 +133,7 @@ class FastLoss:
         return (settings and td.get(self.keys.advantage, None) is not None
                 and all(td.get(key, None) is None for key in mask_keys))
 
-    def __call__(self, td: TensorDictBase) -> TensorDict | None:
-        """The loss outputs, or None when the entropy is not finite (ClipPPOLoss then estimates it by sampling)."""
+    def __call__(self, td: TensorDictBase) -> TensorDict:
         loss, k = self.loss, self.keys
         advantage = td.get(k.advantage)
         if loss.normalize_advantage_per_minibatch:
@@ -164,9 +161,9 @@ class FastLoss:
         out: dict[str, torch.Tensor] = {"loss_objective": -gain, "clip_fraction": clip_fraction,
                                         "kl_approx": kl_approx.detach().mean()}
         if loss.entropy_bonus:
+            # ClipPPOLoss samples the entropy when the closed form is not finite; for the distributions planned
+            # here that happens only with non-finite parameters, whose losses the update reports as non-finite
             entropy = dist.entropy()
-            if not entropy.isfinite().all():
-                return None
             out["entropy"] = entropy.detach().mean()
             out["loss_entropy"] = -loss.entropy_coeff * entropy
         out.update(self._critic_terms(td))
