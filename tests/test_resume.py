@@ -70,3 +70,38 @@ def test_a_resume_that_cannot_be_exact_says_so_and_finishes(tmp_path):
     second = run(resumed.pipeline, frames=resumed.frames, iteration=resumed.iteration)
     assert [m["iteration"] for m in second.history] == [3, 4, 5] and second.history[-1]["frames"] == 64 * 5
     assert len(second.eval_returns) == 2
+
+
+def test_rotation_keeps_the_newest_by_iteration_number_past_six_digits(tmp_path):
+    from ppo_td.training import build_pipeline
+
+    pipeline = build_pipeline(small_config())
+    checkpointer = Checkpointer(tmp_path, every=1, keep=2)
+    for iteration in (999_998, 999_999, 1_000_000, 1_000_001):
+        checkpointer.save(pipeline, frames=iteration * 64, iteration=iteration)
+    kept = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert kept == ["iter_1000000.pt", "iter_1000001.pt"]
+    assert load_checkpoint(tmp_path)["iteration"] == 1_000_001
+    pipeline.collector.shutdown()
+
+
+def test_checkpoints_follow_the_umask_and_stale_temporaries_are_removed(tmp_path):
+    import os
+
+    from ppo_td.training import build_pipeline
+
+    pipeline = build_pipeline(small_config())
+    (tmp_path / "checkpoints").mkdir(parents=True)
+    dead = tmp_path / "checkpoints" / ".iter_000003.pt.999999999.x1y2.tmp"  # a writer that no longer runs
+    live = tmp_path / "checkpoints" / f".iter_000004.pt.{os.getppid()}.x1y2.tmp"  # a writer that still runs
+    dead.write_bytes(b"partial")
+    live.write_bytes(b"partial")
+    old = os.umask(0o027)
+    try:
+        checkpointer = Checkpointer(tmp_path, every=1, keep=2)
+        path = checkpointer.save(pipeline, frames=64, iteration=1)
+    finally:
+        os.umask(old)
+    assert not dead.exists() and live.exists()
+    assert oct(path.stat().st_mode & 0o777) == oct(0o640)
+    pipeline.collector.shutdown()

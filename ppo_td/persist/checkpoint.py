@@ -55,8 +55,9 @@ def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int,
         "iteration": iteration,
         "snapshot": capture(pipeline),
     }
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600; a checkpoint gets the user's usual mode
         with os.fdopen(fd, "wb") as f:
             torch.save(state, f)
             f.flush()
@@ -185,6 +186,47 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     return resumed
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (else set and restored at once)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def remove_stale_temporaries(folder: Path) -> list[Path]:
+    """Delete the ``.*.tmp`` files a killed writer left in ``folder`` (their writer's pid is in the name and
+    no longer runs); returns what was removed. Files of a live writer stay."""
+    removed = []
+    for tmp in folder.glob(".*.tmp"):
+        pid = next((int(part) for part in tmp.name.split(".") if part.isdigit()), None)
+        if pid is not None and pid != os.getpid() and _alive(pid):
+            continue
+        tmp.unlink(missing_ok=True)
+        removed.append(tmp)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _iteration_of(path: Path) -> int:
+    """The iteration number of ``checkpoints/iter_N.pt`` (any number of digits)."""
+    return int(path.stem.partition("_")[2])
+
+
 class Checkpointer:
     """Training callback: checkpoint every ``every`` iterations, keep the last ``keep``, stop on request.
 
@@ -199,6 +241,8 @@ class Checkpointer:
             raise ValueError(f"checkpoint every={every} must be >= 0 (0: only at the end) and keep={keep} >= 1")
         self.run_dir, self.every, self.keep = Path(run_dir), every, keep
         self.stop_requested = False
+        for folder in (self.run_dir, self.run_dir / "checkpoints"):  # left by a run that was killed mid-write
+            remove_stale_temporaries(folder)
 
     def request_stop(self) -> None:
         self.stop_requested = True
@@ -217,6 +261,7 @@ class Checkpointer:
         link.unlink(missing_ok=True)
         os.link(path, link)
         os.replace(link, self.run_dir / "checkpoint.pt")
-        for old in sorted(folder.glob("iter_*.pt"))[: -self.keep]:
+        numbered = [p for p in folder.glob("iter_*.pt") if p.stem.partition("_")[2].isdigit()]
+        for old in sorted(numbered, key=_iteration_of)[: -self.keep]:  # by number: iter_1000000 is newer
             old.unlink()
         return path
