@@ -104,4 +104,7 @@ def test_resume_of_a_finished_run_is_refused(tmp_path, capsys):
 
 def test_resume_refuses_config_flags(tmp_path, capsys):
     assert main(["train", "--resume", str(tmp_path), "--optim.lr", "0.1"]) == 2
-    assert "drop the config flags" in capsys.readouterr().err
+    assert "drop --optim.lr" in capsys.readouterr().err
+    # a flag equal to the preset's default is refused too (it would otherwise be silently ignored)
+    assert main(["train", "--resume", str(tmp_path), "--optim.lr", "0.003", "--seed=1", "--run-dir", "x"]) == 2
+    assert "drop --optim.lr, --run-dir, --seed" in capsys.readouterr().err

@@ -38,7 +38,7 @@ def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path):
     assert first.stopped and len(first.history) == 3 and first.eval_returns == []
     assert load_checkpoint(tmp_path)["iteration"] == 3
 
-    pipeline, frames, iteration, exact = resume_pipeline(tmp_path / "checkpoint.pt")
+    pipeline, frames, iteration, exact, _ = resume_pipeline(tmp_path / "checkpoint.pt")
     assert exact
     second = run(pipeline, frames=frames, iteration=iteration)
     _equal(_strip(first.history + second.history), _strip(full.history))

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 import tyro
 
-from ppo_td.config import TrainConfig
+from ppo_td.config import TrainConfig, from_dict
 from ppo_td.presets import DEFAULT_PRESET, get_preset
 
 USAGE = """usage: ppo-td COMMAND [ARGS]
@@ -87,6 +87,8 @@ class TrainCommand:
     """Shorthand for --collector.num-workers."""
     ray_address: str | None = None
     """Shorthand for --collector.ray-address: 'local' (start Ray here), 'auto' (running cluster) or host:port."""
+    overwrite: bool = False
+    """Replace the run that --run-dir already holds (without it, a folder holding a run is refused)."""
 
     def collector_changes(self) -> dict[str, Any]:
         """The collector fields the shorthand flags set (only those given)."""
@@ -104,6 +106,11 @@ class TrainCommand:
         return dataclasses.replace(self.config, collector=dataclasses.replace(self.config.collector, **changes))
 
 
+# what --resume may change: where collection runs, how the run is watched and checkpointed; never the config
+RESUME_FLAGS = {"--resume", "--collector", "--workers", "--ray-address", "--checkpoint-every", "--keep-checkpoints",
+                "--tensorboard", "--no-tensorboard", "--progress", "--no-progress", "--log-every"}
+
+
 def _train(args: list[str]) -> int:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--preset", default=DEFAULT_PRESET)
@@ -111,10 +118,12 @@ def _train(args: list[str]) -> int:
     default = TrainCommand(config=get_preset(preset_name), preset=preset_name)
     cmd = tyro.cli(TrainCommand, default=default, args=args, prog="ppo-td train")
     if cmd.resume:
-        if cmd.config != default.config or cmd.run_dir:
-            raise ValueError("--resume continues a run with the config stored in its checkpoint and writes to the "
-                             "same folder: drop the config flags and --run-dir (only --collector, --workers and "
-                             "--ray-address may change, i.e. where collection runs)")
+        given = {a.split("=")[0].replace("_", "-") for a in args if a.startswith("--")}
+        refused = sorted(given - RESUME_FLAGS)
+        if refused:  # checked by name: a flag equal to the default would otherwise pass unnoticed
+            raise ValueError(f"--resume continues a run with the config stored in its checkpoint and writes to the "
+                             f"same folder: drop {', '.join(refused)} (only --collector, --workers and --ray-address "
+                             "may change, i.e. where collection runs, and how the run is shown and checkpointed)")
         return run_training(cmd)
     return run_training(dataclasses.replace(cmd, config=cmd.resolved_config()))
 
@@ -139,28 +148,51 @@ def _stop_on_signals(checkpointer):
 
 
 def run_training(cmd: TrainCommand) -> int:
-    """Train (or resume) as ``cmd`` says, write the run folder, print the evaluation; returns the exit code."""
+    """Train (or resume) as ``cmd`` says, write the run folder, print the evaluation; returns the exit code.
+
+    The run folder is locked while it runs. The final checkpoint is written before the final evaluation, and
+    ``--resume`` of a run whose training finished but whose evaluation did not (interrupted, crashed) runs
+    the evaluation and writes the summary and plot.
+    """
+    from ppo_td.persist import RunFolder, load_checkpoint
+
+    if cmd.resume:
+        folder = RunFolder(cmd.resume)
+        with folder.locked():
+            state = load_checkpoint(folder.path / "checkpoint.pt")
+            folder.check_checkpoint(state, folder.path / "checkpoint.pt")
+            config = from_dict(state["config"])
+            if state["frames"] >= config.num_iterations * config.frames_per_batch:
+                return _finish_complete_run(folder.path, config)
+            return _train_in(folder, cmd, resume=True)
+    c = cmd.config
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    folder = RunFolder(cmd.run_dir or f"runs/{c.env.env_id}-{cmd.preset}-seed{c.seed}-{stamp}")
+    with folder.locked():
+        folder.create(overwrite=cmd.overwrite)
+        return _train_in(folder, cmd, resume=False)
+
+
+def _train_in(folder, cmd: TrainCommand, resume: bool) -> int:
     from ppo_td.cli.progress import Progress
     from ppo_td.collect import WorkerError, shutdown
-    from ppo_td.persist import Checkpointer, RunLogger, plot_learning_curve, read_episodes, resume_pipeline
+    from ppo_td.persist import Checkpointer, RunLogger, resume_pipeline
     from ppo_td.training import NonFiniteError, build_pipeline, run
 
     started = time.perf_counter()
-    if cmd.resume:
-        out = Path(cmd.resume)
-        checkpointer = Checkpointer(out, cmd.checkpoint_every, cmd.keep_checkpoints)
+    out = folder.path
+    checkpointer = Checkpointer(out, cmd.checkpoint_every, cmd.keep_checkpoints, run_id=folder.run_id)
+    elapsed = 0.0
+    if resume:
         resumed = resume_pipeline(out / "checkpoint.pt", collector=cmd.collector_changes())
-        pipeline, frames, iteration = resumed.pipeline, resumed.frames, resumed.iteration
+        pipeline, frames, iteration, elapsed = resumed.pipeline, resumed.frames, resumed.iteration, resumed.elapsed
         print(f"resuming {out} {resumed.describe()}")
     else:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        c = cmd.config
-        out = Path(cmd.run_dir or f"runs/{c.env.env_id}-{cmd.preset}-seed{c.seed}-{stamp}")
-        checkpointer = Checkpointer(out, cmd.checkpoint_every, cmd.keep_checkpoints)
-        pipeline, frames, iteration = build_pipeline(c), 0, 0
+        pipeline, frames, iteration = build_pipeline(cmd.config), 0, 0
     config = pipeline.config
     try:
-        logger = RunLogger(out, config, tensorboard=cmd.tensorboard, resume_iteration=iteration if cmd.resume else None)
+        folder.write_config(config)  # atomically; on resume with the collector the run goes on with
+        logger = RunLogger(out, config, tensorboard=cmd.tensorboard, resume_iteration=iteration if resume else None)
     except BaseException:
         shutdown(pipeline.collector)  # worker processes or a Ray instance may already be running
         raise
@@ -168,7 +200,8 @@ def run_training(cmd: TrainCommand) -> int:
                    bar=cmd.progress, every=cmd.log_every)
     with _stop_on_signals(checkpointer) as received:
         try:
-            result = run(pipeline, callbacks=[logger, bar, checkpointer], frames=frames, iteration=iteration)
+            result = run(pipeline, callbacks=[logger, bar, checkpointer], frames=frames, iteration=iteration,
+                         elapsed=elapsed, evaluate_at_end=False)
         except NonFiniteError as err:
             kept = out / "checkpoint.pt"
             print(f"ppo-td train: error: {err}\nlast good checkpoint: "
@@ -182,22 +215,37 @@ def run_training(cmd: TrainCommand) -> int:
         finally:
             bar.close()
             logger.close()
-    last = result.history[-1] if result.history else {"frames": frames, "iteration": iteration, "time": 0.0}
-    if result.stopped:
-        print(f"stopped by signal {received[0]} after iteration {last['iteration']}; "
-              f"checkpoint: {out / 'checkpoint.pt'}\ncontinue with: ppo-td train --resume {out}")
-        return 128 + received[0]
-    checkpointer.save(pipeline, last["frames"], last["iteration"])
+        last = result.history[-1] if result.history else {"frames": frames, "iteration": iteration, "time": elapsed}
+        if result.stopped:
+            print(f"stopped by signal {received[0]} after iteration {last['iteration']}; "
+                  f"checkpoint: {out / 'checkpoint.pt'}\ncontinue with: ppo-td train --resume {out}")
+            return 128 + received[0]
+        checkpointer.save(pipeline, last["frames"], last["iteration"], last["time"])  # before the evaluation
+        trained = last["frames"] - frames
+        sps = trained / (last["time"] - elapsed) if last["time"] > elapsed else 0.0
+        print(f"trained {trained} frames in {last['time'] - elapsed:.1f} s ({sps:.0f} frames/s)")
+        return _finish_complete_run(out, config, started)
+
+
+def _finish_complete_run(out: Path, config: TrainConfig, started: float | None = None) -> int:
+    """The final evaluation, ``summary.json`` and the learning curve of a run whose training is complete."""
+    from ppo_td.persist import load_actor, plot_learning_curve, read_episodes, read_metrics
+    from ppo_td.training import evaluate
+
+    started = time.perf_counter() if started is None else started
+    if (out / "summary.json").exists():
+        raise ValueError(f"{out}: the run is complete (summary.json is written), nothing to resume; evaluate it "
+                         f"with `ppo-td eval {out}`")
+    _, actor, obs_stats = load_actor(out / "checkpoint.pt")
+    returns = evaluate(actor, config.env, config.eval_episodes, seed=config.seed + 10_000,
+                       obs_stats=obs_stats) if config.eval_episodes else []
     plot_learning_curve(read_episodes(out), out / "learning_curve.png", f"{config.env.env_id}")
-    total_seconds = time.perf_counter() - started
-    summary = {"train_seconds": last["time"], "train_and_eval_seconds": total_seconds, "frames": last["frames"],
-               "eval_returns": result.eval_returns}
+    last = read_metrics(out)[-1]
+    summary = {"train_seconds": float(last["time"]), "finish_seconds": time.perf_counter() - started,
+               "frames": int(last["frames"]), "eval_returns": returns}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    sps = (last["frames"] - frames) / last["time"] if last["time"] else 0.0
-    print(f"trained {last['frames'] - frames} frames in {last['time']:.1f} s ({sps:.0f} frames/s); "
-          f"with set-up and evaluation {total_seconds:.1f} s")
-    if result.eval_returns:
-        print(_format_returns(result.eval_returns))
+    if returns:
+        print(_format_returns(returns))
     print(f"run folder: {out}")
     return 0
 

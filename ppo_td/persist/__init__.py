@@ -11,12 +11,15 @@ from ppo_td.persist.checkpoint import (
     resume_pipeline,
     save_checkpoint,
 )
-from ppo_td.persist.runlog import RunLogger, plot_learning_curve, read_episodes
+from ppo_td.persist.runfolder import RunFolder, RunFolderError, write_atomically
+from ppo_td.persist.runlog import RunLogger, plot_learning_curve, read_episodes, read_metrics
 from ppo_td.persist.snapshot import capture, is_exact, restore_snapshot
 
 __all__ = [
     "Checkpointer",
     "Resumed",
+    "RunFolder",
+    "RunFolderError",
     "RunLogger",
     "capture",
     "check_compatible",
@@ -26,8 +29,10 @@ __all__ = [
     "load_checkpoint",
     "plot_learning_curve",
     "read_episodes",
+    "read_metrics",
     "restore",
     "restore_snapshot",
     "resume_pipeline",
     "save_checkpoint",
+    "write_atomically",
 ]

@@ -18,6 +18,7 @@ from ppo_td.collect import make_collector, push_to_workers, shutdown
 from ppo_td.config import TrainConfig, from_dict, to_dict
 from ppo_td.envs import EnvDescription, build_env
 from ppo_td.models import make_actor_critic
+from ppo_td.persist.runfolder import current_umask, remove_stale_temporaries
 from ppo_td.persist.snapshot import capture, restore_snapshot
 from ppo_td.training import NonFiniteError, Pipeline, StopTraining, build_pipeline, make_train_env
 
@@ -25,7 +26,8 @@ FORMAT = "ppo_td.checkpoint"
 VERSION = 2  # 2: ppo_td 0.2's network layout (PolicyNet / ValueNet) and collector state
 
 
-def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int, iteration: int) -> Path:
+def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int, iteration: int,
+                    elapsed: float = 0.0, run_id: str | None = None) -> Path:
     """Write a checkpoint of ``pipeline`` to ``path`` atomically (temp file, fsync, rename).
 
     A crash mid-write leaves any previous file at ``path`` untouched. Holds the
@@ -53,6 +55,8 @@ def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int,
         "obs_stats": pipeline.observation_stats(),
         "frames": frames,
         "iteration": iteration,
+        "elapsed": float(elapsed),  # training seconds so far: a resumed run's time goes on from here
+        "run_id": run_id,
         "snapshot": capture(pipeline),
     }
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
@@ -148,6 +152,8 @@ class Resumed(NamedTuple):
     exact: bool
     """True when the run continues with the very batches the uninterrupted run would have collected; False when it
     continues from the last completed iteration with fresh episodes (see :mod:`ppo_td.persist.snapshot`)."""
+    elapsed: float = 0.0
+    """Training seconds before the checkpoint (pass to :func:`ppo_td.training.run` as ``elapsed``)."""
 
     def describe(self) -> str:
         """One line for the user: where the run continues and whether exactly."""
@@ -181,45 +187,9 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     except BaseException:
         shutdown(collector_)  # worker processes or a Ray instance may already be running
         raise
-    resumed = Resumed(pipeline, state["frames"], state["iteration"], exact)
+    resumed = Resumed(pipeline, state["frames"], state["iteration"], exact, float(state.get("elapsed", 0.0)))
     logging.getLogger("ppo_td").info("resumed %s", resumed.describe())
     return resumed
-
-
-def current_umask() -> int:
-    """The process's umask, read without changing it where Linux shows it (else set and restored at once)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except OSError:
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def remove_stale_temporaries(folder: Path) -> list[Path]:
-    """Delete the ``.*.tmp`` files a killed writer left in ``folder`` (their writer's pid is in the name and
-    no longer runs); returns what was removed. Files of a live writer stay."""
-    removed = []
-    for tmp in folder.glob(".*.tmp"):
-        pid = next((int(part) for part in tmp.name.split(".") if part.isdigit()), None)
-        if pid is not None and pid != os.getpid() and _alive(pid):
-            continue
-        tmp.unlink(missing_ok=True)
-        removed.append(tmp)
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _iteration_of(path: Path) -> int:
@@ -236,10 +206,10 @@ class Checkpointer:
     raises :class:`~ppo_td.training.StopTraining`.
     """
 
-    def __init__(self, run_dir: str | os.PathLike, every: int, keep: int) -> None:
+    def __init__(self, run_dir: str | os.PathLike, every: int, keep: int, run_id: str | None = None) -> None:
         if every < 0 or keep < 1:
             raise ValueError(f"checkpoint every={every} must be >= 0 (0: only at the end) and keep={keep} >= 1")
-        self.run_dir, self.every, self.keep = Path(run_dir), every, keep
+        self.run_dir, self.every, self.keep, self.run_id = Path(run_dir), every, keep, run_id
         self.stop_requested = False
         for folder in (self.run_dir, self.run_dir / "checkpoints"):  # left by a run that was killed mid-write
             remove_stale_temporaries(folder)
@@ -250,13 +220,14 @@ class Checkpointer:
     def __call__(self, metrics: dict[str, Any], pipeline: Pipeline) -> None:
         due = self.every and metrics["iteration"] % self.every == 0
         if due or self.stop_requested:
-            self.save(pipeline, metrics["frames"], metrics["iteration"])
+            self.save(pipeline, metrics["frames"], metrics["iteration"], metrics["time"])
         if self.stop_requested:
             raise StopTraining
 
-    def save(self, pipeline: Pipeline, frames: int, iteration: int) -> Path:
+    def save(self, pipeline: Pipeline, frames: int, iteration: int, elapsed: float = 0.0) -> Path:
         folder = self.run_dir / "checkpoints"
-        path = save_checkpoint(folder / f"iter_{iteration:06d}.pt", pipeline, frames=frames, iteration=iteration)
+        path = save_checkpoint(folder / f"iter_{iteration:06d}.pt", pipeline, frames=frames, iteration=iteration,
+                               elapsed=elapsed, run_id=self.run_id)
         link = folder / f".latest.{os.getpid()}.tmp"
         link.unlink(missing_ok=True)
         os.link(path, link)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from pathlib import Path
 from typing import Any
 
 from ppo_td.config import TrainConfig, to_dict
+from ppo_td.persist.runfolder import write_atomically
 from ppo_td.training import Pipeline
 
 METRIC_COLUMNS = [
@@ -38,7 +40,7 @@ class RunLogger:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if resume_iteration is None:
-            (self.run_dir / "config.json").write_text(json.dumps(to_dict(config), indent=2) + "\n")
+            write_atomically(self.run_dir / "config.json", json.dumps(to_dict(config), indent=2) + "\n")
         self._metrics = _CsvTable(self.run_dir / "metrics.csv", METRIC_COLUMNS, resume_iteration)
         self._episodes = _CsvTable(self.run_dir / "episodes.csv", EPISODE_COLUMNS, resume_iteration)
         self._tb = None
@@ -64,17 +66,29 @@ class RunLogger:
 
 
 class _CsvTable:
-    """An append-only CSV file keyed by iteration, flushed after every write."""
+    """An append-only CSV file keyed by iteration, flushed after every write.
+
+    With ``keep_through`` (a resume) the rows up to that iteration are kept and the rest (written after the
+    checkpoint being resumed, or cut off by a crash) dropped: the file is rewritten through a temporary file
+    and a rename, so a crash at that moment leaves the old history or the new one, never none.
+    """
 
     def __init__(self, path: Path, columns: list[str], keep_through: int | None) -> None:
-        kept = []
         if keep_through is not None and path.exists():
             with path.open(newline="") as f:
-                kept = [row for row in csv.DictReader(f) if int(row["iteration"]) <= keep_through]
+                kept = [row for row in csv.DictReader(f) if _complete(row, columns, keep_through)]
+            text = io.StringIO()
+            writer = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(kept)
+            write_atomically(path, text.getvalue())
+            self._file = path.open("a", newline="")
+            self._writer = csv.DictWriter(self._file, fieldnames=columns, extrasaction="ignore")
+            return
         self._file = path.open("w", newline="")
         self._writer = csv.DictWriter(self._file, fieldnames=columns, extrasaction="ignore")
         self._writer.writeheader()
-        self.write(kept)
+        self._file.flush()
 
     def write(self, rows: list[dict[str, Any]]) -> None:
         self._writer.writerows(rows)
@@ -82,6 +96,22 @@ class _CsvTable:
 
     def close(self) -> None:
         self._file.close()
+
+
+def _complete(row: dict[str, Any], columns: list[str], keep_through: int) -> bool:
+    """A whole row (a crash can cut the last one short) of an iteration up to ``keep_through``."""
+    if None in row or any(row.get(c) is None for c in columns):
+        return False
+    try:
+        return int(row["iteration"]) <= keep_through
+    except ValueError:
+        return False
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, str]]:
+    """Every iteration's row of a run folder's ``metrics.csv``."""
+    with (Path(run_dir) / "metrics.csv").open(newline="") as f:
+        return list(csv.DictReader(f))
 
 
 def read_episodes(run_dir: str | Path) -> list[dict[str, float]]:

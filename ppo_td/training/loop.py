@@ -76,8 +76,14 @@ def train(config: TrainConfig, *, callbacks: Sequence[Callback] = (), **parts: A
     return run(pipeline, callbacks=callbacks)
 
 
-def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0, iteration: int = 0) -> TrainResult:
-    """Run the loop on a built :class:`Pipeline` (``frames``/``iteration`` continue a resumed run)."""
+def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0, iteration: int = 0,
+        elapsed: float = 0.0, evaluate_at_end: bool = True) -> TrainResult:
+    """Run the loop on a built :class:`Pipeline`.
+
+    ``frames``, ``iteration`` and ``elapsed`` (training seconds so far) continue a resumed run: the
+    ``time`` metric goes on from ``elapsed``. ``evaluate_at_end=False`` leaves the final evaluation to the
+    caller (the CLI checkpoints first, so a failing evaluation loses nothing).
+    """
     p, cfg = pipeline, pipeline.config
     result = TrainResult(actor=p.actor, critic=p.critic, pipeline=p)
     start = last = time.perf_counter()
@@ -100,7 +106,7 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
                 raise NonFiniteError(f"iteration {iteration} ({frames} frames): {err}") from err
             p.scheduler.step()
             now = time.perf_counter()
-            metrics.update(time=now - start, sps=(frames - start_frames) / (now - start),
+            metrics.update(time=elapsed + now - start, sps=(frames - start_frames) / (now - start),
                            collect_seconds=collected - last, collect_sps=batch.numel() / (collected - last),
                            update_seconds=now - collected)
             result.history.append(metrics)
@@ -115,7 +121,7 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
         raise
     finally:
         shutdown(p.collector)
-    if cfg.eval_episodes and not result.stopped:
+    if cfg.eval_episodes and not result.stopped and evaluate_at_end:
         result.eval_returns = evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000,
                                        obs_stats=p.observation_stats())
     return result
