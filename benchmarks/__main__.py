@@ -7,6 +7,7 @@ Suites:
   mujoco  HalfCheetah-v5 throughput at the published PPO MuJoCo settings, ppo_td vs SB3
           (``--full`` adds the 1M-frame HalfCheetah-v5 and Hopper-v5 runs: about an hour).
   doctor  the cost of the doctor's audit per update.
+  soak    RSS over a long CartPole run and its slope after warm-up (``--minutes 5``).
 
 Every run is a separate process (benchmarks/worker.py), one at a time, with
 ``torch.set_num_threads(1)``; the libraries alternate seed by seed so machine noise hits
@@ -158,6 +159,12 @@ def _plot(results: dict[str, list[dict]], stem: Path) -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["soak"]:  # memory over a long run: its own options (python -m benchmarks soak --help)
+        from benchmarks import soak
+
+        sys.argv = ["python -m benchmarks soak", *sys.argv[2:]]
+        soak.main()
+        return
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("suite", choices=["quick", "mujoco", "doctor"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])

@@ -7,7 +7,7 @@ import pytest
 from conftest import small_config
 from ppo_td.cli import main
 from ppo_td.config import EnvConfig, OptimConfig, TrainConfig, from_dict, to_dict
-from ppo_td.envs import make_env
+from ppo_td.envs import EnvStepError, make_env
 from ppo_td.persist import load_actor, load_checkpoint, save_checkpoint
 from ppo_td.presets import get_preset
 from ppo_td.training import train
@@ -115,3 +115,46 @@ def test_failed_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     assert path.read_bytes() == before
     assert load_checkpoint(path)["iteration"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["c.pt"], "the temp file must be cleaned up"
+
+
+def test_a_text_file_or_a_checkpoint_missing_entries_is_refused(tmp_path):
+    text = tmp_path / "notes.pt"
+    text.write_text("epoch 3: loss 0.2\n")
+    with pytest.raises(ValueError, match="unreadable"):
+        load_checkpoint(text)
+    import torch
+
+    from ppo_td.persist.checkpoint import FORMAT, VERSION
+
+    partial = tmp_path / "partial.pt"
+    torch.save({"format": FORMAT, "version": VERSION, "config": {}, "frames": 0}, partial)
+    with pytest.raises(ValueError, match=r"lacks \['env_signature', 'actor'"):
+        load_checkpoint(partial)
+
+
+class _ResetFails(gym.Env):
+    observation_space = gym.spaces.Box(-1.0, 1.0, (3,))
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        raise RuntimeError("the simulator licence server is unreachable")
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+
+gym.register("ppo_td_test/ResetFails-v0", entry_point=_ResetFails, max_episode_steps=10)
+
+
+def test_an_env_whose_reset_raises_is_named_with_the_seed():
+    with pytest.raises(EnvStepError, match=r"env 'ppo_td_test/ResetFails-v0' raised RuntimeError in reset "
+                                           r"\(seed 7.*licence server"):
+        make_env(EnvConfig("ppo_td_test/ResetFails-v0", num_envs=2), seed=7)
+
+
+def test_cli_reports_an_unwritable_run_folder(tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    assert main(["train", "--run-dir", str(blocker / "run"), "--total-frames", "512"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ppo-td train: error:") and "a_file" in err and "Traceback" not in err

@@ -79,3 +79,24 @@ def test_metrics_are_recorded_each_iteration(tiny_config):
     for m in result.history:
         assert needed <= m.keys()
     assert result.history[-1]["frames"] == tiny_config.num_iterations * tiny_config.frames_per_batch
+
+
+def test_the_in_memory_history_is_bounded():
+    """A run of days keeps a bounded window of metric rows and episodes in memory (the run folder has them
+    all): Recent keeps the newest window..2*window items, trimming in one step."""
+    from ppo_td.training.loop import Recent, TrainResult
+
+    rows = Recent(window=3)
+    for i in range(100):
+        rows.append(i)
+        assert 1 <= len(rows) < 6 and rows[-1] == i
+    rows.extend(range(100, 110))
+    assert rows[-3:] == [107, 108, 109] and len(rows) < 6
+    result = TrainResult(actor=None, critic=None, pipeline=None)
+    assert isinstance(result.history, Recent) and isinstance(result.episodes, Recent)
+
+
+def test_history_rows_do_not_repeat_the_episodes(tiny_config):
+    result = train(tiny_config)
+    assert all("ended_episodes" not in row for row in result.history)
+    assert result.episodes  # they are kept once, here

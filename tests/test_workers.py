@@ -216,6 +216,41 @@ def test_a_worker_that_died_during_the_update_is_reported_not_waited_for():
         shutdown(pipeline.collector)
 
 
+def test_a_worker_that_dies_during_the_weight_push_is_reported_within_seconds():
+    """The race the check before the push cannot see: the worker dies while TorchRL's push waits for its answer
+    (simulated: the push kills worker 1 and then waits forever). The watchdog names it within seconds."""
+    import time
+
+    pipeline = build_pipeline(process_config())
+    inner = pipeline.collector.collector
+    real_push = inner.update_policy_weights_
+
+    def push_and_lose_a_worker(*args, **kwargs):
+        os.kill(inner.procs[1].pid, signal.SIGKILL)
+        time.sleep(3600)  # TorchRL's push waiting for an answer that never comes
+        return real_push(*args, **kwargs)
+
+    try:
+        pipeline.collector.update_policy_weights_ = push_and_lose_a_worker
+        started = time.monotonic()
+        with pytest.raises(WorkerError, match="collection worker 1 failed: the process was killed by SIGKILL"):
+            push_to_workers(pipeline.collector, pipeline.env)
+        assert time.monotonic() - started < 15
+    finally:
+        shutdown(pipeline.collector)
+
+
+def test_an_unanswered_call_to_live_workers_times_out():
+    from ppo_td.collect.workers import watched
+
+    pipeline = build_pipeline(process_config())
+    try:
+        with pytest.raises(WorkerError, match="no answer from the workers within 2 s"):
+            watched(pipeline.collector, "a test call", lambda: __import__("time").sleep(3600), timeout=2.0)
+    finally:
+        shutdown(pipeline.collector)
+
+
 def test_a_killed_ray_worker_is_named():
     """SIGKILL of Ray worker 1's process after iteration 2: WorkerError(1) with Ray's account of the death."""
     pytest.importorskip("ray")

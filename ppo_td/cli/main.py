@@ -53,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:
         from ppo_td.collect import WorkerError  # e.g. workers that could not start
 
-        if not isinstance(err, (ValueError, TypeError, FileNotFoundError, ImportError, WorkerError)):
-            raise
+        if not isinstance(err, (ValueError, TypeError, OSError, ImportError, WorkerError)):
+            raise  # OSError: a full disk, a read-only or missing folder (the message names the file)
         print(f"ppo-td {command}: error: {err}", file=sys.stderr)
         return 2
 

@@ -20,9 +20,11 @@ import re
 import shutil
 import signal
 import tempfile
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from tensordict import TensorDictBase
@@ -32,6 +34,8 @@ from torchrl.envs import Compose, EnvBase, TransformedEnv
 
 from ppo_td.config import EnvConfig, TrainConfig
 from ppo_td.envs import RunningMoments, make_env, merge_moments, moments_since
+
+T = TypeVar("T")
 
 
 class WorkerError(RuntimeError):
@@ -281,7 +285,9 @@ def gather_statistics(collector: Any, env: EnvBase) -> None:
     with reported_failures(collector):
         _check_alive(collector)
         transforms = _moment_transforms(env)
-        read = [collector.collector.map_fn(f"env.transform[{index}].moments") for index, _ in transforms]
+        read = [watched(collector, "reading the workers' statistics",
+                        lambda index=index: collector.collector.map_fn(f"env.transform[{index}].moments"))
+                for index, _ in transforms]
     for (_, transform), per_worker in zip(transforms, read, strict=True):  # all read first: no partial merge
         base = transform.moments()
         merged = base
@@ -298,12 +304,46 @@ def push_to_workers(collector: Any, env: EnvBase) -> None:
     if not is_multi_worker(collector):
         return
     with reported_failures(collector):
-        _check_alive(collector)  # TorchRL's weight push waits for every worker's answer without a timeout
+        _check_alive(collector)
         for index, transform in _moment_transforms(env):
             moments = transform.moments()
-            collector.collector.map_fn(f"env.transform[{index}].load_moments",
-                                       [(moments,)] * collector.num_workers)
-        collector.update_policy_weights_()
+            watched(collector, "sending the statistics", lambda index=index, moments=moments:
+                    collector.collector.map_fn(f"env.transform[{index}].load_moments",
+                                               [(moments,)] * collector.num_workers))
+        watched(collector, "pushing the policy weights", collector.update_policy_weights_)
+
+
+WORKER_TIMEOUT = 300.0
+"""Seconds a call into the workers may wait for their answer while every worker is alive."""
+
+
+def watched(collector: WorkerCollector, what: str, call: Callable[[], T], timeout: float = WORKER_TIMEOUT) -> T:
+    """Run ``call`` (a TorchRL call that waits for every worker's answer, without a timeout of its own) in a
+    helper thread, and check every second that the workers are alive: a worker that dies meanwhile is raised
+    as :class:`WorkerError` within about a second, a call unanswered after ``timeout`` seconds too. Nothing
+    waits forever."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting thread
+            box["error"] = err
+
+    thread = threading.Thread(target=target, name=f"ppo_td: {what}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while True:
+        thread.join(1.0)
+        if not thread.is_alive():
+            break
+        _check_alive(collector)
+        if time.monotonic() > deadline:
+            raise WorkerError(None, f"{what}: no answer from the workers within {timeout:.0f} s, although every "
+                              "worker process is alive (a worker stuck in its env?)")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
 
 
 def _check_alive(collector: WorkerCollector) -> None:

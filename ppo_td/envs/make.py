@@ -38,7 +38,8 @@ class EnvStepError(RuntimeError):
 
 
 class StepErrorContext(gym.Wrapper):
-    """Re-raise an exception from ``step`` as :class:`EnvStepError` naming the env id and the step."""
+    """Re-raise an exception from ``step`` or ``reset`` as :class:`EnvStepError` naming the env id and the step
+    (or the reset's seed)."""
 
     def __init__(self, env: gym.Env, env_id: str) -> None:
         super().__init__(env)
@@ -54,6 +55,13 @@ class StepErrorContext(gym.Wrapper):
                 f"env {self.env_id!r} raised {type(err).__name__} at step {self.steps} "
                 f"(action {action!r}): {err}"
             ) from err
+
+    def reset(self, *, seed=None, options=None):
+        try:
+            return self.env.reset(seed=seed, options=options)
+        except Exception as err:
+            raise EnvStepError(f"env {self.env_id!r} raised {type(err).__name__} in reset (seed {seed}, after "
+                               f"{self.steps} steps): {err}") from err
 
 
 def _check_env_id(env_id: str) -> None:

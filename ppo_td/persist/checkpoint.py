@@ -5,9 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import pickle
 import tempfile
-import zipfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -23,6 +21,8 @@ from ppo_td.persist.snapshot import capture, restore_snapshot
 from ppo_td.training import NonFiniteError, Pipeline, StopTraining, build_pipeline, make_train_env
 
 FORMAT = "ppo_td.checkpoint"
+REQUIRED = ("config", "env_signature", "actor", "critic", "optimizer", "scheduler", "env_state", "obs_stats",
+            "frames", "iteration", "snapshot")
 VERSION = 2  # 2: ppo_td 0.2's network layout (PolicyNet / ValueNet) and collector state
 
 
@@ -82,7 +82,8 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         raise FileNotFoundError(f"no checkpoint at {path}: pass a checkpoint file or a run folder with checkpoint.pt")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError, OSError) as err:
+    except Exception as err:  # noqa: BLE001 - any file: torch's unpickler fails in many ways on foreign bytes
+        # (KeyError: 101 for a text file starting with 'e', IndexError, UnpicklingError, BadZipFile, EOFError ...)
         raise ValueError(
             f"checkpoint {path} is unreadable (truncated or corrupt: {type(err).__name__}: {err}). "
             "Use an earlier checkpoint of the run, or train again."
@@ -91,6 +92,10 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         raise ValueError(f"{path} is not a ppo_td checkpoint (no '{FORMAT}' marker).")
     if state.get("version") != VERSION:
         raise ValueError(f"checkpoint {path} has format version {state.get('version')}; this ppo_td reads {VERSION}.")
+    missing = [key for key in REQUIRED if key not in state]
+    if missing:
+        raise ValueError(f"checkpoint {path} lacks {missing}: it is damaged or was not written by ppo_td's "
+                         "save_checkpoint. Use an earlier checkpoint of the run (checkpoints/iter_*.pt)")
     return state
 
 

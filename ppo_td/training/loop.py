@@ -41,15 +41,44 @@ class NonFiniteError(RuntimeError):
     """A loss, gradient or parameter became NaN/inf; the update stopped there (nothing non-finite is kept)."""
 
 
+HISTORY_WINDOW = 1_000
+"""Iterations and episodes a :class:`TrainResult` keeps in memory (the newest); the run folder has them all."""
+
+
+class Recent(list):
+    """A list that keeps only its newest ``window`` items (between ``window`` and ``2 * window`` of them: it
+    trims in one step when it reaches twice the window, so appends stay cheap). A run of days keeps bounded
+    memory; the whole history is on disk (``metrics.csv``, ``episodes.csv``)."""
+
+    def __init__(self, items: Any = (), window: int = HISTORY_WINDOW) -> None:
+        super().__init__(items)
+        self.window = window
+        self._trim()
+
+    def append(self, item: Any) -> None:
+        super().append(item)
+        self._trim()
+
+    def extend(self, items: Any) -> None:
+        super().extend(items)
+        self._trim()
+
+    def _trim(self) -> None:
+        if len(self) >= 2 * self.window:
+            del self[: len(self) - self.window]
+
+
 @dataclass
 class TrainResult:
-    """What :func:`train` returns: the trained modules, the metric history and every episode."""
+    """What :func:`train` returns: the trained modules, the newest metric rows and episodes (up to
+    :data:`HISTORY_WINDOW` of each, see :class:`Recent`) and the evaluation returns.
+    """
 
     actor: TensorDictModule
     critic: TensorDictModule
     pipeline: Pipeline
-    history: list[dict[str, Any]] = field(default_factory=list)
-    episodes: list[dict[str, float]] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=Recent)
+    episodes: list[dict[str, float]] = field(default_factory=Recent)
     eval_returns: list[float] = field(default_factory=list)
     stopped: bool = False
     """True when a callback ended training early (:class:`StopTraining`); no evaluation is run then."""
@@ -109,7 +138,8 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
             metrics.update(time=elapsed + now - start, sps=(frames - start_frames) / (now - start),
                            collect_seconds=collected - last, collect_sps=batch.numel() / (collected - last),
                            update_seconds=now - collected)
-            result.history.append(metrics)
+            # kept without the episode list (result.episodes has them): one row per iteration, bounded
+            result.history.append({k: v for k, v in metrics.items() if k != "ended_episodes"})
             for callback in callbacks:
                 callback(metrics, p)
             last = time.perf_counter()
