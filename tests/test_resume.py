@@ -2,6 +2,8 @@
 
 import math
 
+import pytest
+
 from conftest import small_config
 from ppo_td.config import CollectorConfig
 from ppo_td.persist import Checkpointer, load_checkpoint, resume_pipeline
@@ -105,3 +107,67 @@ def test_checkpoints_follow_the_umask_and_stale_temporaries_are_removed(tmp_path
     assert not dead.exists() and live.exists()
     assert oct(path.stat().st_mode & 0o777) == oct(0o640)
     pipeline.collector.shutdown()
+
+
+@pytest.mark.slow
+def test_mujoco_resume_is_not_claimed_exact_and_runs(tmp_path):
+    """MuJoCo envs pickle their constructor arguments only (EzPickle): their simulator state cannot be restored
+    through a pickle, so the snapshot records no simulator state, the resume says it is not exact, and the run
+    continues with fresh episodes instead of stepping unreset simulators."""
+    pytest.importorskip("mujoco")
+    import dataclasses
+
+    from ppo_td.presets import get_preset
+
+    base = get_preset("halfcheetah")
+    config = dataclasses.replace(base, frames_per_batch=256, total_frames=256 * 3, eval_episodes=0,
+                                 optim=dataclasses.replace(base.optim, num_minibatches=4, update_epochs=1))
+    stopper = Checkpointer(tmp_path, every=0, keep=1)
+
+    def stop_at_1(metrics, pipeline):
+        if metrics["iteration"] == 1:
+            stopper.request_stop()
+        stopper(metrics, pipeline)
+
+    first = train(config, callbacks=[stop_at_1])
+    assert load_checkpoint(tmp_path)["snapshot"]["exact"] is False
+    resumed = resume_pipeline(tmp_path / "checkpoint.pt")
+    assert not resumed.exact and "fresh episodes" in resumed.describe()
+    second = run(resumed.pipeline, frames=resumed.frames, iteration=resumed.iteration)
+    assert [m["iteration"] for m in first.history + second.history] == [1, 2, 3]
+
+
+def _cartpole_with_a_lambda(**kwargs):
+    import gymnasium as gym
+    from gymnasium.envs.classic_control import CartPoleEnv
+
+    env = CartPoleEnv(**kwargs)
+    return gym.wrappers.TransformObservation(env, lambda obs: obs * 1.0, env.observation_space)
+
+
+def test_an_env_that_cannot_be_pickled_checkpoints_and_resumes_with_fresh_episodes(tmp_path):
+    """A wrapper holding a lambda used to crash the run at its first checkpoint: now the checkpoint holds no
+    simulator state, says so, and the resume continues with fresh episodes."""
+    import dataclasses
+
+    import gymnasium as gym
+
+    from ppo_td.config import EnvConfig
+
+    gym.register("ppo_td_test/LambdaCartPole-v0", entry_point=_cartpole_with_a_lambda, max_episode_steps=200)
+    config = small_config(env=EnvConfig("ppo_td_test/LambdaCartPole-v0", num_envs=4), total_frames=64 * 3,
+                          eval_episodes=1)
+    config = dataclasses.replace(config, env=dataclasses.replace(config.env, vectorization="sync"))
+    stopper = Checkpointer(tmp_path, every=0, keep=1)
+
+    def stop_at_1(metrics, pipeline):
+        if metrics["iteration"] == 1:
+            stopper.request_stop()
+        stopper(metrics, pipeline)
+
+    train(config, callbacks=[stop_at_1])
+    assert load_checkpoint(tmp_path)["snapshot"]["exact"] is False
+    resumed = resume_pipeline(tmp_path / "checkpoint.pt")
+    assert not resumed.exact
+    second = run(resumed.pipeline, frames=resumed.frames, iteration=resumed.iteration)
+    assert [m["iteration"] for m in second.history] == [2, 3]

@@ -14,12 +14,14 @@ fresh episodes (``exact`` is False in the snapshot and the resume says so).
 
 from __future__ import annotations
 
+import logging
 import pickle
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium.utils import EzPickle
 
 from ppo_td.collect import FastCollector
 from ppo_td.envs import PartialResetCartPole
@@ -31,7 +33,18 @@ _ARRAY_ENV_STATE = ("state", "steps", "prev_done", "steps_beyond_terminated")
 
 def is_exact(pipeline: Pipeline) -> bool:
     """True when :func:`capture` can record everything the next batch depends on."""
-    return isinstance(pipeline.collector, FastCollector) and pipeline.built is not None
+    return (isinstance(pipeline.collector, FastCollector) and pipeline.built is not None
+            and restorable(pipeline.built.vector))
+
+
+def restorable(vec: gym.vector.VectorEnv) -> bool:
+    """True when pickling the simulators keeps their state: ppo_td's numpy CartPole, or per-copy envs that are
+    not ``EzPickle`` (MuJoCo and Box2D envs are: they pickle their constructor arguments only, so an unpickled
+    copy is a fresh, unreset simulator)."""
+    if isinstance(vec, PartialResetCartPole):
+        return True
+    envs = getattr(vec, "envs", None)
+    return envs is not None and not any(isinstance(env.unwrapped, EzPickle) for env in envs)
 
 
 def _sim_state(vec: gym.vector.VectorEnv) -> Any:
@@ -58,8 +71,14 @@ def _set_sim_state(vec: gym.vector.VectorEnv, state: Any) -> None:
 
 def capture(pipeline: Pipeline) -> dict[str, Any]:
     """RNG, simulator and collector state of ``pipeline`` (call between iterations); see the module docstring."""
-    exact = is_exact(pipeline)
-    sim = pickle.dumps(_sim_state(pipeline.built.vector)) if exact else None
+    exact, sim = is_exact(pipeline), None
+    if exact:
+        try:
+            sim = pickle.dumps(_sim_state(pipeline.built.vector))
+        except (pickle.PicklingError, TypeError, AttributeError) as err:  # e.g. a wrapper holding a lambda
+            logging.getLogger("ppo_td").warning("checkpoint without simulator state (a resume will start fresh "
+                                                "episodes): the env cannot be pickled: %s", err)
+            exact = False
     return {
         "exact": exact,
         "torch_rng": torch.get_rng_state(),
