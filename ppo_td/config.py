@@ -291,7 +291,11 @@ def to_dict(config: TrainConfig) -> dict[str, Any]:
 
 
 def from_dict(data: dict[str, Any]) -> TrainConfig:
-    """Rebuild a :class:`TrainConfig` from :func:`to_dict` output; unknown fields are errors."""
+    """Rebuild a :class:`TrainConfig` from :func:`to_dict` output. Unknown fields and missing sections are
+    errors (a missing section would otherwise be filled with defaults without a word); a missing field inside a
+    section takes its default."""
+    if not isinstance(data, dict):
+        raise TypeError(f"a config must be a dict of sections (to_dict's output), got {type(data).__name__}")
     return _build(TrainConfig, data)
 
 
@@ -300,6 +304,11 @@ def _build(cls: type, data: dict[str, Any]) -> Any:
     unknown = sorted(set(data) - set(known))
     if unknown:
         raise ValueError(f"unknown config field(s) {unknown} for {cls.__name__}; known: {sorted(known)}")
+    sections = [name for name, f in known.items() if callable(f.default_factory) and is_dataclass(f.default_factory())]
+    missing = [name for name in sections if name not in data]
+    if missing:
+        raise ValueError(f"the config has no {missing} section(s) for {cls.__name__}: every section must be given "
+                         "(write the file with ppo_td.config.to_dict, or copy a run's config.json)")
     kwargs = {}
     for name, value in data.items():
         default = known[name].default_factory() if callable(known[name].default_factory) else None

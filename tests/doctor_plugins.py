@@ -21,3 +21,14 @@ def buggy_loss(actor, critic, config):
 
 def correct_loss(actor, critic, config):
     return PPOObjective(actor, critic, config.loss)
+
+
+def returns_none(env, config):
+    """A factory that forgot its return statement."""
+
+
+def returns_a_linear(env, config):
+    """A factory that returns a plain network instead of a TensorDict module."""
+    import torch
+
+    return torch.nn.Linear(4, 2)

@@ -32,3 +32,10 @@ def test_cli_doctor_exit_codes(capsys):
 def test_cli_doctor_bad_plugin_spec(capsys):
     assert main(["doctor", "--loss", "no_colon_here"]) == 2
     assert "module:function" in capsys.readouterr().err
+
+
+def test_cli_doctor_refuses_a_factory_that_returns_nothing_or_the_wrong_thing(capsys):
+    assert main(["doctor", "--preset", "cleanrl", "--critic", "doctor_plugins:returns_none"]) == 2
+    assert "doctor_plugins:returns_none returned None; it must return a TensorDict module" in capsys.readouterr().err
+    assert main(["doctor", "--preset", "cleanrl", "--actor", "doctor_plugins:returns_a_linear"]) == 2
+    assert "actor=Linear is not a TensorDict module" in capsys.readouterr().err

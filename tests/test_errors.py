@@ -158,3 +158,66 @@ def test_cli_reports_an_unwritable_run_folder(tmp_path, capsys):
     assert main(["train", "--run-dir", str(blocker / "run"), "--total-frames", "512"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ppo-td train: error:") and "a_file" in err and "Traceback" not in err
+
+
+def test_a_config_missing_a_section_is_refused():
+    data = to_dict(small_config())
+    del data["optim"]
+    with pytest.raises(ValueError, match=r"no \['optim'\] section"):
+        from_dict(data)
+
+
+class _IntObservations(gym.Env):
+    observation_space = gym.spaces.Box(0, 9, (3,), dtype=np.int64)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(3, dtype=np.int64), {}
+
+    def step(self, action):
+        return np.zeros(3, dtype=np.int64), 1.0, False, False, {}
+
+
+class _ArrayReward(_IntObservations):
+    observation_space = gym.spaces.Box(-1.0, 1.0, (3,))
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(3, dtype=np.float32), {}
+
+    def step(self, action):
+        return np.zeros(3, dtype=np.float32), np.array([1.0, 2.0]), False, False, {}
+
+
+gym.register("ppo_td_test/IntObs-v0", entry_point=_IntObservations, max_episode_steps=10)
+gym.register("ppo_td_test/ArrayReward-v0", entry_point=_ArrayReward, max_episode_steps=10)
+
+
+def test_integer_observations_and_array_rewards_get_messages():
+    with pytest.raises(ValueError, match=r"int64 observations.*DtypeObservation\(env, np.float32\)"):
+        make_env(EnvConfig("ppo_td_test/IntObs-v0", num_envs=2))
+    env = make_env(EnvConfig("ppo_td_test/ArrayReward-v0", num_envs=2), seed=0)
+    with pytest.raises(EnvStepError, match=r"reward of shape \(2,\) at step 1"):
+        env.rollout(3)
+
+
+def test_parts_passed_from_python_are_checked_like_config_values():
+    from tensordict.nn import TensorDictModule
+    from torch import nn
+
+    from ppo_td.training import build_pipeline
+
+    config = small_config()
+    with pytest.raises(TypeError, match="config must be a ppo_td TrainConfig"):
+        build_pipeline(to_dict(config))
+    with pytest.raises(TypeError, match="actor=Linear is not a TensorDict module"):
+        build_pipeline(config, actor=nn.Linear(4, 2))
+    with pytest.raises(TypeError, match="optimizer=list is not a torch.optim.Optimizer"):
+        build_pipeline(config, optimizer=[])
+    with pytest.raises(ValueError, match=r"env steps 2 copies but config.env.num_envs=4"):
+        build_pipeline(config, env=make_env(EnvConfig("CartPole-v1", num_envs=2)))
+    no_action = TensorDictModule(nn.Linear(4, 2), in_keys=["observation"], out_keys=["logits"])
+    with pytest.raises(ValueError, match="the actor writes \\['logits'\\], not 'action'"):
+        build_pipeline(config, actor=no_action)
+    no_value = TensorDictModule(nn.Linear(4, 1), in_keys=["observation"], out_keys=["v"])
+    with pytest.raises(ValueError, match="the critic writes \\['v'\\], not 'state_value'"):
+        build_pipeline(config, critic=no_value)

@@ -284,14 +284,23 @@ def _doctor(args: list[str]) -> int:
     built = make_train_env(config)
     env = built.env
     if ns.transform:
-        env.append_transform(_load(ns.transform)(env, config))
+        env.append_transform(_made(ns.transform, "a TorchRL Transform", env, config))
     actor, critic = make_actor_critic(env, config.model)
-    actor = _load(ns.actor)(env, config) if ns.actor else actor
-    critic = _load(ns.critic)(env, config) if ns.critic else critic
-    parts = {"loss": _load(ns.loss)(actor, critic, config)} if ns.loss else {}
+    actor = _made(ns.actor, "a TensorDict module", env, config) if ns.actor else actor
+    critic = _made(ns.critic, "a TensorDict module", env, config) if ns.critic else critic
+    parts = {"loss": _made(ns.loss, "a TorchRL LossModule", actor, critic, config)} if ns.loss else {}
     audit = checkup(build_pipeline(config, env=built, actor=actor, critic=critic, **parts))
     print(audit.report())
     return 0 if audit.ok else 1
+
+
+def _made(spec: str, what: str, *args: Any) -> Any:
+    """Call the factory ``spec`` (module:function); a factory that returns nothing is refused, not replaced by the
+    default (the doctor would give a clean bill to code it never ran)."""
+    made = _load(spec)(*args)
+    if made is None:
+        raise TypeError(f"{spec} returned None; it must return {what}")
+    return made
 
 
 def _load(spec: str):

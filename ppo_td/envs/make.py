@@ -49,12 +49,17 @@ class StepErrorContext(gym.Wrapper):
     def step(self, action):
         self.steps += 1
         try:
-            return self.env.step(action)
+            out = self.env.step(action)
         except Exception as err:
             raise EnvStepError(
                 f"env {self.env_id!r} raised {type(err).__name__} at step {self.steps} "
                 f"(action {action!r}): {err}"
             ) from err
+        if np.ndim(out[1]) != 0:
+            raise EnvStepError(f"env {self.env_id!r} returned a reward of shape {np.shape(out[1])} at step "
+                               f"{self.steps}; a Gymnasium env's reward is one number per step (sum or pick one "
+                               "in a wrapper)")
+        return out
 
     def reset(self, *, seed=None, options=None):
         try:
@@ -111,6 +116,11 @@ def _check_spaces(env_id: str, vec: gym.vector.VectorEnv) -> None:
     obs_space = vec.single_observation_space
     if isinstance(obs_space, gym.spaces.Dict) and set(obs_space.spaces) == {keys.OBSERVATION, MASK_KEY}:
         obs_space = obs_space[keys.OBSERVATION]
+    if isinstance(obs_space, gym.spaces.Box) and not np.issubdtype(obs_space.dtype, np.floating):
+        raise ValueError(
+            f"env {env_id!r} has {obs_space.dtype} observations ({obs_space}); ppo_td's MLP networks take float "
+            "observations. Cast them in your env factory: gymnasium.wrappers.DtypeObservation(env, np.float32)"
+        )
     if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
         raise ValueError(
             f"env {env_id!r} has observation space {obs_space}; ppo_td's MLP networks need a flat "

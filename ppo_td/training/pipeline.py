@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from tensordict.nn import TensorDictModule
+from tensordict.nn import TensorDictModule, TensorDictModuleBase
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.data.replay_buffers import SamplerWithoutReplacement
 from torchrl.envs import EnvBase
 from torchrl.objectives import LossModule
 from torchrl.objectives.value import ValueEstimatorBase
 
+from ppo_td import keys
 from ppo_td.collect import adopt_collector, make_collector, torchrl_env
 from ppo_td.config import OptimConfig, TrainConfig
 from ppo_td.envs import BuiltEnv, EnvDescription, build_env, describe, observation_stats
@@ -90,6 +91,43 @@ def trained_parameters(loss: LossModule) -> list[torch.nn.Parameter]:
     return list({id(p): p for p in loss.parameters() if p.requires_grad}.values())
 
 
+_KINDS = {"env": ((BuiltEnv, EnvBase), "a ppo_td.envs.BuiltEnv or a TorchRL env"),
+          "actor": ((TensorDictModuleBase,), "a TensorDict module (e.g. ppo_td.models.make_actor)"),
+          "critic": ((TensorDictModuleBase,), "a TensorDict module (e.g. ppo_td.models.make_critic)"),
+          "buffer": ((ReplayBuffer,), "a torchrl.data.ReplayBuffer"),
+          "advantage": ((ValueEstimatorBase,), "a TorchRL value estimator (e.g. GAE)"),
+          "loss": ((LossModule,), "a TorchRL LossModule (e.g. ppo_td.training.make_loss)"),
+          "optimizer": ((torch.optim.Optimizer,), "a torch.optim.Optimizer")}
+
+
+def _check_parts(config: TrainConfig, **parts: Any) -> None:
+    """The checks a part passed from Python gets: its kind, and its fit with the config and the other parts."""
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a ppo_td TrainConfig (e.g. ppo_td.get_preset('cartpole')), got "
+                        f"{type(config).__name__}")
+    for name, part in parts.items():
+        kinds, what = _KINDS[name]
+        if part is not None and not isinstance(part, kinds):
+            raise TypeError(f"{name}={type(part).__name__} is not {what}")
+    env = parts["env"]
+    if env is not None and torchrl_env(env).batch_size.numel() != config.env.num_envs:
+        raise ValueError(f"env steps {torchrl_env(env).batch_size.numel()} copies but config.env.num_envs="
+                         f"{config.env.num_envs}: build the env from config.env, or set env.num_envs to match")
+    actor, critic = parts["actor"], parts["critic"]
+    if actor is not None and keys.ACTION not in actor.out_keys:
+        raise ValueError(f"the actor writes {list(actor.out_keys)}, not {keys.ACTION!r}: PPO needs the sampled "
+                         "action and its log-prob (ProbabilisticActor(..., return_log_prob=True))")
+    if critic is not None and keys.STATE_VALUE not in critic.out_keys:
+        raise ValueError(f"the critic writes {list(critic.out_keys)}, not {keys.STATE_VALUE!r} (GAE and the loss "
+                         "read it): use ValueOperator(net, in_keys=['observation'])")
+    if env is not None and actor is not None:
+        provided = set(torchrl_env(env).observation_spec.keys(True, True))
+        missing = [k for k in actor.in_keys if k not in provided]
+        if missing:
+            raise ValueError(f"the actor reads {missing}, which the env does not provide (it has "
+                             f"{sorted(map(str, provided))})")
+
+
 def build_pipeline(
     config: TrainConfig,
     *,
@@ -112,7 +150,13 @@ def build_pipeline(
     Example:
         >>> p = build_pipeline(get_preset("cartpole"))
         >>> p = build_pipeline(get_preset("cartpole"), critic=my_critic)  # swap one part
+
+    Raises:
+        TypeError, ValueError: a part of the wrong kind, or one that does not fit the config or the env (the
+            message names the part and what it must be): parts from Python get the checks config values get.
     """
+    _check_parts(config, env=env, actor=actor, critic=critic, buffer=buffer, advantage=advantage, loss=loss,
+                 optimizer=optimizer)
     torch.manual_seed(config.seed)
     if env is None:
         env = make_train_env(config)
