@@ -123,3 +123,20 @@ def test_resume_keeps_history_drops_a_partial_row_and_continues_the_clock(tmp_pa
     assert all(r["loss_policy"] not in ("", None) for r in rows)
     assert float(rows[2]["time"]) > elapsed  # the clock goes on from the checkpoint's training seconds
     assert rows[:2] == before[:2]
+
+
+def test_ctrl_c_during_the_final_evaluation_stops_at_once_and_resume_finishes(tmp_path, monkeypatch, capsys):
+    """Ctrl-C in the final evaluation is acted on at once (the signal guard ends with training): exit 130, the
+    checkpoint holds the trained run, and --resume produces the evaluation and summary."""
+    import ppo_td.training
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # what Python's default SIGINT handler raises
+
+    run = tmp_path / "run"
+    monkeypatch.setattr(ppo_td.training, "evaluate", interrupted)
+    assert main(["train", *TINY, "--total-frames", "128", "--run-dir", str(run)]) == 130
+    assert "ppo-td train --resume" in capsys.readouterr().err and not (run / "summary.json").exists()
+    monkeypatch.undo()
+    assert main(["train", "--resume", str(run), "--no-progress"]) == 0
+    assert len(json.loads((run / "summary.json").read_text())["eval_returns"]) == 2

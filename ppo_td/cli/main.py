@@ -138,6 +138,8 @@ def _stop_on_signals(checkpointer):
             raise KeyboardInterrupt
         received.append(signum)
         checkpointer.request_stop()
+        print(f"\n{signal.Signals(signum).name}: stopping at the end of this iteration, with a checkpoint "
+              "(Ctrl-C again stops now, without one)", file=sys.stderr, flush=True)
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -221,18 +223,26 @@ def _train_in(folder, cmd: TrainCommand, resume: bool) -> int:
                   f"checkpoint: {out / 'checkpoint.pt'}\ncontinue with: ppo-td train --resume {out}")
             return 128 + received[0]
         checkpointer.save(pipeline, last["frames"], last["iteration"], last["time"])  # before the evaluation
-        trained = last["frames"] - frames
-        sps = trained / (last["time"] - elapsed) if last["time"] > elapsed else 0.0
-        print(f"trained {trained} frames in {last['time'] - elapsed:.1f} s ({sps:.0f} frames/s)")
-        return _finish_complete_run(out, config, started)
+    trained = last["frames"] - frames
+    sps = trained / (last["time"] - elapsed) if last["time"] > elapsed else 0.0
+    print(f"trained {trained} frames in {last['time'] - elapsed:.1f} s ({sps:.0f} frames/s)")
+    return _finish_complete_run(out, config, started)  # outside the signal guard: Ctrl-C acts at once
 
 
 def _finish_complete_run(out: Path, config: TrainConfig, started: float | None = None) -> int:
     """The final evaluation, ``summary.json`` and the learning curve of a run whose training is complete."""
+    try:  # the checkpoint is written: an interrupt here loses nothing
+        return _finish(out, config, time.perf_counter() if started is None else started)
+    except KeyboardInterrupt:
+        print(f"evaluation interrupted; the trained run is checkpointed. Finish it with: ppo-td train --resume {out}",
+              file=sys.stderr)
+        return 130
+
+
+def _finish(out: Path, config: TrainConfig, started: float) -> int:
     from ppo_td.persist import load_actor, plot_learning_curve, read_episodes, read_metrics
     from ppo_td.training import evaluate
 
-    started = time.perf_counter() if started is None else started
     if (out / "summary.json").exists():
         raise ValueError(f"{out}: the run is complete (summary.json is written), nothing to resume; evaluate it "
                          f"with `ppo-td eval {out}`")
