@@ -12,6 +12,18 @@ from ppo_td.training import run, train
 TIMING = {"time", "sps", "collect_seconds", "collect_sps", "update_seconds"}
 
 
+def stop_after(run_dir, iteration):
+    """A callback that checkpoints into ``run_dir`` and stops the run after ``iteration`` (as Ctrl-C would)."""
+    stopper = Checkpointer(run_dir, every=0, keep=2)
+
+    def callback(metrics, pipeline):
+        if metrics["iteration"] == iteration:
+            stopper.request_stop()
+        stopper(metrics, pipeline)
+
+    return callback
+
+
 def _strip(history):
     return [{k: v for k, v in m.items() if k not in TIMING} for m in history]
 
@@ -29,13 +41,7 @@ def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path):
     config = small_config(total_frames=64 * 8, eval_episodes=3)
     full = train(config)
 
-    stopper = Checkpointer(tmp_path, every=0, keep=2)
-
-    def stop_at_3(metrics, pipeline):
-        if metrics["iteration"] == 3:
-            stopper.request_stop()
-        stopper(metrics, pipeline)
-
+    stop_at_3 = stop_after(tmp_path, 3)
     first = train(config, callbacks=[stop_at_3])
     assert first.stopped and len(first.history) == 3 and first.eval_returns == []
     assert load_checkpoint(tmp_path)["iteration"] == 3
@@ -59,13 +65,7 @@ def test_a_resume_that_cannot_be_exact_says_so_and_finishes(tmp_path):
     """TorchRL's Collector keeps its current step where no public API reaches: the resume continues from the
     last completed iteration with fresh episodes, says so, and completes the run's budget."""
     config = small_config(total_frames=64 * 5, eval_episodes=2, collector=CollectorConfig(step_loop="torchrl"))
-    stopper = Checkpointer(tmp_path, every=0, keep=2)
-
-    def stop_at_2(metrics, pipeline):
-        if metrics["iteration"] == 2:
-            stopper.request_stop()
-        stopper(metrics, pipeline)
-
+    stop_at_2 = stop_after(tmp_path, 2)
     train(config, callbacks=[stop_at_2])
     resumed = resume_pipeline(tmp_path / "checkpoint.pt")
     assert not resumed.exact and "fresh episodes" in resumed.describe()
@@ -122,13 +122,7 @@ def test_mujoco_resume_is_not_claimed_exact_and_runs(tmp_path):
     base = get_preset("halfcheetah")
     config = dataclasses.replace(base, frames_per_batch=256, total_frames=256 * 3, eval_episodes=0,
                                  optim=dataclasses.replace(base.optim, num_minibatches=4, update_epochs=1))
-    stopper = Checkpointer(tmp_path, every=0, keep=1)
-
-    def stop_at_1(metrics, pipeline):
-        if metrics["iteration"] == 1:
-            stopper.request_stop()
-        stopper(metrics, pipeline)
-
+    stop_at_1 = stop_after(tmp_path, 1)
     first = train(config, callbacks=[stop_at_1])
     assert load_checkpoint(tmp_path)["snapshot"]["exact"] is False
     resumed = resume_pipeline(tmp_path / "checkpoint.pt")
@@ -158,13 +152,7 @@ def test_an_env_that_cannot_be_pickled_checkpoints_and_resumes_with_fresh_episod
     config = small_config(env=EnvConfig("ppo_td_test/LambdaCartPole-v0", num_envs=4), total_frames=64 * 3,
                           eval_episodes=1)
     config = dataclasses.replace(config, env=dataclasses.replace(config.env, vectorization="sync"))
-    stopper = Checkpointer(tmp_path, every=0, keep=1)
-
-    def stop_at_1(metrics, pipeline):
-        if metrics["iteration"] == 1:
-            stopper.request_stop()
-        stopper(metrics, pipeline)
-
+    stop_at_1 = stop_after(tmp_path, 1)
     train(config, callbacks=[stop_at_1])
     assert load_checkpoint(tmp_path)["snapshot"]["exact"] is False
     resumed = resume_pipeline(tmp_path / "checkpoint.pt")
