@@ -193,7 +193,7 @@ def _train_in(folder, cmd: TrainCommand, resume: bool) -> int:
         pipeline, frames, iteration = build_pipeline(cmd.config), 0, 0
     config = pipeline.config
     try:
-        folder.write_config(config)  # atomically; on resume with the collector the run goes on with
+        folder.write_config(config)  # atomically; on resume, with the collector settings the run now uses
         logger = RunLogger(out, config, tensorboard=cmd.tensorboard, resume_iteration=iteration if resume else None)
     except BaseException:
         shutdown(pipeline.collector)  # worker processes or a Ray instance may already be running
