@@ -241,7 +241,7 @@ def test_a_worker_that_dies_during_the_weight_push_is_reported_within_seconds():
 
 
 def test_an_unanswered_call_to_live_workers_times_out():
-    from ppo_td.collect.workers import watched
+    from ppo_td.collect.failures import watched
 
     pipeline = build_pipeline(process_config())
     try:

@@ -1,10 +1,10 @@
 """Collection: the fast in-process collector, TorchRL's Collector as the fallback, worker processes and Ray."""
 
 from ppo_td.collect.factory import adopt_collector, make_collector, torchrl_env
+from ppo_td.collect.failures import WorkerError
 from ppo_td.collect.fast import FastCollector, FastEnv, FastPolicy, FastUnsupported
 from ppo_td.collect.workers import (
     WorkerCollector,
-    WorkerError,
     batches,
     gather_statistics,
     is_multi_worker,

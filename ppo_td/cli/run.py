@@ -1,0 +1,155 @@
+"""``ppo-td train`` at work: the run folder, the loop under the signal guard, the final checkpoint and evaluation."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ppo_td.config import TrainConfig, from_dict
+
+if TYPE_CHECKING:
+    from ppo_td.cli.main import TrainCommand
+    from ppo_td.persist import RunFolder
+
+
+@contextlib.contextmanager
+def _stop_on_signals(checkpointer):
+    """First SIGINT/SIGTERM: checkpoint and stop after the current iteration. A second SIGINT aborts."""
+    received: list[int] = []
+
+    def handler(signum, frame):
+        if received and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        received.append(signum)
+        checkpointer.request_stop()
+        print(f"\n{signal.Signals(signum).name}: stopping at the end of this iteration, with a checkpoint "
+              "(Ctrl-C again stops now, without one)", file=sys.stderr, flush=True)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run_training(cmd: TrainCommand) -> int:
+    """Train (or resume) as ``cmd`` says, write the run folder, print the evaluation; returns the exit code.
+
+    The run folder is locked while it runs. The final checkpoint is written before the final evaluation, and
+    ``--resume`` of a run whose training finished but whose evaluation did not (interrupted, crashed) runs
+    the evaluation and writes the summary and plot.
+    """
+    from ppo_td.persist import RunFolder, load_checkpoint
+
+    if cmd.resume:
+        folder = RunFolder(cmd.resume)
+        with folder.locked():
+            state = load_checkpoint(folder.path / "checkpoint.pt")
+            folder.check_checkpoint(state, folder.path / "checkpoint.pt")
+            config = from_dict(state["config"])
+            if state["frames"] >= config.num_iterations * config.frames_per_batch:
+                return _finish_complete_run(folder.path, config)
+            return _train_in(folder, cmd, resume=True)
+    c = cmd.config
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    folder = RunFolder(cmd.run_dir or f"runs/{c.env.env_id}-{cmd.preset}-seed{c.seed}-{stamp}")
+    with folder.locked():
+        folder.create(overwrite=cmd.overwrite)
+        return _train_in(folder, cmd, resume=False)
+
+
+def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
+    from ppo_td.cli.progress import Progress
+    from ppo_td.collect import WorkerError, shutdown
+    from ppo_td.persist import Checkpointer, RunLogger, resume_pipeline
+    from ppo_td.training import NonFiniteError, build_pipeline, run
+
+    started = time.perf_counter()
+    out = folder.path
+    checkpointer = Checkpointer(out, cmd.checkpoint_every, cmd.keep_checkpoints, run_id=folder.run_id)
+    elapsed = 0.0
+    if resume:
+        resumed = resume_pipeline(out / "checkpoint.pt", collector=cmd.collector_changes())
+        pipeline, frames, iteration, elapsed = resumed.pipeline, resumed.frames, resumed.iteration, resumed.elapsed
+        print(f"resuming {out} {resumed.describe()}")
+    else:
+        pipeline, frames, iteration = build_pipeline(cmd.config), 0, 0
+    config = pipeline.config
+    try:
+        folder.write_config(config)  # atomically; on resume, with the collector settings the run now uses
+        logger = RunLogger(out, config, tensorboard=cmd.tensorboard, resume_iteration=iteration if resume else None)
+    except BaseException:
+        shutdown(pipeline.collector)  # worker processes or a Ray instance may already be running
+        raise
+    bar = Progress(config.num_iterations * config.frames_per_batch, config.num_iterations, initial=frames,
+                   bar=cmd.progress, every=cmd.log_every)
+    with _stop_on_signals(checkpointer) as received:
+        try:
+            result = run(pipeline, callbacks=[logger, bar, checkpointer], frames=frames, iteration=iteration,
+                         elapsed=elapsed, evaluate_at_end=False)
+        except NonFiniteError as err:
+            kept = out / "checkpoint.pt"
+            print(f"ppo-td train: error: {err}\nlast good checkpoint: "
+                  f"{kept if kept.exists() else 'none (use --checkpoint-every)'}", file=sys.stderr)
+            return 1
+        except WorkerError as err:
+            print(f"ppo-td train: error: {err}\ntraining stopped after iteration {err.iteration}", file=sys.stderr)
+            checkpointer.save(pipeline, err.frames, err.iteration)  # the last completed iteration, intact
+            print(f"checkpoint: {out / 'checkpoint.pt'}\ncontinue with: ppo-td train --resume {out}", file=sys.stderr)
+            return 1
+        finally:
+            bar.close()
+            logger.close()
+        last = result.history[-1] if result.history else {"frames": frames, "iteration": iteration, "time": elapsed}
+        if result.stopped:
+            print(f"stopped by signal {received[0]} after iteration {last['iteration']}; "
+                  f"checkpoint: {out / 'checkpoint.pt'}\ncontinue with: ppo-td train --resume {out}")
+            return 128 + received[0]
+        checkpointer.save(pipeline, last["frames"], last["iteration"], last["time"])  # before the evaluation
+    trained = last["frames"] - frames
+    sps = trained / (last["time"] - elapsed) if last["time"] > elapsed else 0.0
+    print(f"trained {trained} frames in {last['time'] - elapsed:.1f} s ({sps:.0f} frames/s)")
+    return _finish_complete_run(out, config, started)  # outside the signal guard: Ctrl-C acts at once
+
+
+def _finish_complete_run(out: Path, config: TrainConfig, started: float | None = None) -> int:
+    """The final evaluation, ``summary.json`` and the learning curve of a run whose training is complete."""
+    try:  # the checkpoint is written: an interrupt here loses nothing
+        return _finish(out, config, time.perf_counter() if started is None else started)
+    except KeyboardInterrupt:
+        print(f"evaluation interrupted; the trained run is checkpointed. Finish it with: ppo-td train --resume {out}",
+              file=sys.stderr)
+        return 130
+
+
+def _finish(out: Path, config: TrainConfig, started: float) -> int:
+    from ppo_td.persist import load_actor, plot_learning_curve, read_episodes, read_metrics
+    from ppo_td.training import evaluate
+
+    if (out / "summary.json").exists():
+        raise ValueError(f"{out}: the run is complete (summary.json is written), nothing to resume; evaluate it "
+                         f"with `ppo-td eval {out}`")
+    _, actor, obs_stats = load_actor(out / "checkpoint.pt")
+    returns = evaluate(actor, config.env, config.eval_episodes, seed=config.seed + 10_000,
+                       obs_stats=obs_stats) if config.eval_episodes else []
+    plot_learning_curve(read_episodes(out), out / "learning_curve.png", f"{config.env.env_id}")
+    last = read_metrics(out)[-1]
+    summary = {"train_seconds": float(last["time"]), "finish_seconds": time.perf_counter() - started,
+               "frames": int(last["frames"]), "eval_returns": returns}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if returns:
+        print(format_returns(returns))
+    print(f"run folder: {out}")
+    return 0
+
+
+def format_returns(returns: list[float]) -> str:
+    std = statistics.pstdev(returns) if len(returns) > 1 else 0.0
+    return f"deterministic evaluation: {statistics.fmean(returns):.1f} +- {std:.1f} over {len(returns)} episodes"
