@@ -183,6 +183,7 @@ def test_a_killed_worker_stops_training_with_a_clear_error_and_a_loadable_checkp
     assert "training stopped after iteration 2" in err and f"--resume {out}" in err
     state = load_checkpoint(out / "checkpoint.pt")
     assert state["iteration"] == 2 and state["frames"] == 128
+    assert state["elapsed"] > 0  # the training clock goes on after the resume
     # resumed on new workers: they get the checkpoint's weights and normalization statistics
     pipeline, frames, iteration, exact, _ = resume_pipeline(out)
     try:

@@ -101,7 +101,7 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
             return 1
         except WorkerError as err:
             print(f"ppo-td train: error: {err}\ntraining stopped after iteration {err.iteration}", file=sys.stderr)
-            checkpointer.save(pipeline, err.frames, err.iteration)  # the last completed iteration, intact
+            checkpointer.save(pipeline, err.frames, err.iteration, err.elapsed)  # the last completed iteration
             print(f"checkpoint: {out / 'checkpoint.pt'}\ncontinue with: ppo-td train --resume {out}", file=sys.stderr)
             return 1
         finally:

@@ -16,7 +16,7 @@ T = TypeVar("T")
 class WorkerError(RuntimeError):
     """A collection worker died or failed; ``worker`` is its index (None if unknown), ``cause`` why.
 
-    The trainer adds ``frames`` and ``iteration``: the last completed iteration, whose
+    The trainer adds ``frames``, ``iteration`` and ``elapsed``: the last completed iteration, whose
     weights and statistics are intact in the pipeline (the CLI checkpoints them).
     """
 
@@ -24,7 +24,7 @@ class WorkerError(RuntimeError):
         who = f"collection worker {worker}" if worker is not None else "a collection worker"
         super().__init__(f"{who} failed: {cause}")
         self.worker, self.cause = worker, cause
-        self.frames = self.iteration = None
+        self.frames = self.iteration = self.elapsed = None
 
 
 WORKER_TIMEOUT = 300.0

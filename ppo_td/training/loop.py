@@ -148,6 +148,7 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
         result.stopped = True
     except WorkerError as err:
         err.frames, err.iteration = frames, iteration  # the last completed iteration: intact in the pipeline
+        err.elapsed = result.history[-1]["time"] if result.history else elapsed  # its training seconds
         raise
     finally:
         shutdown(p.collector)
