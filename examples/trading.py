@@ -17,6 +17,9 @@ are handled:
 
 In every variant an invalid action that reaches the env is a no-op counted in
 ``info["illegal_actions"]`` (with the penalty), so the env stays well-defined.
+
+``state_dict()`` / ``load_state_dict(state)`` give ppo_td the episode's state, so a run on this env resumes
+from a checkpoint bit for bit (the env's RNG ppo_td records itself). Any env can do the same.
 """
 
 from __future__ import annotations
@@ -76,6 +79,15 @@ class TradingEnv(gym.Env):
         self.returns = np.roll(self.returns, 1)
         self.returns[0] = r
         return r
+
+    def state_dict(self) -> dict:
+        """Where the episode is: what a checkpoint records (numbers and numpy arrays)."""
+        return {"t": self.t, "position": self.position, "illegal_actions": self.illegal_actions,
+                "returns": self.returns.copy()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.t, self.position, self.illegal_actions = state["t"], state["position"], state["illegal_actions"]
+        self.returns = np.array(state["returns"], dtype=float)
 
     def step(self, action):
         action = int(action)

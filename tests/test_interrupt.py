@@ -94,6 +94,19 @@ def test_cli_resume_after_interrupt_matches_uninterrupted_run(tmp_path):
     import json
 
     assert json.loads((run / "summary.json").read_text())["eval_returns"] == json.loads(full_summary)["eval_returns"]
+    info = json.loads((run / "run.json").read_text())  # what a resume would be, and what it was
+    assert info["resume"] == {"exact": True, "why": ""}
+    assert [(r["iteration"], r["exact"]) for r in info["resumes"]] == [(stopped_at, True)]
+
+
+def test_a_run_that_cannot_resume_exactly_says_so_at_the_start_and_in_run_json(tmp_path, capsys):
+    import json
+
+    assert main(["train", *TINY, "--total-frames", "128", "--collector.step-loop", "torchrl",
+                 "--run-dir", str(tmp_path)]) == 0
+    assert "note: a resume of this run will continue with fresh episodes" in capsys.readouterr().out
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert info["resume"]["exact"] is False and "Collector" in info["resume"]["why"] and info["run_id"]
 
 
 def test_resume_of_a_finished_run_is_refused(tmp_path, capsys):

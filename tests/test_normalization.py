@@ -198,7 +198,7 @@ def test_resume_restores_reward_scaling_state(tmp_path):
                           eval_episodes=0)
     result = train(config, callbacks=[Checkpointer(tmp_path, 3, 1)])
     assert result.history[-1]["iteration"] == 4
-    pipeline, frames, iteration, exact, _ = resume_pipeline(tmp_path / "checkpoint.pt")
+    pipeline, frames, iteration, exact, *_ = resume_pipeline(tmp_path / "checkpoint.pt")
     assert iteration == 3 and exact
     saved = load_checkpoint(tmp_path / "checkpoint.pt")["env_state"]
     restored = pipeline.env.state_dict()

@@ -1,12 +1,15 @@
 """Resume exactly: a run interrupted at iteration k and resumed equals the uninterrupted run, bit for bit."""
 
+import dataclasses
 import math
 
+import gymnasium as gym
 import pytest
 
 from conftest import small_config
-from ppo_td.config import CollectorConfig
+from ppo_td.config import CollectorConfig, EnvConfig
 from ppo_td.persist import Checkpointer, load_checkpoint, resume_pipeline
+from ppo_td.presets import get_preset
 from ppo_td.training import run, train
 
 TIMING = {"time", "sps", "collect_seconds", "collect_sps", "update_seconds"}
@@ -37,21 +40,73 @@ def _equal(a, b):
             assert same, f"iteration {x['iteration']}: {key} {x[key]!r} != {y[key]!r}"
 
 
-def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path):
-    config = small_config(total_frames=64 * 8, eval_episodes=3)
+def _interrupt_and_resume(config, run_dir, at):
+    """Run ``config`` whole, then interrupted after iteration ``at`` and resumed: (full, first, second, resumed)."""
     full = train(config)
+    first = train(config, callbacks=[stop_after(run_dir, at)])
+    assert first.stopped and len(first.history) == at and first.eval_returns == []
+    assert load_checkpoint(run_dir)["iteration"] == at
+    resumed = resume_pipeline(run_dir / "checkpoint.pt")
+    second = run(resumed.pipeline, frames=resumed.frames, iteration=resumed.iteration)
+    assert [m["iteration"] for m in first.history + second.history] == [m["iteration"] for m in full.history]
+    return full, first, second, resumed
 
-    stop_at_3 = stop_after(tmp_path, 3)
-    first = train(config, callbacks=[stop_at_3])
-    assert first.stopped and len(first.history) == 3 and first.eval_returns == []
-    assert load_checkpoint(tmp_path)["iteration"] == 3
 
-    pipeline, frames, iteration, exact, _ = resume_pipeline(tmp_path / "checkpoint.pt")
-    assert exact
-    second = run(pipeline, frames=frames, iteration=iteration)
+def _cartpole_with_a_lambda(**kwargs):
+    from gymnasium.envs.classic_control import CartPoleEnv
+
+    env = CartPoleEnv(**kwargs)
+    return gym.wrappers.TransformObservation(env, lambda obs: obs * 1.0, env.observation_space)
+
+
+class CountingWrapper(gym.Wrapper):
+    """A user wrapper with state of its own and no state_dict: ppo_td cannot know what it holds."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.count = 0
+
+    def step(self, action):
+        self.count += 1
+        return self.env.step(action)
+
+
+def _cartpole_counted(**kwargs):
+    from gymnasium.envs.classic_control import CartPoleEnv
+
+    return CountingWrapper(CartPoleEnv(**kwargs))
+
+
+gym.register("ppo_td_test/LambdaCartPole-v0", entry_point=_cartpole_with_a_lambda, max_episode_steps=200)
+gym.register("ppo_td_test/CountedCartPole-v0", entry_point=_cartpole_counted, max_episode_steps=200)
+EXACT_ENVS = {
+    "CartPole-v1": EnvConfig("CartPole-v1", num_envs=4),  # numpy-vectorized
+    "Pendulum-v1": EnvConfig("Pendulum-v1", num_envs=2, normalize_observations=True, normalize_rewards=True),
+    "trading": EnvConfig("examples.trading:ppo_td/Trading-v0", num_envs=4),  # the state_dict protocol
+    # a wrapper holding a lambda cannot be pickled: it used to crash the run at its first checkpoint
+    "lambda wrapper": EnvConfig("ppo_td_test/LambdaCartPole-v0", num_envs=4, vectorization="sync"),
+}
+
+
+@pytest.mark.parametrize("name", list(EXACT_ENVS))
+def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path, name):
+    """Numpy CartPole, a classic-control env, a user env with state_dict() and a wrapper holding a lambda: the
+    checkpoint records every simulator as plain data and the resumed run equals the uninterrupted one."""
+    config = small_config(env=EXACT_ENVS[name], total_frames=64 * 8, eval_episodes=3)
+    full, first, second, resumed = _interrupt_and_resume(config, tmp_path, 3)
+    assert resumed.exact and resumed.why == "" and "exactly" in resumed.describe()
     _equal(_strip(first.history + second.history), _strip(full.history))
     assert second.eval_returns == full.eval_returns
     assert first.episodes + second.episodes == full.episodes
+
+
+def test_a_wrapper_with_unknown_state_resumes_with_fresh_episodes_and_names_it(tmp_path):
+    config = small_config(env=EnvConfig("ppo_td_test/CountedCartPole-v0", num_envs=4, vectorization="sync"),
+                          total_frames=64 * 3, eval_episodes=1)
+    _, _, second, resumed = _interrupt_and_resume(config, tmp_path, 1)
+    assert load_checkpoint(tmp_path)["snapshot"]["exact"] is False
+    assert not resumed.exact and "CountingWrapper" in resumed.describe() and "state_dict()" in resumed.why
+    assert len(second.eval_returns) == 1
 
 
 def test_periodic_checkpoints_keep_the_last_k(tmp_path):
@@ -110,52 +165,26 @@ def test_checkpoints_follow_the_umask_and_stale_temporaries_are_removed(tmp_path
 
 
 @pytest.mark.slow
-def test_mujoco_resume_is_not_claimed_exact_and_runs(tmp_path):
-    """MuJoCo envs pickle their constructor arguments only (EzPickle): their simulator state cannot be restored
-    through a pickle, so the snapshot records no simulator state, the resume says it is not exact, and the run
-    continues with fresh episodes instead of stepping unreset simulators."""
+def test_mujoco_resume_is_exact(tmp_path):
+    """HalfCheetah: MuJoCo's integration state and the kinematics the env reads before a step are recorded, and
+    the resumed run equals the uninterrupted one."""
     pytest.importorskip("mujoco")
-    import dataclasses
-
-    from ppo_td.presets import get_preset
-
     base = get_preset("halfcheetah")
-    config = dataclasses.replace(base, frames_per_batch=256, total_frames=256 * 3, eval_episodes=0,
+    config = dataclasses.replace(base, frames_per_batch=256, total_frames=256 * 3, eval_episodes=1,
                                  optim=dataclasses.replace(base.optim, num_minibatches=4, update_epochs=1))
-    stop_at_1 = stop_after(tmp_path, 1)
-    first = train(config, callbacks=[stop_at_1])
-    assert load_checkpoint(tmp_path)["snapshot"]["exact"] is False
-    resumed = resume_pipeline(tmp_path / "checkpoint.pt")
-    assert not resumed.exact and "fresh episodes" in resumed.describe()
-    second = run(resumed.pipeline, frames=resumed.frames, iteration=resumed.iteration)
-    assert [m["iteration"] for m in first.history + second.history] == [1, 2, 3]
+    full, first, second, resumed = _interrupt_and_resume(config, tmp_path, 1)
+    assert resumed.exact, resumed.why
+    _equal(_strip(first.history + second.history), _strip(full.history))
+    assert second.eval_returns == full.eval_returns
 
 
-def _cartpole_with_a_lambda(**kwargs):
-    import gymnasium as gym
-    from gymnasium.envs.classic_control import CartPoleEnv
-
-    env = CartPoleEnv(**kwargs)
-    return gym.wrappers.TransformObservation(env, lambda obs: obs * 1.0, env.observation_space)
-
-
-def test_an_env_that_cannot_be_pickled_checkpoints_and_resumes_with_fresh_episodes(tmp_path):
-    """A wrapper holding a lambda used to crash the run at its first checkpoint: now the checkpoint holds no
-    simulator state, says so, and the resume continues with fresh episodes."""
-    import dataclasses
-
-    import gymnasium as gym
-
-    from ppo_td.config import EnvConfig
-
-    gym.register("ppo_td_test/LambdaCartPole-v0", entry_point=_cartpole_with_a_lambda, max_episode_steps=200)
-    config = small_config(env=EnvConfig("ppo_td_test/LambdaCartPole-v0", num_envs=4), total_frames=64 * 3,
-                          eval_episodes=1)
-    config = dataclasses.replace(config, env=dataclasses.replace(config.env, vectorization="sync"))
-    stop_at_1 = stop_after(tmp_path, 1)
-    train(config, callbacks=[stop_at_1])
-    assert load_checkpoint(tmp_path)["snapshot"]["exact"] is False
-    resumed = resume_pipeline(tmp_path / "checkpoint.pt")
-    assert not resumed.exact
-    second = run(resumed.pipeline, frames=resumed.frames, iteration=resumed.iteration)
-    assert [m["iteration"] for m in second.history] == [2, 3]
+@pytest.mark.slow
+def test_box2d_resume_says_it_is_not_exact_and_it_is_not(tmp_path):
+    """LunarLander: a Box2D world has no readable state. The resume says so, names the env, runs to the end,
+    and its batches indeed differ from the uninterrupted run's (fresh episodes)."""
+    pytest.importorskip("Box2D")
+    config = small_config(env=EnvConfig("LunarLander-v3", num_envs=2), total_frames=64 * 3, eval_episodes=1)
+    full, first, second, resumed = _interrupt_and_resume(config, tmp_path, 1)
+    assert not resumed.exact and "LunarLander" in resumed.why and "fresh episodes" in resumed.describe()
+    assert _strip(second.history) != _strip(full.history[1:])
+    assert len(second.eval_returns) == 1

@@ -185,7 +185,7 @@ def test_a_killed_worker_stops_training_with_a_clear_error_and_a_loadable_checkp
     assert state["iteration"] == 2 and state["frames"] == 128
     assert state["elapsed"] > 0  # the training clock goes on after the resume
     # resumed on new workers: they get the checkpoint's weights and normalization statistics
-    pipeline, frames, iteration, exact, _ = resume_pipeline(out)
+    pipeline, frames, iteration, exact, *_ = resume_pipeline(out)
     try:
         assert (frames, iteration) == (128, 2) and pipeline.config.collector.backend == "process"
         assert not exact  # the simulators lived in the dead workers: fresh episodes

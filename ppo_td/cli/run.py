@@ -84,6 +84,7 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
     config = pipeline.config
     try:
         folder.write_config(config)  # atomically; on resume, with the collector settings the run now uses
+        _record_exactness(folder, pipeline, resumed if resume else None)
         logger = RunLogger(out, config, tensorboard=cmd.tensorboard, resume_iteration=iteration if resume else None)
     except BaseException:
         shutdown(pipeline.collector)  # worker processes or a Ray instance may already be running
@@ -117,6 +118,20 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
     sps = trained / (last["time"] - elapsed) if last["time"] > elapsed else 0.0
     print(f"trained {trained} frames in {last['time'] - elapsed:.1f} s ({sps:.0f} frames/s)")
     return _finish_complete_run(out, config, started)  # outside the signal guard: Ctrl-C acts at once
+
+
+def _record_exactness(folder, pipeline, resumed) -> None:
+    """Say in ``run.json`` (and, when it will not be exact, on screen) what a resume of this run will be, and
+    how each resume went."""
+    from ppo_td.persist import why_inexact
+
+    why = why_inexact(pipeline)
+    folder.record(resume={"exact": why is None, "why": why or ""})
+    if resumed is not None:
+        folder.record(append_resumes={"iteration": resumed.iteration, "exact": resumed.exact, "why": resumed.why,
+                                      "time": time.time()})
+    elif why is not None:
+        print(f"note: a resume of this run will continue with fresh episodes, not bit-exactly: {why}")
 
 
 def _finish_complete_run(out: Path, config: TrainConfig, started: float | None = None) -> int:

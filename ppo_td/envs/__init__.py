@@ -4,7 +4,7 @@ The bottom layer: it imports nothing else of ppo_td but ``config`` and ``keys``.
 """
 
 from ppo_td.envs.description import BuiltEnv, EnvDescription, describe
-from ppo_td.envs.make import ClipToBounds, EnvStepError, build_env, find_transform, make_env, observation_stats
+from ppo_td.envs.make import build_env, find_transform, make_env, observation_stats
 from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
 from ppo_td.envs.transforms import (
     FiniteCheck,
@@ -17,6 +17,7 @@ from ppo_td.envs.transforms import (
     moments_since,
 )
 from ppo_td.envs.vector import PartialResetCartPole, numpy_vectorized
+from ppo_td.envs.wrappers import ClipToBounds, EnvStepError, StepErrorContext, StepLimit
 
 __all__ = [
     "MASK_KEY",
@@ -33,6 +34,8 @@ __all__ = [
     "RunningMoments",
     "RunningObsNorm",
     "StepCheck",
+    "StepErrorContext",
+    "StepLimit",
     "build_env",
     "describe",
     "find_transform",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 import os
@@ -31,42 +32,7 @@ from ppo_td.envs.description import BuiltEnv, describe
 from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
 from ppo_td.envs.transforms import FiniteCheck, ReturnScaling, RunningObsNorm
 from ppo_td.envs.vector import PartialResetCartPole, numpy_vectorized
-
-
-class EnvStepError(RuntimeError):
-    """An exception raised inside an environment's step, with the env id and step attached."""
-
-
-class StepErrorContext(gym.Wrapper):
-    """Re-raise an exception from ``step`` or ``reset`` as :class:`EnvStepError` naming the env id and the step
-    (or the reset's seed)."""
-
-    def __init__(self, env: gym.Env, env_id: str) -> None:
-        super().__init__(env)
-        self.env_id = env_id
-        self.steps = 0
-
-    def step(self, action):
-        self.steps += 1
-        try:
-            out = self.env.step(action)
-        except Exception as err:
-            raise EnvStepError(
-                f"env {self.env_id!r} raised {type(err).__name__} at step {self.steps} "
-                f"(action {action!r}): {err}"
-            ) from err
-        if np.ndim(out[1]) != 0:
-            raise EnvStepError(f"env {self.env_id!r} returned a reward of shape {np.shape(out[1])} at step "
-                               f"{self.steps}; a Gymnasium env's reward is one number per step (sum or pick one "
-                               "in a wrapper)")
-        return out
-
-    def reset(self, *, seed=None, options=None):
-        try:
-            return self.env.reset(seed=seed, options=options)
-        except Exception as err:
-            raise EnvStepError(f"env {self.env_id!r} raised {type(err).__name__} in reset (seed {seed}, after "
-                               f"{self.steps} steps): {err}") from err
+from ppo_td.envs.wrappers import StepErrorContext, StepLimit, clip_box_actions
 
 
 def _check_env_id(env_id: str) -> None:
@@ -204,41 +170,32 @@ def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) -
     return BuiltEnv(env=env, vector=vec, description=describe(env), obs_norm=obs_norm, return_scaling=scaling)
 
 
-class ClipToBounds(gym.ActionWrapper):
-    """Clip Box actions to the bounds before the env sees them, keeping the bounded action space.
-
-    Gymnasium's ``ClipAction`` widens the space to (-inf, inf), which would hide the
-    bounds from the policy (the tanh-squashed Gaussian needs them).
-    """
-
-    def action(self, action):
-        return np.clip(action, self.action_space.low, self.action_space.high)
-
-
 def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
     """Gymnasium's numpy-vectorized implementation where ppo_td can step it (``vectorization``), else
-    a synchronous vector env of per-copy envs, each wrapped for error context and action clipping."""
-    make_kwargs: dict[str, Any] = {}
-    if config.max_episode_steps is not None:
-        make_kwargs["max_episode_steps"] = config.max_episode_steps
+    a synchronous vector env of per-copy envs, each wrapped for error context and action clipping.
+
+    The per-copy envs are made without Gymnasium's ``TimeLimit``: :class:`StepLimit` takes its place (same
+    semantics, public step count), so a checkpoint can record where each episode is.
+    """
+    spec = gym.spec(config.env_id.rpartition(":")[2])  # the module: prefix was imported by _check_env_id
+    limit = config.max_episode_steps or spec.max_episode_steps
     if config.vectorization == "numpy" or (config.vectorization == "auto" and numpy_vectorized(config.env_id)):
         if not numpy_vectorized(config.env_id):
             raise ValueError(f"env {config.env_id!r} has no numpy-vectorized implementation ppo_td can step "
                              "(Gymnasium 1.x has one for CartPole-v1); use env.vectorization='sync'")
+        kwargs = {} if config.max_episode_steps is None else {"max_episode_steps": config.max_episode_steps}
         vec = gym.make_vec(config.env_id, num_envs=config.num_envs, vectorization_mode="vector_entry_point",
-                           **make_kwargs)
+                           **kwargs)
         return PartialResetCartPole(vec)
-    wrappers: list = [partial(StepErrorContext, env_id=config.env_id)]
+    wrappers: list = [partial(StepLimit, max_episode_steps=limit)] if limit is not None else []
+    wrappers.append(partial(StepErrorContext, env_id=config.env_id))
     if config.clip_actions:
-        wrappers.append(_clip_box_actions)
+        wrappers.append(clip_box_actions)
     if config.action_mask == "info":
         wrappers.append(lambda e: InfoMaskToObservation(e, _mask_size(e.action_space)))
-    return gym.make_vec(config.env_id, num_envs=config.num_envs, vectorization_mode="sync",
-                        vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED}, wrappers=wrappers, **make_kwargs)
-
-
-def _clip_box_actions(env: gym.Env) -> gym.Env:
-    return ClipToBounds(env) if isinstance(env.action_space, gym.spaces.Box) else env
+    return gym.make_vec(dataclasses.replace(spec, max_episode_steps=None), num_envs=config.num_envs,
+                        vectorization_mode="sync", vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
+                        wrappers=wrappers)
 
 
 def find_transform(env: EnvBase, cls: type) -> Transform | None:

@@ -13,7 +13,7 @@ from ppo_td.persist.checkpoint import (
 )
 from ppo_td.persist.runfolder import RunFolder, RunFolderError, write_atomically
 from ppo_td.persist.runlog import RunLogger, plot_learning_curve, read_episodes, read_metrics
-from ppo_td.persist.snapshot import capture, is_exact, restore_snapshot
+from ppo_td.persist.snapshot import capture, is_exact, restore_snapshot, why_inexact
 
 __all__ = [
     "Checkpointer",
@@ -32,6 +32,7 @@ __all__ = [
     "read_metrics",
     "restore",
     "restore_snapshot",
+    "why_inexact",
     "resume_pipeline",
     "save_checkpoint",
     "write_atomically",

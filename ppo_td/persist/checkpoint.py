@@ -17,7 +17,7 @@ from ppo_td.config import TrainConfig, from_dict, to_dict
 from ppo_td.envs import EnvDescription, build_env
 from ppo_td.models import make_actor_critic
 from ppo_td.persist.runfolder import current_umask, remove_stale_temporaries
-from ppo_td.persist.snapshot import capture, restore_snapshot
+from ppo_td.persist.snapshot import capture, inexact_reason, restore_snapshot
 from ppo_td.training import NonFiniteError, Pipeline, StopTraining, build_pipeline, make_train_env
 
 FORMAT = "ppo_td.checkpoint"
@@ -159,12 +159,13 @@ class Resumed(NamedTuple):
     continues from the last completed iteration with fresh episodes (see :mod:`ppo_td.persist.snapshot`)."""
     elapsed: float = 0.0
     """Training seconds before the checkpoint (pass to :func:`ppo_td.training.run` as ``elapsed``)."""
+    why: str = ""
+    """Why the resume is not exact ("" when it is)."""
 
     def describe(self) -> str:
         """One line for the user: where the run continues and whether exactly."""
         how = ("exactly: the same batches as an uninterrupted run" if self.exact else
-               "from the last completed iteration with fresh episodes: the collector's current step is not "
-               "restorable (worker processes, Ray, or TorchRL's Collector)")
+               f"from the last completed iteration with fresh episodes: {self.why}")
         return f"at iteration {self.iteration} ({self.frames} frames), {how}"
 
 
@@ -192,7 +193,8 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     except BaseException:
         shutdown(collector_)  # worker processes or a Ray instance may already be running
         raise
-    resumed = Resumed(pipeline, state["frames"], state["iteration"], exact, float(state.get("elapsed", 0.0)))
+    why = "" if exact else inexact_reason(pipeline, state["snapshot"])
+    resumed = Resumed(pipeline, state["frames"], state["iteration"], exact, float(state.get("elapsed", 0.0)), why)
     logging.getLogger("ppo_td").info("resumed %s", resumed.describe())
     return resumed
 

@@ -99,6 +99,19 @@ class RunFolder:
         except (OSError, ValueError, KeyError):
             return None
 
+    def record(self, **fields: Any) -> None:
+        """Add ``fields`` to ``run.json`` (atomically); a list field given as ``append_<name>`` grows by one entry."""
+        try:
+            info = json.loads((self.path / "run.json").read_text())
+        except (OSError, ValueError):
+            info = {}
+        for key, value in fields.items():
+            if key.startswith("append_"):
+                info.setdefault(key.removeprefix("append_"), []).append(value)
+            else:
+                info[key] = value
+        write_atomically(self.path / "run.json", json.dumps(info, indent=1) + "\n")
+
     def check_checkpoint(self, state: dict[str, Any], path: Path) -> None:
         """Refuse a checkpoint written by another run (copied into this folder)."""
         mine, theirs = self.run_id, state.get("run_id")

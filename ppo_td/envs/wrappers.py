@@ -1,0 +1,101 @@
+"""Gymnasium wrappers ppo_td puts around each env copy it steps (see :func:`ppo_td.envs.build_env`).
+
+Each keeps whatever state it has public (``state_dict`` / ``load_state_dict``), so a checkpoint can
+record it and a resume can put it back (:mod:`ppo_td.envs.state`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+
+class EnvStepError(RuntimeError):
+    """An exception raised inside an environment's step, with the env id and step attached."""
+
+
+class StepErrorContext(gym.Wrapper):
+    """Re-raise an exception from ``step`` or ``reset`` as :class:`EnvStepError` naming the env id and the step
+    (or the reset's seed)."""
+
+    def __init__(self, env: gym.Env, env_id: str) -> None:
+        super().__init__(env)
+        self.env_id = env_id
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        try:
+            out = self.env.step(action)
+        except Exception as err:
+            raise EnvStepError(
+                f"env {self.env_id!r} raised {type(err).__name__} at step {self.steps} "
+                f"(action {action!r}): {err}"
+            ) from err
+        if np.ndim(out[1]) != 0:
+            raise EnvStepError(f"env {self.env_id!r} returned a reward of shape {np.shape(out[1])} at step "
+                               f"{self.steps}; a Gymnasium env's reward is one number per step (sum or pick one "
+                               "in a wrapper)")
+        return out
+
+    def reset(self, *, seed=None, options=None):
+        try:
+            return self.env.reset(seed=seed, options=options)
+        except Exception as err:
+            raise EnvStepError(f"env {self.env_id!r} raised {type(err).__name__} in reset (seed {seed}, after "
+                               f"{self.steps} steps): {err}") from err
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"steps": self.steps}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.steps = int(state["steps"])
+
+
+class StepLimit(gym.Wrapper):
+    """Truncate an episode after ``max_episode_steps`` steps: Gymnasium's ``TimeLimit`` with its step count
+    public, so a checkpoint records it (``TimeLimit`` keeps it in a private attribute).
+
+    ppo_td builds its env copies without ``TimeLimit`` and puts this wrapper in its place, with the same
+    semantics: ``truncated`` is True on the step that reaches the limit; ``reset`` starts the count again.
+    """
+
+    def __init__(self, env: gym.Env, max_episode_steps: int) -> None:
+        super().__init__(env)
+        if max_episode_steps < 1:
+            raise ValueError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
+        self.max_episode_steps = int(max_episode_steps)
+        self.elapsed_steps = 0
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.elapsed_steps += 1
+        return obs, reward, terminated, truncated or self.elapsed_steps >= self.max_episode_steps, info
+
+    def reset(self, *, seed=None, options=None):
+        self.elapsed_steps = 0
+        return self.env.reset(seed=seed, options=options)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"elapsed_steps": self.elapsed_steps}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.elapsed_steps = int(state["elapsed_steps"])
+
+
+class ClipToBounds(gym.ActionWrapper):
+    """Clip Box actions to the bounds before the env sees them, keeping the bounded action space.
+
+    Gymnasium's ``ClipAction`` widens the space to (-inf, inf), which would hide the
+    bounds from the policy (the tanh-squashed Gaussian needs them).
+    """
+
+    def action(self, action):
+        return np.clip(action, self.action_space.low, self.action_space.high)
+
+
+def clip_box_actions(env: gym.Env) -> gym.Env:
+    """``env`` wrapped in :class:`ClipToBounds` when its actions are a Box; else ``env``."""
+    return ClipToBounds(env) if isinstance(env.action_space, gym.spaces.Box) else env
