@@ -26,7 +26,7 @@ def test_cli_doctor_exit_codes(capsys):
     assert "no findings" in capsys.readouterr().out
     assert main(["doctor", "--preset", "cleanrl", "--loss", "doctor_plugins:buggy_loss"]) == 1
     out = capsys.readouterr().out
-    assert "[2] critic outputs flow into the actor loss" in out and "critic.head.0.weight" in out
+    assert "[2] the policy loss puts gradient on value-network parameters" in out and "critic.head.0.weight" in out
 
 
 def test_cli_doctor_bad_plugin_spec(capsys):

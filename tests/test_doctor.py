@@ -54,7 +54,12 @@ class Problem:
 
 
 def items(a):
+    """The kinds found, in report order (most severe first)."""
     return [f.item for f in a.findings]
+
+
+def finding(a, item):
+    return next(f for f in a.findings if f.item == item)
 
 
 def test_fixed_update_is_clean():
@@ -78,11 +83,10 @@ def test_rollout_logprobs_with_graph_reused_under_retain_graph():
             loss = -((new_logp - old_logp).exp() * p.adv).mean() + ((value - p.returns) ** 2).mean()
             loss.backward(retain_graph=True)
         p.opt.step()
-    assert items(a)[0] == 1, a.report()
-    assert "actor forward #1" in a.findings[0].culprit and "test_doctor.py" in a.findings[0].culprit
+    assert items(a) == [4, 1], a.report()
+    assert "actor forward #1" in finding(a, 1).culprit and "test_doctor.py" in finding(a, 1).culprit
     # and its consequence: gradient through new - old cancels, the policy gets an all-zero gradient
-    assert items(a)[1:] == [4] and "all-zero gradient at every one of 1 optimizer step(s): actor.0.weight" in (
-        a.findings[1].culprit)
+    assert "all-zero gradient at every one of 1 optimizer step(s): actor.0.weight" in finding(a, 4).culprit
 
 
 # 2. critic outputs in the actor loss; a value target that is not detached
@@ -117,8 +121,12 @@ def test_second_backward_names_the_backward_that_freed_the_graph():
             for _ in range(2):
                 new_logp = p.dist(p.obs).log_prob(p.actions)
                 p.step(p.ppo_loss(new_logp, (p.returns - values).detach(), values, p.returns))
-    assert items(a) == [3]
-    assert "critic forward #1" in a.findings[0].culprit
+    # and before that backward ran: the optimizer step changed the critic after the forward it reuses
+    assert items(a) == [3, 7], a.report()
+    assert "critic forward #1" in finding(a, 3).culprit
+    assert "critic's parameters were stepped by opt" in finding(a, 7).culprit and "values = p.critic" in (
+        finding(a, 7).culprit)
+    assert a.error.finding is finding(a, 3) and "loss.backward(" in a.error.where
 
 
 def test_inplace_error_names_the_optimizer_step_and_parameter():
@@ -130,7 +138,7 @@ def test_inplace_error_names_the_optimizer_step_and_parameter():
                 new_logp = p.dist(p.obs).log_prob(p.actions)
                 loss = p.ppo_loss(new_logp, p.adv, values, p.returns)
                 p.step(loss, retain_graph=True)  # "fixing" the second-backward error with retain_graph
-    assert items(a) == [1, 3], a.report()
+    assert items(a) == [3, 7, 1], a.report()
 
 
 def test_explain_without_audit():
@@ -152,7 +160,9 @@ def test_graph_cut_by_item_leaves_actor_without_gradient():
         value = p.critic(p.obs).squeeze(-1)
         p.step(-(new_logp * p.adv.mean()) + ((value - p.returns) ** 2).mean())
     assert items(a) == [4], a.report()
-    assert "actor.0.weight" in a.findings[0].culprit and "no gradient" in a.findings[0].culprit
+    assert "actor gets no gradient" in a.findings[0].title
+    assert "was cut from the graph by .item() at" in a.findings[0].culprit and "# the bug: .item()" in (
+        a.findings[0].culprit)
 
 
 def test_stored_log_probs_used_as_new_ones():
@@ -221,3 +231,59 @@ def test_audit_patches_nothing_and_stops_watching_after_the_block():
     assert a.report().startswith("ppo_td doctor: 2 backward call(s)")
     p.correct_update(epochs=1)
     assert a.report().startswith("ppo_td doctor: 2 backward call(s)")
+
+
+def test_modules_and_optimizers_in_containers_are_named_by_the_user():
+    """A policy, two value networks in a list, three optimizers in a dict: every finding names them."""
+    torch.manual_seed(0)
+    policy = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    v_net, q_net = nn.Linear(4, 1), nn.Linear(5, 1)
+    opts = {"pi": torch.optim.SGD(policy.parameters(), lr=0.1), "v": torch.optim.SGD(v_net.parameters(), lr=0.1),
+            "q": torch.optim.SGD(q_net.parameters(), lr=0.1)}
+    obs, actions = torch.randn(32, 4), torch.randint(2, (32,))
+    with audit(policy=policy, critics=[v_net, q_net], optimizers=opts) as a:
+        v, q = v_net(obs).squeeze(-1), q_net(torch.cat([obs, actions[:, None].float()], 1)).squeeze(-1)
+        logp = torch.distributions.Categorical(logits=policy(obs)).log_prob(actions)
+        loss = -(logp * (q - v)).mean() + (v - 1).pow(2).mean() + (q - 1).pow(2).mean()  # q - v not detached
+        for opt in opts.values():
+            opt.zero_grad()
+        loss.backward()
+        for opt in opts.values():
+            opt.step()
+    assert a.role("critics[0]") == a.role("critics[1]") == "value" and a.role("policy") == "policy"
+    assert items(a) == [2], a.report()
+    assert "reaches critics[0], critics[1]" in a.findings[0].culprit and "MulBackward" in a.findings[0].culprit
+    assert "optimizers: pi, v, q" in a.report()
+
+
+def test_the_same_finding_at_one_line_is_reported_once_with_its_count_and_steps():
+    p = Problem()
+    with p.audit() as a:
+        for _ in range(5):
+            new_logp = p.dist(p.obs).log_prob(p.actions)
+            value = p.critic(p.obs).squeeze(-1)
+            p.step(p.ppo_loss(new_logp, p.returns - value, value, p.returns))  # advantage not detached
+    assert len(a.findings) == 1 and a.findings[0].count == 5 and a.findings[0].steps == [1, 2, 3, 4, 5]
+    assert "(seen 5x, during step(s) 1-5)" in a.report()
+    assert a.to_dict()["findings"][0]["count"] == 5
+
+
+def test_audit_refuses_what_is_not_a_module_or_an_optimizer():
+    with pytest.raises(TypeError, match=r"critics\[1\] is a str, not a torch.nn.Module"):
+        with audit(critics=[nn.Linear(2, 1), "v_net"]):
+            pass
+    with pytest.raises(TypeError, match="not a torch.optim.Optimizer"):
+        with audit(actor=nn.Linear(2, 1), optimizers=[nn.Linear(2, 1)]):
+            pass
+
+
+def test_an_error_in_the_users_code_keeps_the_findings_and_names_the_line():
+    p = Problem()
+    with pytest.raises(ZeroDivisionError):
+        with p.audit() as a:
+            value = p.critic(p.obs).squeeze(-1)
+            p.step(p.ppo_loss(p.dist(p.obs).log_prob(p.actions), p.returns - value, value, p.returns))
+            print(1 / 0)  # the user's bug, unrelated to autograd
+    assert items(a) == [2] and a.error.type == "ZeroDivisionError" and "1 / 0" in a.error.where
+    report = a.report()
+    assert report.index("[2]") < report.index("the code stopped with ZeroDivisionError")

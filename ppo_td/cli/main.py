@@ -18,12 +18,14 @@ USAGE = """usage: ppo-td COMMAND [ARGS]
 commands:
   train   train PPO (no arguments: the tuned CartPole-v1 preset); --help lists every field
   eval    run deterministic episodes of a checkpoint and print mean +- std
-  doctor  audit one collection and one update of a pipeline for autograd mistakes
+  doctor  audit your PPO script (SCRIPT.py [ARGS] [--steps N] [--json]), or one update of a pipeline,
+          for autograd mistakes
 
 examples:
   ppo-td train
   ppo-td train --preset cleanrl --optim.lr 3e-4 --env.num-envs 8 --frames-per-batch 1024
   ppo-td eval runs/cartpole-seed1 --episodes 20
+  ppo-td doctor my_ppo.py --steps 10
   ppo-td doctor --preset cleanrl --loss my_project.losses:make_loss
 """
 
@@ -141,6 +143,9 @@ def _eval(args: list[str]) -> int:
 
 
 def _doctor(args: list[str]) -> int:
+    script = next((i for i, a in enumerate(args) if a.endswith(".py") and not a.startswith("-")), None)
+    if script is not None:
+        return _doctor_script(args[:script], args[script], args[script + 1:])
     parser = argparse.ArgumentParser(
         prog="ppo-td doctor",
         description="Run one collection and one update under the autograd audit; exit 1 if anything is found. "
@@ -166,6 +171,57 @@ def _doctor(args: list[str]) -> int:
     parts = {"loss": _made(ns.loss, "a TorchRL LossModule", actor, critic, config)} if ns.loss else {}
     audit = checkup(build_pipeline(config, env=built, actor=actor, critic=critic, **parts))
     print(audit.report())
+    return 0 if audit.ok else 1
+
+
+DOCTOR_FLAGS = {"--steps": True, "--timeout": True, "--json": False}  # flag -> takes a value
+
+
+def _doctor_script(before: list[str], script: str, after: list[str]) -> int:
+    """``ppo-td doctor SCRIPT.py [ARGS ...]``: run the script unmodified under the audit and print the report.
+
+    The doctor's flags (--steps, --timeout, --json) may come before the script or among its arguments; the
+    script gets every other argument, and everything after ``--``."""
+    parser = argparse.ArgumentParser(
+        prog="ppo-td doctor SCRIPT.py [ARGS ...]",
+        description="Run your training script, unmodified, under the autograd audit: modules are discovered as "
+        "it calls them, optimizers as they step. Stops after --steps optimizer steps, at the script's first "
+        "error, or at its end; exit 1 if anything is found.")
+    parser.add_argument("--steps", type=int, default=20, help="optimizer steps to audit (default 20)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="stop the script after this many seconds")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON (the script's output goes "
+                        "to stderr)")
+    mine, theirs = list(before), []
+    rest = iter(after)
+    for arg in rest:
+        if arg == "--":
+            theirs += list(rest)
+            break
+        flag = arg.split("=", 1)[0]
+        if flag in DOCTOR_FLAGS:
+            mine.append(arg)
+            if DOCTOR_FLAGS[flag] and "=" not in arg:
+                mine.append(next(rest, ""))
+        else:
+            theirs.append(arg)
+    try:
+        ns = parser.parse_args(mine)
+    except SystemExit as err:
+        return 0 if err.code == 0 else 2
+    if ns.steps < 1 or ns.timeout <= 0:
+        raise ValueError(f"--steps {ns.steps} / --timeout {ns.timeout:g}: both must be positive")
+    import contextlib
+    import json
+
+    from ppo_td.doctor.script import run_script
+
+    out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr) if ns.json else contextlib.nullcontext():
+        audit, ended = run_script(script, theirs, steps=ns.steps, timeout=ns.timeout)
+    if ns.json:
+        print(json.dumps({"script": script, "ended": ended, **audit.to_dict()}, indent=1), file=out)
+    else:
+        print(f"ppo-td doctor: ran {script}: {ended}\n{audit.report()}", file=out)
     return 0 if audit.ok else 1
 
 

@@ -1,86 +1,163 @@
 """The doctor: find the autograd mistakes that break hand-written PPO updates.
 
-Wrap a few training steps in :func:`audit`; it watches every ``backward()``, every
-optimizer step and every forward of the given modules, and reports each mistake
-with the culprit (module, parameter, tensor) and the fix in RL terms.
+Wrap a few training steps in :func:`audit`. It watches every forward of the audited modules,
+every ``backward()`` (and looks at its graph *before* it runs) and every optimizer step, and
+reports each mistake with the culprit (module, parameter, line) and the fix in RL terms.
 
 Example:
-    >>> with audit(actor=actor, critic=critic, optimizers=[opt]) as a:
+    >>> with audit(policy=actor, critics=[v_net, q_net], optimizers=[pi_opt, v_opt, q_opt]) as a:
     ...     my_update(batch)
     >>> print(a.report())
+
+Modules and optimizers come as one object, a list, tuple or dict of them, under any keyword;
+findings name them by the keyword, the dict key, or the keyword with an index. Without any
+module, the audit discovers the modules called at the top level of the user's code (and the
+optimizers that step) through torch's global hooks, naming them by the user's variables.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
+import re
 import traceback
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.modules import module as nn_module
+from torch.optim import optimizer as optim_module
 from torch.overrides import TorchFunctionMode
 
 from ppo_td.doctor.explain import DoctorError, explain, parse_inplace_error
+from ppo_td.doctor.findings import ErrorReport, Finding, Findings, render
+from ppo_td.doctor.graph import (
+    DISTANCE_NODES,
+    LINEAR_NODES,
+    REGRESSION_NODES,
+    below,
+    derived,
+    graph,
+    leaves,
+    reach,
+    reached_outside,
+)
 
-__all__ = ["Audit", "Finding", "audit"]
+__all__ = ["Audit", "Finding", "StopAudit", "audit"]
 
-# Nodes that only add, stack or reshape: mixing actor and critic terms through them is fine.
-_LINEAR_NODES = ("AddBackward", "SubBackward", "CatBackward", "StackBackward", "SumBackward", "MeanBackward",
-                 "NegBackward", "ViewBackward", "UnsqueezeBackward", "SqueezeBackward", "ExpandBackward")
-_DISTANCE_NODES = ("MseLossBackward", "SmoothL1LossBackward", "L1LossBackward", "HuberLossBackward", "SubBackward")
+_VALUE_WORDS = {"critic", "critics", "value", "values", "vf", "baseline", "q", "qf", "v"}
+_POLICY_WORDS = {"actor", "actors", "policy", "policies", "pi"}
+_FROZEN_WORDS = {"old", "target", "stale", "frozen", "prev", "previous"}
+# torch functions whose result carries no gradient back to their input: where a policy's graph is cut
+_CUTS = {torch.Tensor.item: ".item()", torch.Tensor.tolist: ".tolist()", torch.Tensor.numpy: ".numpy()",
+         torch.Tensor.detach: ".detach()", torch.argmax: "argmax", torch.Tensor.argmax: "argmax",
+         torch.argmin: "argmin", torch.Tensor.argmin: "argmin", torch.multinomial: "sampling (multinomial)",
+         torch.Tensor.long: ".long()", torch.Tensor.int: ".int()", torch.round: "round",
+         torch.Tensor.round: "round"}
+_LIBRARIES = tuple(f"{os.sep}{name}{os.sep}" for name in ("torch", "tensordict", "torchrl"))
+_DOCTOR = os.path.dirname(os.path.abspath(__file__))
+
+
+class StopAudit(BaseException):  # noqa: N818 - a stop, not an error: it must pass `except Exception`
+    """Raised at the optimizer step after ``stop_after`` steps: the audited code has run long enough."""
 
 
 @dataclass
-class Finding:
-    """One diagnosed mistake: item number (1-6 of the doctor's list), what, culprit and fix."""
-
-    item: int
-    title: str
-    culprit: str
-    fix: str
-
-    def __str__(self) -> str:
-        return f"[{self.item}] {self.title}\n    culprit: {self.culprit}\n    fix: {self.fix}"
+class _Forward:
+    module: str
+    index: int
+    where: str
+    step: int  # optimizer steps done when this forward ran
+    node: object  # the output's grad_fn (kept alive so its id stays unique)
 
 
 @dataclass
 class _Backward:
     index: int
     where: str
-    nodes: dict[int, object]  # id -> node (kept alive so ids stay unique)
+    nodes: dict[int, object]
     retain_graph: bool
+    modules: set[str]  # the audited modules whose parameters this loss reaches
 
 
 @dataclass
-class Audit:
-    """State of one audit; read :attr:`findings` or :meth:`report` after the ``with`` block."""
+class _Cut:
+    where: str
+    how: str
+    forward: _Forward
 
-    actor: nn.Module | None
-    critic: nn.Module | None
-    optimizers: list[torch.optim.Optimizer]
-    explode_threshold: float
-    findings: list[Finding] = field(default_factory=list)
-    _backwards: list[_Backward] = field(default_factory=list)
-    _outputs: dict[int, tuple[object, str]] = field(default_factory=dict)
-    _steps: int = 0
-    _stepped_at: dict[int, int] = field(default_factory=dict)  # param id -> last optimizer step that changed it
-    _ratio_checked: bool = False
-    _nonzero_steps: dict[int, list] = field(default_factory=dict)  # param id -> [param, steps with grad != 0]
+
+def _words(name: str) -> set[str]:
+    return {w for w in re.split(r"[^a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()) if w}
+
+
+class Audit:
+    """State of one audit; read :attr:`findings`, :attr:`error` or :meth:`report` after the ``with`` block."""
+
+    def __init__(self, explode_threshold: float = 1e3, stop_after: int | None = None) -> None:
+        self.explode_threshold = explode_threshold
+        self.stop_after = stop_after
+        self.modules: dict[str, nn.Module] = {}
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        self.error: ErrorReport | None = None
+        self.stopped = ""  # why the audit stopped the code early (stop_after, a time limit), if it did
+        self._roles: dict[str, str] = {}  # given roles; others are inferred (see role())
+        self._output_roles: dict[str, str] = {}
+        self._groups = Findings()
+        self._backwards: list[_Backward] = []
+        self._outputs: dict[int, _Forward] = {}
+        self._forwards: dict[str, int] = {}
+        self._steps = 0
+        self._stepped_at: dict[int, tuple[int, str, str]] = {}  # param id -> (step, line, optimizer)
+        self._last_backward: dict[int, int] = {}  # optimizer id -> number of backward calls at its last step
+        self._nonzero_steps: dict[int, list] = {}  # param id -> [param, steps with grad != 0]
+        self._cuts: dict[str, list[_Cut]] = {}  # module -> where its outputs were cut from the graph (newest last)
+        self._owners: dict[int, list[str]] = {}
+        self._names: dict[int, str] = {}  # param id -> "module.parameter"
+        self._error_finding: Finding | None = None
+        self._error_text = ""
+        self._ratio_checked = False
+
+    # -- what the user reads ----------------------------------------------------------------
+    @property
+    def findings(self) -> list[Finding]:
+        """The findings, one per (kind, source line), most severe first."""
+        return self._groups.ordered()
 
     @property
     def ok(self) -> bool:
-        """True when the audit found nothing."""
-        return not self.findings
+        """True when the audit found nothing and the audited code did not fail."""
+        return not len(self._groups) and self.error is None
 
     def report(self) -> str:
-        """Human-readable report: one block per finding, or a clean bill of health."""
+        """Human-readable report: every finding, most severe first, then the error that stopped the code."""
         head = f"ppo_td doctor: {len(self._backwards)} backward call(s), {self._steps} optimizer step(s) audited"
-        if self.ok:
-            return head + "\nno findings: the update is clean."
-        return head + f"\n{len(self.findings)} finding(s):\n" + "\n".join(str(f) for f in self.findings)
+        if self.modules:
+            head += "\n    modules: " + ", ".join(f"{n} ({self.role(n)})" for n in self.modules)
+        if self.optimizers:
+            head += "\n    optimizers: " + ", ".join(self.optimizers)
+        return render(head, self.findings, self.error)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as data (``ppo-td doctor --json``)."""
+        return {"backward_calls": len(self._backwards), "optimizer_steps": self._steps,
+                "modules": {n: self.role(n) for n in self.modules}, "optimizers": list(self.optimizers),
+                "findings": [f.to_dict() for f in self.findings],
+                "error": self.error.to_dict() if self.error else None, "ok": self.ok}
+
+    def role(self, name: str) -> str:
+        """'policy' or 'value': given (``actor=``/``critic=``), else from the name, else from the outputs."""
+        if name in self._roles:
+            return self._roles[name]
+        words = _words(name)
+        if words & _VALUE_WORDS:
+            return "value"
+        if words & _POLICY_WORDS:
+            return "policy"
+        return self._output_roles.get(name, "policy")
 
     def check_ratio(self, log_ratio: torch.Tensor, tolerance: float = 1e-4) -> None:
         """Check the first minibatch's log(pi_new / pi_old): before any step it must be 0 (item 6)."""
@@ -93,122 +170,284 @@ class Audit:
                       f"max |log ratio| = {worst:.3g} before any optimizer step",
                       "the stored old log-probs are not the current policy's: record them with the same network "
                       "that is trained (not a stale copy), read them from the right key "
-                      "(loss.tensor_keys.sample_log_prob), and recompute nothing between collection and update")
+                      "(loss.tensor_keys.sample_log_prob), and recompute nothing between collection and update",
+                      _caller())
 
     def check_rollout(self, data: Mapping[str, Any]) -> None:
         """Report rollout entries that carry an autograd graph (item 1): they must be recorded without one."""
-        leaves = data.items(True, True) if hasattr(data, "batch_size") else data.items()
-        carrying = [str(k) for k, v in leaves if torch.is_tensor(v) and v.requires_grad]
+        items = data.items(True, True) if hasattr(data, "batch_size") else data.items()
+        carrying = [str(k) for k, v in items if torch.is_tensor(v) and v.requires_grad]
         if carrying:
             self._add(1, "rollout data carries an autograd graph",
                       f"rollout entries {', '.join(carrying[:5])} were recorded with gradients on",
                       "run the policy and critic under torch.no_grad() while collecting (TorchRL collectors do); "
-                      "store .detach()ed tensors")
+                      "store .detach()ed tensors", _caller())
 
-    # -- bookkeeping -----------------------------------------------------------------
-    def _add(self, item: int, title: str, culprit: str, fix: str) -> None:
-        finding = Finding(item, title, culprit, fix)
-        if all(str(f) != str(finding) for f in self.findings):
-            self.findings.append(finding)
+    # -- registration -------------------------------------------------------------------------
+    def add_module(self, name: str, module: nn.Module, role: str | None = None) -> str:
+        """Audit ``module`` under ``name`` (made unique); returns the name used."""
+        if not isinstance(module, nn.Module):
+            raise TypeError(f"doctor.audit: {name} is a {type(module).__name__}, not a torch.nn.Module (pass "
+                            "modules, or lists, tuples or dicts of them)")
+        for known, m in self.modules.items():
+            if m is module:
+                return known
+        unique, n = name, 2
+        while unique in self.modules:
+            unique, n = f"{name}#{n}", n + 1
+        self.modules[unique] = module
+        if role is not None:
+            self._roles[unique] = role
+        for pname, p in module.named_parameters():
+            self._owners.setdefault(id(p), []).append(unique)
+            self._names.setdefault(id(p), f"{unique}.{pname}")
+        return unique
 
-    def _role_params(self) -> tuple[dict[int, str], dict[int, str]]:
-        actor = {id(p): f"actor.{n}" for n, p in self.actor.named_parameters()} if self.actor is not None else {}
-        critic = {id(p): f"critic.{n}" for n, p in self.critic.named_parameters()} if self.critic is not None else {}
-        both = actor.keys() & critic.keys()
-        return ({k: v for k, v in actor.items() if k not in both}, {k: v for k, v in critic.items() if k not in both})
+    def add_optimizer(self, name: str, opt: torch.optim.Optimizer) -> str:
+        if not isinstance(opt, torch.optim.Optimizer):
+            raise TypeError(f"doctor.audit: {name} is a {type(opt).__name__}, not a torch.optim.Optimizer")
+        for known, o in self.optimizers.items():
+            if o is opt:
+                return known
+        unique, n = name, 2
+        while unique in self.optimizers:
+            unique, n = f"{name}#{n}", n + 1
+        self.optimizers[unique] = opt
+        return unique
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+    def _add(self, item: int, title: str, culprit: str, fix: str, where: str = "") -> Finding:
+        return self._groups.add(Finding(item, title, culprit, fix, where), self._steps + 1)
 
     def _named(self, param: torch.Tensor) -> str:
-        for prefix, module in (("actor", self.actor), ("critic", self.critic)):
-            for name, p in module.named_parameters() if module is not None else ():
-                if p is param:
-                    return f"{prefix}.{name}"
-        return f"parameter of shape {list(param.shape)}"
+        return self._names.get(id(param), f"a parameter of shape {list(param.shape)}")
 
-    def _params(self) -> list[nn.Parameter]:
+    def _exclusive_owner(self) -> dict[int, str]:
+        return {pid: names[0] for pid, names in self._owners.items() if len(names) == 1}
+
+    def _optimized(self, name: str) -> bool | None:
+        """Whether an optimizer seen so far holds the module's parameters (None: no optimizer seen yet)."""
+        if not self.optimizers:
+            return None
+        ids = {id(p) for p in self.modules[name].parameters()}
+        return any(id(p) in ids for o in self.optimizers.values() for g in o.param_groups for p in g["params"])
+
+    def _learns(self, name: str) -> bool:
+        """A module whose parameters should get gradient: one an optimizer seen so far holds, or one not named
+        as a frozen copy (``old_policy``, ``target_net``): its optimizer may not have stepped yet."""
+        return bool(self._optimized(name)) or not _words(name) & _FROZEN_WORDS
+
+    def _params(self) -> list[torch.Tensor]:
         found = {}
-        for module in (self.actor, self.critic):
-            if module is not None:
-                found.update({id(p): p for p in module.parameters() if p.requires_grad})
-        for opt in self.optimizers:
+        for module in self.modules.values():
+            found.update({id(p): p for p in module.parameters() if p.requires_grad})
+        for opt in self.optimizers.values():
             found.update({id(p): p for g in opt.param_groups for p in g["params"] if p.requires_grad})
         return list(found.values())
 
 
-def _graph(root: object) -> tuple[dict[int, object], dict[int, list[object]]]:
-    """All nodes under ``root`` and each node's children (iterative: graphs can be deep)."""
-    nodes: dict[int, object] = {}
-    children: dict[int, list[object]] = {}
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in nodes:
-            continue
-        nodes[id(node)] = node
-        kids = [n for n, _ in getattr(node, "next_functions", ()) if n is not None]
-        children[id(node)] = kids
-        stack.extend(kids)
-    return nodes, children
+def _internal(filename: str) -> bool:
+    """A frame of torch, TensorDict, TorchRL, contextlib or the doctor: not the user's line."""
+    return (any(lib in filename for lib in _LIBRARIES) or filename.endswith(f"{os.sep}contextlib.py")
+            or os.path.dirname(os.path.abspath(filename)) == _DOCTOR)
 
 
-def _reach(nodes: dict[int, object], children: dict[int, list[object]], actor: dict, critic: dict) -> dict[int, set]:
-    """For each node, the roles ('actor', 'critic') of the exclusive parameters below it."""
-    memo: dict[int, set] = {}
-    for start in nodes:
-        stack = [(start, False)]
-        while stack:
-            nid, expanded = stack.pop()
-            if nid in memo:
-                continue
-            if not expanded:
-                stack.append((nid, True))
-                stack.extend((id(k), False) for k in children[nid] if id(k) not in memo)
-                continue
-            var = getattr(nodes[nid], "variable", None)
-            roles = {"actor"} if id(var) in actor else {"critic"} if id(var) in critic else set()
-            for k in children[nid]:
-                roles |= memo.get(id(k), set())
-            memo[nid] = roles
-    return memo
+def _format(filename: str, lineno: int, line: str | None) -> str:
+    return f"{filename}:{lineno}" + (f" ({line.strip()})" if line else "")
 
 
 def _caller() -> str:
-    for frame in reversed(traceback.extract_stack()[:-3]):
-        if f"{os.sep}torch{os.sep}" not in frame.filename and frame.filename != __file__:
-            return f"{frame.filename}:{frame.lineno} ({frame.line})"
+    """The innermost line of the user's code on the stack."""
+    for frame in reversed(traceback.extract_stack()[:-1]):
+        if not _internal(frame.filename):
+            return _format(frame.filename, frame.lineno, frame.line)
     return "<unknown>"
 
 
-def _on_backward(a: Audit, tensors, retain_graph: bool | None) -> _Backward | None:
-    tensors = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
-    roots = [t for t in tensors if t.grad_fn is not None]
+def _user_name(obj: object) -> str | None:
+    """The name the user's code gives ``obj``: a variable, or an attribute/child of a variable (``self.actor``)."""
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            if not _internal(frame.f_code.co_filename):
+                for scope in (frame.f_locals, frame.f_globals):
+                    for key, value in scope.items():
+                        if value is obj and not key.startswith("__"):
+                            return key
+                for value in list(frame.f_locals.values()):
+                    children = value.named_children() if isinstance(value, nn.Module) else (
+                        vars(value).items() if hasattr(value, "__dict__") and not inspect.ismodule(value)
+                        and not inspect.isclass(value) else ())
+                    for key, child in children:
+                        if child is obj:
+                            return key
+            frame = frame.f_back
+    finally:
+        del frame
+    return None
+
+
+# -- forwards --------------------------------------------------------------------------------------
+def _tensors(output: Any) -> list[torch.Tensor]:
+    if torch.is_tensor(output):
+        return [output]
+    if hasattr(output, "batch_size") and hasattr(output, "values"):  # a TensorDict
+        return [t for t in output.values(True, True) if torch.is_tensor(t)]
+    if isinstance(output, (tuple, list)):
+        return [t for t in output if torch.is_tensor(t)]
+    if isinstance(output, Mapping):
+        return [t for t in output.values() if torch.is_tensor(t)]
+    return []
+
+
+def _record_forward(a: Audit, name: str, output: Any) -> None:
+    a._forwards[name] = n = a._forwards.get(name, 0) + 1
+    tensors = _tensors(output)
+    if name not in a._output_roles and tensors:
+        keys = set(output.keys(True, True)) if hasattr(output, "batch_size") else set()
+        value_like = "state_value" in keys or "state_action_value" in keys or (
+            not keys and tensors[0].dim() > 0 and tensors[0].shape[-1] == 1)
+        a._output_roles[name] = "value" if value_like else "policy"
+    where = _caller()
     for t in tensors:
-        if not torch.isfinite(t.detach()).all():
-            a._add(5, "non-finite loss", f"loss passed to backward #{len(a._backwards) + 1} at {_caller()}",
+        if t.grad_fn is not None:
+            a._outputs[id(t.grad_fn)] = _Forward(name, n, where, a._steps, t.grad_fn)
+
+
+def _forward_hook(a: Audit, name: str):
+    def hook(module, args, output):
+        _record_forward(a, name, output)
+    return hook
+
+
+class _Discovery:
+    """Torch's global module hooks: register the modules the user's code calls at the top level (not inside
+    another module's forward), named by the user's variables, and record their forwards."""
+
+    def __init__(self, a: Audit) -> None:
+        self.audit, self.depth, self.counts = a, 0, {}
+
+    def pre(self, module: nn.Module, args: Any) -> None:
+        if self.depth == 0 and any(p.requires_grad for p in module.parameters()):
+            a = self.audit
+            if all(m is not module for m in a.modules.values()):
+                cls = type(module).__name__
+                self.counts[cls] = self.counts.get(cls, 0) + 1
+                a.add_module(_user_name(module) or f"{cls}#{self.counts[cls]}", module)
+        self.depth += 1
+
+    def post(self, module: nn.Module, args: Any, output: Any) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            for name, m in self.audit.modules.items():
+                if m is module:
+                    _record_forward(self.audit, name, output)
+                    break
+
+
+# -- backward: look at the graph before it runs -------------------------------------------------------
+def _on_backward(a: Audit, tensors: Any, retain_graph: bool | None) -> _Backward | None:
+    tensors = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
+    where = _caller()
+    index = len(a._backwards) + 1
+    for t in tensors:
+        if torch.is_tensor(t) and not torch.isfinite(t.detach()).all():
+            a._add(5, "non-finite loss", f"the loss passed to backward #{index} is not finite",
                    "look for log(0), division by a zero std (add eps), exp of a large log-ratio; "
-                   "check observations and rewards for NaN/inf")
+                   "check observations and rewards for NaN/inf", where)
+    roots = [t.grad_fn for t in tensors if torch.is_tensor(t) and t.grad_fn is not None]
     if not roots:
         return None
-    nodes: dict[int, object] = {}
-    children: dict[int, list[object]] = {}
-    for r in roots:
-        n, c = _graph(r.grad_fn)
-        nodes.update(n)
-        children.update(c)
-    actor, critic = a._role_params()
-    roles = _reach(nodes, children, actor, critic)
-    _check_mixing(a, nodes, children, roles, critic)
-    record = _Backward(len(a._backwards) + 1, _caller(), nodes, bool(retain_graph))
+    nodes, children = graph(roots)
+    reached = leaves(nodes)
+    modules = {name for pid in reached for name in a._owners.get(pid, ())}
+    record = _Backward(index, where, nodes, bool(retain_graph), modules)
+    _check_value_gradient(a, record, roots, children)
+    _check_stale_forwards(a, record)
     for earlier in a._backwards:
         shared = _shared_nodes(record, earlier)
         if shared and earlier.retain_graph:
-            a._add(1, "rollout data carries an autograd graph that a later loss reuses",
-                   f"backward #{record.index} at {record.where} runs through {len(shared)} graph node(s) already "
-                   f"used by backward #{earlier.index}{_describe_outputs(a, shared)}",
+            a._add(1, "a graph reused by a later loss: rollout data or values computed once carry an autograd graph",
+                   f"backward #{record.index} runs through {len(shared)} graph node(s) already used by backward "
+                   f"#{earlier.index} at {earlier.where}{_describe_outputs(a, shared)}",
                    "collect rollouts under torch.no_grad() (or .detach() actions, log-probs, values and advantages "
                    "when storing them); recompute log-probs and values from stored observations in each "
-                   "minibatch loss. retain_graph=True only hides this: gradients flow into stale outputs")
+                   "minibatch loss. retain_graph=True only hides this: gradients flow into stale outputs", where)
     a._backwards.append(record)
     return record
+
+
+def _check_value_gradient(a: Audit, record: _Backward, roots: list, children: dict) -> None:
+    """Item 2: a value target that is not detached; a loss that reaches a value network other than through a
+    regression (the advantage is not detached). A policy loss that reaches value networks but no policy: item 4."""
+    owner = a._exclusive_owner()
+    values = {n for n in a.modules if a.role(n) == "value"}
+    roles = reach(record.nodes, children, owner)
+    for nid, node in record.nodes.items():
+        kids = children[nid]
+        if len(kids) < 2:
+            continue
+        name = type(node).__name__
+        if name.startswith(DISTANCE_NODES):
+            common = set.intersection(*(roles.get(id(k), set()) & values for k in kids[:2]))
+            if common and not derived(kids[0], kids[1]):
+                a._add(2, "the value target carries gradient into the value network",
+                       f"{name}: both the prediction and the target depend on {', '.join(sorted(common))} "
+                       f"({_some(a, common)})",
+                       "compute returns / TD targets under torch.no_grad() or .detach() them: the value loss "
+                       "is a regression onto a fixed target", record.where)
+    # paths to value-network parameters that pass through no squared/absolute/Huber error
+    outside = reached_outside(roots, REGRESSION_NODES)
+    leaked = sorted({owner[pid] for pid in outside if pid in owner} & values)
+    if not leaked:
+        return
+    node = _mixing_node(record, children, roles, set(leaked))
+    through = f" ({node} multiplies a policy term with a value term)" if node else ""
+    forwards = _describe_outputs(a, record.nodes.keys(), only=set(leaked))
+    a._add(2, "the policy loss puts gradient on value-network parameters: the advantage is not detached",
+           f"backward #{record.index} reaches {', '.join(leaked)} ({_some(a, set(leaked))}) other than through "
+           f"a regression onto a target{through}{forwards}",
+           "detach the advantage before it weights the policy term: advantages = (returns - values).detach(), "
+           "or compute advantages/GAE under torch.no_grad()", record.where)
+    policies = [n for n in a.modules if a.role(n) == "policy" and a._learns(n)]
+    if policies and not record.modules & set(policies):
+        for name in policies:
+            a._add(4, f"{name} gets no gradient from the policy loss",
+                   f"backward #{record.index} reaches {', '.join(sorted(record.modules))} but no parameter of "
+                   f"{name}{_cut_of(a, name)}", _NO_GRADIENT_FIX, record.where)
+
+
+def _mixing_node(record: _Backward, children: dict, roles: dict, values: set[str]) -> str | None:
+    for nid, node in record.nodes.items():
+        name = type(node).__name__
+        if name.startswith(LINEAR_NODES) or len(children[nid]) < 2:
+            continue
+        kid_roles = [roles.get(id(k), set()) for k in children[nid]]
+        if any(r and r <= values for r in kid_roles) and any(r and not r & values for r in kid_roles):
+            return name
+    return None
+
+
+def _check_stale_forwards(a: Audit, record: _Backward) -> None:
+    """Item 7: the loss runs through a forward whose module an optimizer stepped after that forward."""
+    stale = []
+    for nid in record.nodes:
+        fwd = a._outputs.get(nid)
+        if fwd is None:
+            continue
+        for p in a.modules[fwd.module].parameters():
+            step = a._stepped_at.get(id(p))
+            if step is not None and step[0] > fwd.step:
+                stale.append(f"{fwd.module}'s parameters were stepped by {step[2]} at {step[1]} after its forward "
+                             f"#{fwd.index} at {fwd.where}")
+                break
+    if stale:
+        a._add(7, "an optimizer stepped parameters between the forward a loss uses and that loss's backward",
+               f"backward #{record.index}: " + "; ".join(dict.fromkeys(stale)),
+               "run forward -> loss -> zero_grad -> backward -> step for one loss at a time, and recompute every "
+               "network output after a step (or sum the losses and step once). The backward otherwise fails with "
+               "'modified by an inplace operation', or, with retain_graph=True, computes gradients of the old "
+               "weights", record.where)
 
 
 def _shared_nodes(later: _Backward, earlier: _Backward) -> set[int]:
@@ -217,52 +456,65 @@ def _shared_nodes(later: _Backward, earlier: _Backward) -> set[int]:
     return {i for i in common if type(later.nodes[i]).__name__ != "AccumulateGrad"}
 
 
-def _describe_outputs(a: Audit, node_ids: Iterable[int]) -> str:
-    names = sorted({a._outputs[i][1] for i in node_ids if i in a._outputs})
-    return f" (outputs of {', '.join(names)})" if names else ""
+def _describe_outputs(a: Audit, node_ids: Iterable[int], only: set[str] | None = None) -> str:
+    found = [a._outputs[i] for i in node_ids if i in a._outputs]
+    names = sorted({f"{f.module} forward #{f.index} at {f.where}" for f in found
+                    if only is None or f.module in only})
+    return f" (outputs of {'; '.join(names)})" if names else ""
 
 
-def _check_mixing(a: Audit, nodes, children, roles, critic) -> None:
-    for nid, node in nodes.items():
-        kids = children[nid]
-        if len(kids) < 2:
-            continue
-        kid_roles = [roles.get(id(k), set()) for k in kids]
-        name = type(node).__name__
-        if (name.startswith(_DISTANCE_NODES) and sum("critic" in r for r in kid_roles) >= 2
-                and not _derived(kids[0], kids[1])):
-            a._add(2, "the value target carries gradient into the critic",
-                   f"{name}: both the prediction and the target depend on critic parameters "
-                   f"({_some(critic)})",
-                   "compute returns / TD targets under torch.no_grad() or .detach() them: the value loss "
-                   "is a regression onto a fixed target")
-        if name.startswith(_LINEAR_NODES):
-            continue
-        if any(r == {"actor"} for r in kid_roles) and any(r == {"critic"} for r in kid_roles):
-            a._add(2, "critic outputs flow into the actor loss: the actor's loss puts gradient on critic parameters",
-                   f"{name} multiplies a policy term with a term that depends on {_some(critic)}",
-                   "detach the advantage (advantages = (returns - values).detach(), or compute GAE under "
-                   "torch.no_grad()) before it weights the log-prob ratio")
-
-
-def _derived(a: object, b: object) -> bool:
-    """True if one node lies below the other (``x - x.mean()``), i.e. not two independent critic outputs."""
-    below_a, _ = _graph(a)
-    below_b, _ = _graph(b)
-    return id(b) in below_a or id(a) in below_b
-
-
-def _some(params: dict[int, str]) -> str:
-    names = list(params.values())
+def _some(a: Audit, modules: set[str]) -> str:
+    names = [a._names[pid] for pid, owners in a._owners.items() if owners[0] in modules and pid in a._names]
     return ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
 
 
-def _pre_step(a: Audit, optimizer: torch.optim.Optimizer) -> None:
+def _cut_of(a: Audit, module: str) -> str:
+    """Where ``module``'s outputs were cut from the graph: the likeliest culprits (not .detach()) first."""
+    cuts = sorted(reversed(a._cuts.get(module, [])), key=lambda c: c.how == ".detach()")[:3]
+    if not cuts:
+        return ""
+    how = "; ".join(f"{c.how} at {c.where}" for c in cuts)
+    return (f"; {module}'s output (forward #{cuts[0].forward.index} at {cuts[0].forward.where}) was cut from the "
+            f"graph by {how}")
+
+
+# -- optimizer steps ---------------------------------------------------------------------------------
+_NO_GRADIENT_FIX = ("the loss graph is cut before these parameters: .item(), .numpy(), argmax, a ratio built from "
+                    "sampled actions or indices, a stray .detach(), torch.tensor(...) of network outputs. Recompute "
+                    "dist.log_prob(stored_action) from the current network inside the loss, ratio = "
+                    "(new_log_prob - old_log_prob).exp(); call zero_grad() before backward(), not between "
+                    "backward() and step()")
+
+
+def _pre_step(a: Audit, opt: torch.optim.Optimizer) -> None:
+    if a.stop_after is not None and a._steps >= a.stop_after:
+        raise StopAudit(f"stopped after {a._steps} optimizer steps (--steps)")
+    name = next((n for n, o in a.optimizers.items() if o is opt), None)
+    if name is None:
+        name = a.add_optimizer(_user_name(opt) or f"{type(opt).__name__}#{len(a.optimizers) + 1}", opt)
+    where = _caller()
+    params = [p for g in opt.param_groups for p in g["params"] if p.requires_grad]
+    since = a._backwards[a._last_backward.get(id(opt), 0):]
+    a._last_backward[id(opt)] = len(a._backwards)
+    reached = set().union(*(b.modules for b in since))
+    ids = {id(p) for p in params}
+    starving = [m for m in a.modules if m not in reached
+                and any(id(p) in ids for p in a.modules[m].parameters() if p.requires_grad)]
+    covered: set[int] = set()
+    for module in starving:
+        covered |= {id(p) for p in a.modules[module].parameters()}
+        last = since[-1] if since else None
+        what = (f"the last one, backward #{last.index}, reaches "
+                f"{', '.join(sorted(last.modules)) or 'no audited parameter'}" if last else "no backward ran")
+        a._add(4, f"{module} gets no gradient",
+               f"{name} steps {module} at {where}, but no loss since its previous step reaches {module}'s "
+               f"parameters ({what}){_cut_of(a, module)}", _NO_GRADIENT_FIX, last.where if last else where)
     a._steps += 1
-    params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
-    missing = [a._named(p) for p in params if p.grad is None]
+    missing = [a._named(p) for p in params if p.grad is None and id(p) not in covered]
     if missing:
-        _no_gradient(a, f"no gradient before optimizer step #{a._steps}: {', '.join(missing[:4])}")
+        a._groups.add(Finding(4, "parameters that should learn got no gradient",
+                              f"no gradient before {name}'s step: {', '.join(missing[:4])}", _NO_GRADIENT_FIX, where),
+                      a._steps)
     for p in params:  # all-zero is judged over the whole audit: one clipped minibatch may be all-zero
         a._nonzero_steps.setdefault(id(p), [p, 0])
         a._nonzero_steps[id(p)][1] += int(p.grad is not None and bool(torch.any(p.grad)))
@@ -271,73 +523,77 @@ def _pre_step(a: Audit, optimizer: torch.optim.Optimizer) -> None:
         norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
         bad = [a._named(p) for p in params if p.grad is not None and not torch.isfinite(p.grad).all()]
         if bad:
-            a._add(5, "non-finite gradients", f"{', '.join(bad[:4])} before optimizer step #{a._steps}",
-                   "find the NaN/inf source in the loss (log of 0, std of a 1-element batch); "
-                   "clip_grad_norm_ does not repair NaN")
+            a._groups.add(Finding(5, "non-finite gradients", f"{', '.join(bad[:4])} before {name}'s step",
+                                  "find the NaN/inf source in the loss (log of 0, std of a 1-element batch); "
+                                  "clip_grad_norm_ does not repair NaN", where), a._steps)
         elif norm > a.explode_threshold:
-            a._add(5, "exploding gradient norm", f"global grad norm {norm:.3g} before optimizer step #{a._steps}",
-                   "clip with torch.nn.utils.clip_grad_norm_(params, 0.5), normalize advantages and "
-                   "observations, lower the learning rate")
-    a._stepped_at.update({id(p): a._steps for p in params})
-
-
-def _no_gradient(a: Audit, culprit: str) -> None:
-    a._add(4, "parameters that should learn got no gradient", culprit,
-           "the loss graph is cut before these parameters: .item(), .numpy(), argmax, a stray .detach(), "
-           "or actions sampled without keeping log_prob. Recompute dist.log_prob(action) from the current "
-           "network inside the loss; call zero_grad() before backward(), not between backward() and step()")
+            a._groups.add(Finding(5, "exploding gradient norm", f"global grad norm {norm:.3g} before {name}'s step",
+                                  "clip with torch.nn.utils.clip_grad_norm_(params, 0.5), normalize advantages and "
+                                  "observations, lower the learning rate", where), a._steps)
+    a._stepped_at.update({id(p): (a._steps, where, name) for p in params})
 
 
 def _finish(a: Audit) -> None:
     zero = [a._named(p) for p, nonzero in a._nonzero_steps.values() if nonzero == 0 and p.grad is not None]
     if zero:
-        _no_gradient(a, f"all-zero gradient at every one of {a._steps} optimizer step(s): {', '.join(zero[:4])}")
+        a._groups.add(Finding(4, "parameters that should learn got no gradient",
+                              f"all-zero gradient at every one of {a._steps} optimizer step(s): {', '.join(zero[:4])}",
+                              _NO_GRADIENT_FIX), a._steps)
 
 
-def _forward_hook(a: Audit, name: str):
-    counter = {"n": 0}
+# -- errors ------------------------------------------------------------------------------------------
+def _diagnose(a: Audit, err: RuntimeError, record: _Backward | None) -> DoctorError:
+    text = str(err)
+    explanation = explain(err)
+    where = record.where if record else _caller()
+    culprit = f"backward #{record.index}: {explanation.cause}" if record else explanation.cause
+    if "backward through the graph a second time" in text and record is not None:
+        earlier = [b for b in a._backwards[:-1] if _shared_nodes(record, b)]
+        if earlier:
+            culprit = (f"backward #{record.index} reuses graph freed by backward #{earlier[-1].index} at "
+                       f"{earlier[-1].where}{_describe_outputs(a, _shared_nodes(record, earlier[-1]))}")
+    elif "modified by an inplace operation" in text:
+        shape, version = parse_inplace_error(text)
+        # the saved tensor may be the parameter or its transpose (Linear saves weight.t())
+        params = [p for p in a._params() if shape is not None and shape in (list(p.shape), list(p.shape)[::-1])]
+        stepped = [(f"{a._named(p)} {list(p.shape)}", a._stepped_at[id(p)]) for p in params if id(p) in a._stepped_at]
+        if stepped:
+            (param, (step, line, opt)) = stepped[0]
+            culprit = (f"backward #{record.index if record else '?'}: {param} was changed in place by optimizer "
+                       f"step #{step} ({opt} at {line}) after the forward this loss uses")
+        else:
+            culprit = f"a tensor of shape {shape} (now at version {version}) was changed in place"
+    if explanation.item is None:
+        return DoctorError(explanation.message(text))
+    finding = a._add(explanation.item, explanation.title, culprit, explanation.fix, where)
+    a._error_finding, a._error_text = finding, text
+    return DoctorError(f"{text}\n\nppo_td doctor:\n{finding}")
 
-    def hook(module, args, output):
-        counter["n"] += 1
-        tensors = output.values(True, True) if hasattr(output, "values") and not torch.is_tensor(output) else (
-            output if isinstance(output, (tuple, list)) else [output])
-        for t in tensors:
-            if torch.is_tensor(t) and t.grad_fn is not None:
-                a._outputs[id(t.grad_fn)] = (t.grad_fn, f"{name} forward #{counter['n']} {list(t.shape)}")
-    return hook
+
+def _error_line(err: BaseException) -> str:
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if not _internal(f.filename)]
+    return _format(frames[-1].filename, frames[-1].lineno, frames[-1].line) if frames else _caller()
 
 
-@contextlib.contextmanager
-def audit(actor: nn.Module | None = None, critic: nn.Module | None = None,
-          optimizers: Iterable[torch.optim.Optimizer] = (), explode_threshold: float = 1e3) -> Iterator[Audit]:
-    """Audit the training steps run inside the ``with`` block (see module docstring).
-
-    Args:
-        actor, critic: the policy and value modules (plain ``nn.Module`` or TorchRL/TensorDict modules).
-        optimizers: the optimizers stepped in the block.
-        explode_threshold: a global gradient norm above this before a step is reported.
-
-    A ``RuntimeError`` from ``backward()`` is re-raised as :class:`DoctorError` (a
-    ``RuntimeError``) naming the earlier backward or optimizer step that caused it.
-    The audit keeps every audited graph alive until it ends: wrap a few updates, not a run.
-    """
-    a = Audit(actor, critic, list(optimizers), explode_threshold)
-    handles = [opt.register_step_pre_hook(lambda opt, *_: _pre_step(a, opt)) for opt in a.optimizers]
-    for name, module in (("actor", actor), ("critic", critic)):
-        if module is not None:
-            handles.append(module.register_forward_hook(_forward_hook(a, name)))
-    try:
-        with _BackwardWatch(a):
-            yield a
-    finally:
-        for h in handles:
-            h.remove()
-        _finish(a)
+def _record_error(a: Audit, err: BaseException) -> None:
+    if isinstance(err, SystemExit) and err.code in (None, 0):
+        return  # a script that ends with sys.exit(0) did not fail
+    if a._error_finding is not None and isinstance(err, DoctorError):
+        a.error = ErrorReport(type(err.__cause__ or err).__name__, a._error_text, _error_line(err), a._error_finding)
+        return
+    finding = None
+    if isinstance(err, RuntimeError):
+        explanation = explain(err)
+        if explanation.item is not None:
+            finding = a._add(explanation.item, explanation.title, explanation.cause, explanation.fix,
+                             _error_line(err))
+    a.error = ErrorReport(type(err).__name__, str(err), _error_line(err), finding)
 
 
 class _BackwardWatch(TorchFunctionMode):
     """Sees every ``Tensor.backward`` and ``torch.autograd.backward`` call in the block (torch's public
-    function-override mode): audits the graph before it runs, explains the error if it raises."""
+    function-override mode): audits the graph before it runs, explains the error if it raises. Also notes
+    where an audited module's output is cut from the graph (``.item()``, argmax, sampling, ...)."""
 
     def __init__(self, a: Audit) -> None:
         super().__init__()
@@ -345,6 +601,9 @@ class _BackwardWatch(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func in _CUTS:
+            _note_cut(self.audit, func, args)
+            return func(*args, **kwargs)
         if func is not torch.Tensor.backward and func is not torch.autograd.backward:
             return func(*args, **kwargs)
         # both take (tensors, gradient, retain_graph, create_graph, ...); retain_graph defaults to create_graph
@@ -358,27 +617,82 @@ class _BackwardWatch(TorchFunctionMode):
             raise _diagnose(self.audit, err, record) from err
 
 
-def _diagnose(a: Audit, err: RuntimeError, record: _Backward | None) -> DoctorError:
-    text = str(err)
-    explanation = explain(err)
-    where = f"backward #{record.index} at {record.where}" if record else "backward"
-    culprit = f"{where}: {explanation.cause}"
-    if "backward through the graph a second time" in text and record is not None:
-        earlier = [b for b in a._backwards[:-1] if _shared_nodes(record, b)]
-        if earlier:
-            culprit = (f"{where} reuses graph freed by backward #{earlier[-1].index} at {earlier[-1].where}"
-                       f"{_describe_outputs(a, _shared_nodes(record, earlier[-1]))}")
-    elif "modified by an inplace operation" in text:
-        shape, version = parse_inplace_error(text)
-        # the saved tensor may be the parameter or its transpose (Linear saves weight.t())
-        params = [p for p in a._params() if shape is not None and shape in (list(p.shape), list(p.shape)[::-1])]
-        stepped = [(f"{a._named(p)} {list(p.shape)}", a._stepped_at[id(p)]) for p in params if id(p) in a._stepped_at]
-        if stepped:
-            culprit = (f"{where}: {stepped[0][0]} was changed in place by optimizer step #{stepped[0][1]} "
-                       "after the forward this loss uses")
-        else:
-            culprit = f"{where}: a tensor of shape {shape} (now at version {version}) was changed in place"
-    if explanation.item is None:
-        return DoctorError(explanation.message(text))
-    a._add(explanation.item, explanation.title, culprit, explanation.fix)
-    return DoctorError(f"{text}\n\nppo_td doctor:\n{a.findings[-1]}")
+def _note_cut(a: Audit, func: Any, args: tuple) -> None:
+    t = args[0] if args else None
+    if not torch.is_tensor(t) or t.grad_fn is None or not a._outputs:
+        return
+    fwd = below(t.grad_fn, a._outputs)
+    if fwd is not None:
+        cut, cuts = _Cut(_caller(), _CUTS[func], fwd), a._cuts.setdefault(fwd.module, [])
+        if all((c.where, c.how) != (cut.where, cut.how) for c in cuts):
+            cuts.append(cut)
+            del cuts[:-8]
+
+
+# -- the context manager -------------------------------------------------------------------------------
+def _collect(kind: str, value: Any, name: str) -> list[tuple[str, Any]]:
+    """``value`` (one object, or a list, tuple or dict of them) as (name, object) pairs."""
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        return [(str(k), v) for k, v in value.items()]
+    if isinstance(value, (list, tuple)) or (kind == "optimizer" and isinstance(value, Iterable)
+                                              and not isinstance(value, torch.optim.Optimizer)):
+        return [(f"{name}[{i}]", v) for i, v in enumerate(value)]
+    return [(name, value)]
+
+
+@contextlib.contextmanager
+def audit(actor: nn.Module | None = None, critic: nn.Module | None = None,
+          optimizers: Any = (), explode_threshold: float = 1e3, stop_after: int | None = None,
+          **modules: Any) -> Iterator[Audit]:
+    """Audit the training steps run inside the ``with`` block (see module docstring).
+
+    Args:
+        actor, critic: the policy and value modules (plain ``nn.Module`` or TorchRL/TensorDict modules).
+        optimizers: an optimizer, or a list, tuple or dict of them.
+        explode_threshold: a global gradient norm above this before a step is reported.
+        stop_after: stop the block (quietly) at the optimizer step after this many.
+        **modules: more modules under any name, each one module or a list, tuple or dict of them
+            (``critics=[v_net, q_net]``). Roles come from the names (``critic``, ``value``, ``q``, ``v`` ...:
+            a value network; else a policy) or, failing that, from the outputs (one number: a value).
+
+    With no module at all, modules are discovered (torch's global module hooks): those the code calls at the
+    top level, named by its variables. A ``RuntimeError`` from ``backward()`` is re-raised as
+    :class:`DoctorError` (a ``RuntimeError``) naming the earlier backward or optimizer step that caused it; any
+    exception leaves :attr:`Audit.error` set and the findings made up to it. The audit keeps every audited
+    graph alive until it ends: wrap a few updates, not a run.
+    """
+    a = Audit(explode_threshold, stop_after)
+    for name, module in _collect("module", actor, "actor"):
+        a.add_module(name, module, "policy")
+    for name, module in _collect("module", critic, "critic"):
+        a.add_module(name, module, "value")
+    for key, value in modules.items():
+        for name, module in _collect("module", value, key):
+            a.add_module(name, module)
+    for i, (name, opt) in enumerate(_collect("optimizer", optimizers, "optimizer")):
+        a.add_optimizer(name if isinstance(optimizers, Mapping) else (_user_name(opt) or f"optimizers[{i}]"), opt)
+    handles = []
+    if a.modules:
+        handles += [m.register_forward_hook(_forward_hook(a, n)) for n, m in a.modules.items()]
+    else:
+        discovery = _Discovery(a)
+        handles += [nn_module.register_module_forward_pre_hook(discovery.pre),
+                    nn_module.register_module_forward_hook(discovery.post, always_call=True)]
+    if a.optimizers and a.modules:
+        handles += [o.register_step_pre_hook(lambda opt, *_: _pre_step(a, opt)) for o in a.optimizers.values()]
+    else:  # every optimizer that steps in the block
+        handles.append(optim_module.register_optimizer_step_pre_hook(lambda opt, *_: _pre_step(a, opt)))
+    try:
+        with _BackwardWatch(a):
+            yield a
+    except StopAudit as stop:
+        a.stopped = str(stop)
+    except BaseException as err:
+        _record_error(a, err)
+        raise
+    finally:
+        for h in handles:
+            h.remove()
+        _finish(a)

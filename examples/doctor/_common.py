@@ -1,0 +1,21 @@
+"""A small batch of CartPole experience shared by the gallery's minibatch-update scripts (not a mistake itself)."""
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+
+def cartpole_batch(steps: int = 128, seed: int = 0):
+    """(observations, actions, rewards, next observations, dones) from a random policy, as tensors."""
+    env = gym.make("CartPole-v1")
+    rng = torch.Generator().manual_seed(seed)
+    obs, _ = env.reset(seed=seed)
+    rows = []
+    for _ in range(steps):
+        action = int(torch.randint(2, (1,), generator=rng))
+        next_obs, reward, terminated, truncated, _ = env.step(action)
+        rows.append((obs, action, reward, next_obs, terminated))
+        obs = env.reset()[0] if terminated or truncated else next_obs
+    obs, actions, rewards, next_obs, dones = zip(*rows, strict=True)
+    return (torch.tensor(np.array(obs)), torch.tensor(actions), torch.tensor(rewards, dtype=torch.float32),
+            torch.tensor(np.array(next_obs)), torch.tensor(dones, dtype=torch.float32))
