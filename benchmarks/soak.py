@@ -5,7 +5,8 @@
 Trains the preset with an endless budget (``total_frames`` large, no evaluation) in this process for
 ``--minutes``, reads the resident set size from /proc/self/statm after every iteration, and fits a
 least-squares line to the samples after the first ``--warmup`` fraction of the run. Prints the slope in
-KB per iteration and MB per hour; a run of days needs it flat within noise.
+KB per iteration and MB per hour, and the slope of each quarter of the fitted part: a leak keeps its slope
+from quarter to quarter, an allocator settling in does not. A run of days needs it flat within noise.
 """
 
 from __future__ import annotations
@@ -63,11 +64,18 @@ def main() -> None:
     row = {"preset": args.preset, "minutes": round(samples[-1][0] / 60, 2), "iterations": samples[-1][1],
            "rss_start_mb": round(kept[0][2] / 1024, 1), "rss_end_mb": round(kept[-1][2] / 1024, 1),
            "kb_per_iteration": round(per_iteration, 3), "mb_per_hour": round(per_second * 3600 / 1024, 2)}
+    quarters = [kept[i * len(kept) // 4:(i + 1) * len(kept) // 4] for i in range(4)]
+    row["quarters"] = [{"iterations": f"{q[0][1]}-{q[-1][1]}", "rss_mb": f"{q[0][2] / 1024:.1f}-{q[-1][2] / 1024:.1f}",
+                        "kb_per_iteration": round(slope([s[1] for s in q], [s[2] for s in q]), 3)}
+                       for q in quarters if len(q) > 2]
     print(json.dumps(row))
     print("\n| preset | minutes | iterations | RSS after warm-up -> end (MB) | slope KB/iteration | MB/hour |")
     print("|---|---|---|---|---|---|")
     print(f"| {row['preset']} | {row['minutes']} | {row['iterations']:,} | {row['rss_start_mb']} -> "
           f"{row['rss_end_mb']} | {row['kb_per_iteration']} | {row['mb_per_hour']} |")
+    print("\n| quarter of the fit | iterations | RSS (MB) | slope KB/iteration |\n|---|---|---|---|")
+    for i, q in enumerate(row["quarters"], 1):
+        print(f"| {i} | {q['iterations']} | {q['rss_mb']} | {q['kb_per_iteration']} |")
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import logging
+import os
 import sys
 from typing import Annotated, Any, Literal
 
@@ -37,15 +39,19 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0
     command, rest = argv[0], argv[1:]
-    import torchrl  # noqa: F401 - it sets its logger's level when imported: import first, then quieten it
-
-    logging.getLogger("torchrl").setLevel(logging.WARNING)  # its INFO lines would break the progress bar
     commands = {"train": _train, "eval": _eval, "doctor": _doctor}
     if command not in commands:
         print(f"ppo-td: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         return 2
     try:
+        if not (command == "doctor" and _script_at(rest) is not None):  # a user's script needs no TorchRL
+            import torchrl  # noqa: F401 - it sets its logger's level when imported: import first, then quieten it
+
+            logging.getLogger("torchrl").setLevel(logging.WARNING)  # its INFO lines would break the progress bar
         return commands[command](rest)
+    except KeyboardInterrupt:
+        print(f"ppo-td {command}: interrupted", file=sys.stderr)
+        return 130
     except Exception as err:
         from ppo_td.collect import WorkerError  # e.g. workers that could not start
 
@@ -142,15 +148,21 @@ def _eval(args: list[str]) -> int:
     return 0
 
 
+def _script_at(args: list[str]) -> int | None:
+    return next((i for i, a in enumerate(args) if a.endswith(".py") and not a.startswith("-")), None)
+
+
 def _doctor(args: list[str]) -> int:
-    script = next((i for i, a in enumerate(args) if a.endswith(".py") and not a.startswith("-")), None)
+    script = _script_at(args)
     if script is not None:
         return _doctor_script(args[:script], args[script], args[script + 1:])
     parser = argparse.ArgumentParser(
         prog="ppo-td doctor",
-        description="Run one collection and one update under the autograd audit; exit 1 if anything is found. "
-        "Each PART is module:function; the function gets (env, config) for --actor/--critic/--transform "
-        "and (actor, critic, config) for --loss.",
+        description="Run one collection and one update of a ppo_td pipeline under the autograd audit; exit 1 if "
+        "anything is found. Each PART is module:function; the function gets (env, config) for "
+        "--actor/--critic/--transform and (actor, critic, config) for --loss.",
+        epilog="Your own script: ppo-td doctor SCRIPT.py [ARGS ...] [--steps 20] [--timeout 600] [--json] runs "
+        "it unmodified under the audit (ppo-td doctor x.py --help for its options).",
     )
     parser.add_argument("--preset", default=DEFAULT_PRESET, help="preset to build the pipeline from")
     for part in ("actor", "critic", "loss", "transform"):
@@ -200,8 +212,9 @@ def _doctor_script(before: list[str], script: str, after: list[str]) -> int:
         flag = arg.split("=", 1)[0]
         if flag in DOCTOR_FLAGS:
             mine.append(arg)
-            if DOCTOR_FLAGS[flag] and "=" not in arg:
-                mine.append(next(rest, ""))
+            value = next(rest, None) if DOCTOR_FLAGS[flag] and "=" not in arg else None
+            if value is not None:
+                mine.append(value)
         else:
             theirs.append(arg)
     try:
@@ -210,19 +223,32 @@ def _doctor_script(before: list[str], script: str, after: list[str]) -> int:
         return 0 if err.code == 0 else 2
     if ns.steps < 1 or ns.timeout <= 0:
         raise ValueError(f"--steps {ns.steps} / --timeout {ns.timeout:g}: both must be positive")
-    import contextlib
     import json
 
     from ppo_td.doctor.script import run_script
 
-    out = sys.stdout
-    with contextlib.redirect_stdout(sys.stderr) if ns.json else contextlib.nullcontext():
+    with _stdout_to_stderr() if ns.json else contextlib.nullcontext():
         audit, ended = run_script(script, theirs, steps=ns.steps, timeout=ns.timeout)
     if ns.json:
-        print(json.dumps({"script": script, "ended": ended, **audit.to_dict()}, indent=1), file=out)
+        print(json.dumps({"script": script, "ended": ended, **audit.to_dict()}, indent=1))
     else:
-        print(f"ppo-td doctor: ran {script}: {ended}\n{audit.report()}", file=out)
-    return 0 if audit.ok else 1
+        print(f"ppo-td doctor: ran {script}: {ended}\n{audit.report()}")
+    return 0 if audit.ok and audit.audited else 1
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """Send everything written to stdout (Python's and file descriptor 1: subprocesses, C code) to stderr."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _made(spec: str, what: str, *args: Any) -> Any:
@@ -237,7 +263,6 @@ def _made(spec: str, what: str, *args: Any) -> Any:
 def _load(spec: str):
     """Import ``module:function`` (the working directory is searched first, as with ``python -m``)."""
     import importlib
-    import os
 
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())

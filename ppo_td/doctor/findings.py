@@ -14,17 +14,18 @@ KINDS = {
     5: "non-finite or exploding values",
     6: "PPO ratio is not 1 on the first minibatch",
     7: "optimizer step between a forward and its backward",
+    8: "an optimizer created anew during training",
 }
 # most severe first: what crashes, what poisons the weights, what silently trains the wrong thing, what wastes
-_SEVERITY = {3: 0, 5: 1, 7: 2, 2: 3, 4: 4, 1: 5, 6: 6}
+_SEVERITY = {3: 0, 5: 1, 7: 2, 2: 3, 4: 4, 8: 5, 1: 6, 6: 7}
 
 
 @dataclass
 class Finding:
     """One diagnosed mistake: its kind (``item``, see :data:`KINDS`), what, the culprit, the fix, and where.
 
-    Findings of one kind at one source line are one finding: ``count`` says how often it was seen and
-    ``steps`` during which optimizer steps (1 = before the first step had run, and so on).
+    The same finding (kind and title) at one source line is one finding: ``count`` says how often it was seen
+    and ``steps`` during which optimizer steps (1 = before the first step had run, and so on).
     """
 
     item: int
@@ -62,7 +63,7 @@ class ErrorReport:
 
     def __str__(self) -> str:
         first = self.message.strip().splitlines()[0] if self.message.strip() else ""
-        lines = [f"the code stopped with {self.type}: {first}", f"    at: {self.where}"]
+        lines = [f"the code stopped with {self.type}" + (f": {first}" if first else ""), f"    at: {self.where}"]
         if self.finding is not None:
             lines += [f"    why: {self.finding.culprit}", f"    fix: {self.finding.fix}"]
         return "\n".join(lines)
@@ -73,14 +74,14 @@ class ErrorReport:
 
 
 class Findings:
-    """The findings of one audit, grouped by (kind, line)."""
+    """The findings of one audit, grouped by (kind, title, line)."""
 
     def __init__(self) -> None:
         self._groups: dict[tuple[int, str], Finding] = {}
 
     def add(self, finding: Finding, step: int) -> Finding:
         """Add ``finding`` seen during optimizer step ``step``; returns the group it joined (or started)."""
-        key = (finding.item, finding.where or finding.culprit)
+        key = (finding.item, finding.title, finding.where or finding.culprit)
         group = self._groups.get(key)
         if group is None:
             group = self._groups[key] = finding

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 # Nodes that only add, stack or reshape: mixing policy and value terms through them is fine.
 LINEAR_NODES = ("AddBackward", "SubBackward", "CatBackward", "StackBackward", "SumBackward", "MeanBackward",
                 "NegBackward", "ViewBackward", "UnsqueezeBackward", "SqueezeBackward", "ExpandBackward")
-# A distance between two terms: a regression (value loss) when one side is a fixed target.
-DISTANCE_NODES = ("MseLossBackward", "SmoothL1LossBackward", "L1LossBackward", "HuberLossBackward", "SubBackward")
+# Losses that measure a distance between two terms: a regression (value loss) when one side is a fixed target.
+DISTANCE_LOSS_NODES = ("MseLossBackward", "SmoothL1LossBackward", "L1LossBackward", "HuberLossBackward")
 # Nodes through which a value network's output enters a regression loss (squared, absolute, Huber error).
 REGRESSION_NODES = ("PowBackward", "MseLossBackward", "SmoothL1LossBackward", "L1LossBackward", "HuberLossBackward",
                     "AbsBackward")

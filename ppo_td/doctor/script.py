@@ -64,7 +64,7 @@ def run_script(path: str | Path, argv: Sequence[str] = (), steps: int | None = 2
             ended = f"the script exited with {err.code!r}"
     except (Exception, KeyboardInterrupt) as err:  # noqa: BLE001 - the report says what it was
         original = err.__cause__ if isinstance(err, DoctorError) and err.__cause__ else err
-        ended = f"the script raised {type(original).__name__} (see below)"
+        ended = f"the script raised {type(original).__name__}"
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
     if a is not None and a.stopped:

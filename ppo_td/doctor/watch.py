@@ -21,6 +21,7 @@ import contextlib
 import inspect
 import os
 import re
+import sysconfig
 import traceback
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from torch.overrides import TorchFunctionMode
 from ppo_td.doctor.explain import DoctorError, explain, parse_inplace_error
 from ppo_td.doctor.findings import ErrorReport, Finding, Findings, render
 from ppo_td.doctor.graph import (
-    DISTANCE_NODES,
+    DISTANCE_LOSS_NODES,
     LINEAR_NODES,
     REGRESSION_NODES,
     below,
@@ -49,7 +50,7 @@ from ppo_td.doctor.graph import (
 __all__ = ["Audit", "Finding", "StopAudit", "audit"]
 
 _VALUE_WORDS = {"critic", "critics", "value", "values", "vf", "baseline", "q", "qf", "v"}
-_POLICY_WORDS = {"actor", "actors", "policy", "policies", "pi"}
+_POLICY_WORDS = {"actor", "actors", "policy", "policies", "pi", "mu"}
 _FROZEN_WORDS = {"old", "target", "stale", "frozen", "prev", "previous"}
 # torch functions whose result carries no gradient back to their input: where a policy's graph is cut
 _CUTS = {torch.Tensor.item: ".item()", torch.Tensor.tolist: ".tolist()", torch.Tensor.numpy: ".numpy()",
@@ -59,6 +60,7 @@ _CUTS = {torch.Tensor.item: ".item()", torch.Tensor.tolist: ".tolist()", torch.T
          torch.Tensor.round: "round"}
 _LIBRARIES = tuple(f"{os.sep}{name}{os.sep}" for name in ("torch", "tensordict", "torchrl"))
 _DOCTOR = os.path.dirname(os.path.abspath(__file__))
+_STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
 
 
 class StopAudit(BaseException):  # noqa: N818 - a stop, not an error: it must pass `except Exception`
@@ -81,6 +83,7 @@ class _Backward:
     nodes: dict[int, object]
     retain_graph: bool
     modules: set[str]  # the audited modules whose parameters this loss reaches
+    step: int  # optimizer steps done before it
 
 
 @dataclass
@@ -91,7 +94,10 @@ class _Cut:
 
 
 def _words(name: str) -> set[str]:
-    return {w for w in re.split(r"[^a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()) if w}
+    """The words of a name, with common compounds split (``vnet`` -> v, ``qf1`` -> q, ``ValueNet`` -> value)."""
+    words = {w for w in re.split(r"[^a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()) if w}
+    return words | {m.group(1) for w in words if (m := re.fullmatch(r"(v|q|pi|mu|value|critic|actor|policy)"
+                                                                    r"(?:net|network|fn|func|head|f)", w))}
 
 
 class Audit:
@@ -117,6 +123,7 @@ class Audit:
         self._cuts: dict[str, list[_Cut]] = {}  # module -> where its outputs were cut from the graph (newest last)
         self._owners: dict[int, list[str]] = {}
         self._names: dict[int, str] = {}  # param id -> "module.parameter"
+        self._by_id: dict[int, str] = {}  # module id -> its name
         self._error_finding: Finding | None = None
         self._error_text = ""
         self._ratio_checked = False
@@ -132,11 +139,20 @@ class Audit:
         """True when the audit found nothing and the audited code did not fail."""
         return not len(self._groups) and self.error is None
 
+    @property
+    def audited(self) -> bool:
+        """True when the audited code ran at least one backward() or optimizer step."""
+        return bool(self._backwards or self._steps)
+
     def report(self) -> str:
         """Human-readable report: every finding, most severe first, then the error that stopped the code."""
         head = f"ppo_td doctor: {len(self._backwards)} backward call(s), {self._steps} optimizer step(s) audited"
+        if not self.audited and self.ok:
+            return head + ("\nnothing audited: the code ran no backward() and no optimizer step (does it train "
+                           "with these arguments?)")
         if self.modules:
-            head += "\n    modules: " + ", ".join(f"{n} ({self.role(n)})" for n in self.modules)
+            head += "\n    modules: " + ", ".join(f"{n} ({self.role(n)}{'?' if self.role_is_guessed(n) else ''})"
+                                                 for n in self.modules)
         if self.optimizers:
             head += "\n    optimizers: " + ", ".join(self.optimizers)
         return render(head, self.findings, self.error)
@@ -144,12 +160,14 @@ class Audit:
     def to_dict(self) -> dict[str, Any]:
         """The report as data (``ppo-td doctor --json``)."""
         return {"backward_calls": len(self._backwards), "optimizer_steps": self._steps,
-                "modules": {n: self.role(n) for n in self.modules}, "optimizers": list(self.optimizers),
+                "modules": {n: self.role(n) + ("?" if self.role_is_guessed(n) else "") for n in self.modules},
+                "optimizers": list(self.optimizers),
                 "findings": [f.to_dict() for f in self.findings],
-                "error": self.error.to_dict() if self.error else None, "ok": self.ok}
+                "error": self.error.to_dict() if self.error else None, "ok": self.ok, "audited": self.audited}
 
     def role(self, name: str) -> str:
-        """'policy' or 'value': given (``actor=``/``critic=``), else from the name, else from the outputs."""
+        """'policy' or 'value': given (``actor=``/``critic=``), else from the name, else guessed from the outputs
+        (one number: a value network; see :meth:`role_is_guessed`)."""
         if name in self._roles:
             return self._roles[name]
         words = _words(name)
@@ -158,6 +176,11 @@ class Audit:
         if words & _POLICY_WORDS:
             return "policy"
         return self._output_roles.get(name, "policy")
+
+    def role_is_guessed(self, name: str) -> bool:
+        """True when the role comes from the output shape only: a policy with one output (a Bernoulli logit, a
+        1-D Gaussian mean) looks like a value network, so such a guess never decides a finding alone."""
+        return name not in self._roles and not _words(name) & (_VALUE_WORDS | _POLICY_WORDS)
 
     def check_ratio(self, log_ratio: torch.Tensor, tolerance: float = 1e-4) -> None:
         """Check the first minibatch's log(pi_new / pi_old): before any step it must be 0 (item 6)."""
@@ -196,12 +219,17 @@ class Audit:
         while unique in self.modules:
             unique, n = f"{name}#{n}", n + 1
         self.modules[unique] = module
+        self._by_id[id(module)] = unique
         if role is not None:
             self._roles[unique] = role
         for pname, p in module.named_parameters():
             self._owners.setdefault(id(p), []).append(unique)
             self._names.setdefault(id(p), f"{unique}.{pname}")
         return unique
+
+    def name_of(self, module: nn.Module) -> str | None:
+        """The name ``module`` is audited under, or None."""
+        return self._by_id.get(id(module))
 
     def add_optimizer(self, name: str, opt: torch.optim.Optimizer) -> str:
         if not isinstance(opt, torch.optim.Optimizer):
@@ -247,8 +275,8 @@ class Audit:
 
 
 def _internal(filename: str) -> bool:
-    """A frame of torch, TensorDict, TorchRL, contextlib or the doctor: not the user's line."""
-    return (any(lib in filename for lib in _LIBRARIES) or filename.endswith(f"{os.sep}contextlib.py")
+    """A frame of torch, TensorDict, TorchRL, Python's standard library or the doctor: not the user's line."""
+    return (any(lib in filename for lib in _LIBRARIES) or filename.startswith(("<frozen", _STDLIB))
             or os.path.dirname(os.path.abspath(filename)) == _DOCTOR)
 
 
@@ -322,27 +350,42 @@ def _forward_hook(a: Audit, name: str):
 
 class _Discovery:
     """Torch's global module hooks: register the modules the user's code calls at the top level (not inside
-    another module's forward), named by the user's variables, and record their forwards."""
+    another module's forward), named by the user's variables, and record their forwards. A top-level module
+    made of named parts (``self.actor``, ``self.critic``, a trunk and ``pi``/``v`` heads) is audited as its
+    parts, so a policy and a value network inside one module stay apart."""
 
     def __init__(self, a: Audit) -> None:
         self.audit, self.depth, self.counts = a, 0, {}
+        self.seen: set[int] = set()  # top-level modules already looked at
 
     def pre(self, module: nn.Module, args: Any) -> None:
-        if self.depth == 0 and any(p.requires_grad for p in module.parameters()):
-            a = self.audit
-            if all(m is not module for m in a.modules.values()):
+        if self.depth == 0 and id(module) not in self.seen:
+            self.seen.add(id(module))
+            if any(p.requires_grad for p in module.parameters()) and self.audit.name_of(module) is None:
                 cls = type(module).__name__
                 self.counts[cls] = self.counts.get(cls, 0) + 1
-                a.add_module(_user_name(module) or f"{cls}#{self.counts[cls]}", module)
+                name = _user_name(module) or f"{cls}#{self.counts[cls]}"
+                for part_name, part in _parts(name, module):
+                    self.audit.add_module(part_name, part)
         self.depth += 1
 
     def post(self, module: nn.Module, args: Any, output: Any) -> None:
         self.depth -= 1
-        if self.depth == 0:
-            for name, m in self.audit.modules.items():
-                if m is module:
-                    _record_forward(self.audit, name, output)
-                    break
+        name = self.audit.name_of(module)
+        if name is not None:
+            _record_forward(self.audit, name, output)
+
+
+def _parts(name: str, module: nn.Module) -> list[tuple[str, nn.Module]]:
+    """``module`` as the parts to audit: its children when two or more hold parameters and one is named as a
+    policy or value part (``actor``/``critic``, ``pi``/``v``, ...); else the module itself."""
+    if isinstance(module, (nn.Sequential, nn.ModuleList, nn.ModuleDict)):
+        return [(name, module)]
+    parts = [(f"{name}.{child_name}", child) for child_name, child in module.named_children()
+             if any(p.requires_grad for p in child.parameters())]
+    if len(parts) >= 2 and any(_words(n.rsplit(".", 1)[1]) & (_VALUE_WORDS | _POLICY_WORDS) for n, _ in parts):
+        return parts
+    return [(name, module)]
 
 
 # -- backward: look at the graph before it runs -------------------------------------------------------
@@ -361,12 +404,21 @@ def _on_backward(a: Audit, tensors: Any, retain_graph: bool | None) -> _Backward
     nodes, children = graph(roots)
     reached = leaves(nodes)
     modules = {name for pid in reached for name in a._owners.get(pid, ())}
-    record = _Backward(index, where, nodes, bool(retain_graph), modules)
+    record = _Backward(index, where, nodes, bool(retain_graph), modules, a._steps)
     _check_value_gradient(a, record, roots, children)
     _check_stale_forwards(a, record)
+    forwards = {}  # module -> its forwards in this graph
+    for nid in nodes:
+        if nid in a._outputs:
+            forwards.setdefault(a._outputs[nid].module, set()).add(a._outputs[nid].index)
     for earlier in a._backwards:
         shared = _shared_nodes(record, earlier)
-        if shared and earlier.retain_graph:
+        reused = {a._outputs[i].module for i in shared if i in a._outputs}
+        # two losses on one forward before a step are the same as their sum (retain_graph is right there); a
+        # step in between, or the same module's fresh outputs next to the reused ones (a rollout's log-probs
+        # with their graph in the ratio), is the mistake
+        stale = earlier.step < a._steps or any(len(forwards.get(m, ())) > 1 for m in reused)
+        if shared and earlier.retain_graph and stale:
             a._add(1, "a graph reused by a later loss: rollout data or values computed once carry an autograd graph",
                    f"backward #{record.index} runs through {len(shared)} graph node(s) already used by backward "
                    f"#{earlier.index} at {earlier.where}{_describe_outputs(a, shared)}",
@@ -383,25 +435,22 @@ def _check_value_gradient(a: Audit, record: _Backward, roots: list, children: di
     owner = a._exclusive_owner()
     values = {n for n in a.modules if a.role(n) == "value"}
     roles = reach(record.nodes, children, owner)
-    for nid, node in record.nodes.items():
-        kids = children[nid]
-        if len(kids) < 2:
-            continue
-        name = type(node).__name__
-        if name.startswith(DISTANCE_NODES):
-            common = set.intersection(*(roles.get(id(k), set()) & values for k in kids[:2]))
-            if common and not derived(kids[0], kids[1]):
-                a._add(2, "the value target carries gradient into the value network",
-                       f"{name}: both the prediction and the target depend on {', '.join(sorted(common))} "
-                       f"({_some(a, common)})",
-                       "compute returns / TD targets under torch.no_grad() or .detach() them: the value loss "
-                       "is a regression onto a fixed target", record.where)
-    # paths to value-network parameters that pass through no squared/absolute/Huber error
-    outside = reached_outside(roots, REGRESSION_NODES)
-    leaked = sorted({owner[pid] for pid in outside if pid in owner} & values)
+    for name, sides in _distances(record, children):
+        common = set.intersection(*(roles.get(id(k), set()) & values for k in sides))
+        if common and not derived(sides[0], sides[1]):
+            a._add(2, "the value target carries gradient into the value network",
+                   f"{name}: both the prediction and the target depend on {', '.join(sorted(common))} "
+                   f"({_some(a, common)}){_describe_outputs(a, record.nodes.keys(), only=common)}",
+                   "compute returns / TD targets under torch.no_grad() or .detach() them: the value loss "
+                   "is a regression onto a fixed target", record.where)
+    # paths to value-network parameters that pass through no squared/absolute/Huber error; a role guessed from the
+    # output shape counts only where a policy term multiplies the value term
+    outside = {owner[pid] for pid in reached_outside(roots, REGRESSION_NODES) if pid in owner} & values
+    named = {n for n in outside if not a.role_is_guessed(n)}
+    node = _mixing_node(record, children, roles, outside) if outside else None
+    leaked = sorted(outside if node else named)
     if not leaked:
         return
-    node = _mixing_node(record, children, roles, set(leaked))
     through = f" ({node} multiplies a policy term with a value term)" if node else ""
     forwards = _describe_outputs(a, record.nodes.keys(), only=set(leaked))
     a._add(2, "the policy loss puts gradient on value-network parameters: the advantage is not detached",
@@ -415,6 +464,20 @@ def _check_value_gradient(a: Audit, record: _Backward, roots: list, children: di
             a._add(4, f"{name} gets no gradient from the policy loss",
                    f"backward #{record.index} reaches {', '.join(sorted(record.modules))} but no parameter of "
                    f"{name}{_cut_of(a, name)}", _NO_GRADIENT_FIX, record.where)
+
+
+def _distances(record: _Backward, children: dict) -> Iterator[tuple[str, list]]:
+    """(name, [side, side]) of each distance in the graph: a loss node (MSE, Huber, ...) or a subtraction that is
+    squared or taken absolute (``(v - target) ** 2``); a plain sum or difference of losses is not one."""
+    for nid, node in record.nodes.items():
+        name, kids = type(node).__name__, children[nid]
+        if name.startswith(DISTANCE_LOSS_NODES) and len(kids) >= 2:
+            yield name, kids[:2]
+        elif name.startswith(("PowBackward", "AbsBackward")):
+            for kid in kids:
+                grandkids = children.get(id(kid), [])
+                if type(kid).__name__.startswith("SubBackward") and len(grandkids) >= 2:
+                    yield f"{name} of {type(kid).__name__}", grandkids[:2]
 
 
 def _mixing_node(record: _Backward, children: dict, roles: dict, values: set[str]) -> str | None:
@@ -488,12 +551,21 @@ _NO_GRADIENT_FIX = ("the loss graph is cut before these parameters: .item(), .nu
 
 def _pre_step(a: Audit, opt: torch.optim.Optimizer) -> None:
     if a.stop_after is not None and a._steps >= a.stop_after:
-        raise StopAudit(f"stopped after {a._steps} optimizer steps (--steps)")
-    name = next((n for n, o in a.optimizers.items() if o is opt), None)
-    if name is None:
-        name = a.add_optimizer(_user_name(opt) or f"{type(opt).__name__}#{len(a.optimizers) + 1}", opt)
+        a.stopped = f"stopped after {a._steps} optimizer steps (--steps)"
+        raise StopAudit(a.stopped)  # (again at every later step: a bare except in the code may swallow one)
     where = _caller()
     params = [p for g in opt.param_groups for p in g["params"] if p.requires_grad]
+    name = next((n for n, o in a.optimizers.items() if o is opt), None)
+    if name is None:
+        earlier = [n for n, o in a.optimizers.items()
+                   if type(o) is type(opt) and {id(p) for g in o.param_groups for p in g["params"]} ==
+                   {id(p) for p in params}]
+        name = a.add_optimizer(_user_name(opt) or f"{type(opt).__name__}#{len(a.optimizers) + 1}", opt)
+        if earlier and any(id(p) in a._stepped_at for p in params):
+            a._add(8, "an optimizer created anew for parameters another one already trained",
+                   f"{name} ({type(opt).__name__}) first steps at {where} the very parameters {earlier[-1]} stepped "
+                   f"before: its state (Adam's moment estimates, step counts) starts from zero again",
+                   "create each optimizer once, before the training loop, and reuse it in every update", where)
     since = a._backwards[a._last_backward.get(id(opt), 0):]
     a._last_backward[id(opt)] = len(a._backwards)
     reached = set().union(*(b.modules for b in since))
@@ -502,13 +574,19 @@ def _pre_step(a: Audit, opt: torch.optim.Optimizer) -> None:
                 and any(id(p) in ids for p in a.modules[m].parameters() if p.requires_grad)]
     covered: set[int] = set()
     for module in starving:
-        covered |= {id(p) for p in a.modules[module].parameters()}
+        mine = [p for p in a.modules[module].parameters() if p.requires_grad]
+        covered |= {id(p) for p in mine}
         last = since[-1] if since else None
         what = (f"the last one, backward #{last.index}, reaches "
                 f"{', '.join(sorted(last.modules)) or 'no audited parameter'}" if last else "no backward ran")
-        a._add(4, f"{module} gets no gradient",
-               f"{name} steps {module} at {where}, but no loss since its previous step reaches {module}'s "
-               f"parameters ({what}){_cut_of(a, module)}", _NO_GRADIENT_FIX, last.where if last else where)
+        stale = any(p.grad is not None and bool(torch.any(p.grad)) for p in mine)
+        title = (f"{module} is stepped again with the gradient of an earlier loss" if stale else
+                 f"{module} gets no gradient")
+        fix = ("call zero_grad() before each backward, and step once after the backward calls of one update "
+               "(or sum the losses)") if stale else _NO_GRADIENT_FIX
+        a._add(4, title, f"{name} steps {module} at {where}, but no loss since its previous step reaches "
+                         f"{module}'s parameters ({what}){'' if stale else _cut_of(a, module)}",
+               fix, last.where if last else where)
     a._steps += 1
     missing = [a._named(p) for p in params if p.grad is None and id(p) not in covered]
     if missing:
@@ -571,6 +649,8 @@ def _diagnose(a: Audit, err: RuntimeError, record: _Backward | None) -> DoctorEr
 
 
 def _error_line(err: BaseException) -> str:
+    if isinstance(err, SyntaxError) and err.filename:
+        return _format(err.filename, err.lineno or 0, err.text)
     frames = [f for f in traceback.extract_tb(err.__traceback__) if not _internal(f.filename)]
     return _format(frames[-1].filename, frames[-1].lineno, frames[-1].line) if frames else _caller()
 

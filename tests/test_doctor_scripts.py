@@ -1,0 +1,151 @@
+"""`ppo-td doctor SCRIPT.py` on scripts written the ways users write them (beyond the gallery): no false
+alarm on correct code, each mistake found, and a useful report whatever the script does."""
+
+import json
+import textwrap
+
+import pytest
+
+from ppo_td.cli import main
+
+PREAMBLE = """
+import torch
+from torch import nn
+from torch.distributions import Bernoulli, Categorical
+torch.manual_seed(0)
+obs, acts, ret = torch.randn(64, 4), torch.randint(2, (64,)), torch.randn(64)
+"""
+
+CASES = {
+    # correct code: no finding
+    "parts of one module, correct": (set(), """
+        class ActorCritic(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.trunk, self.pi, self.v = nn.Linear(4, 16), nn.Linear(16, 2), nn.Linear(16, 1)
+            def forward(self, x):
+                h = self.trunk(x).tanh()
+                return self.v(h).squeeze(-1), self.pi(h)  # value first
+        net = ActorCritic()
+        opt = torch.optim.Adam(net.parameters())
+        for _ in range(4):
+            value, logits = net(obs)
+            d = Categorical(logits=logits)
+            adv = (ret - value).detach()
+            loss = -(d.log_prob(acts) * adv).mean() + 0.5 * (value - ret).pow(2).mean() - 0.01 * d.entropy().mean()
+            opt.zero_grad(); loss.backward(); opt.step()
+        """),
+    "one-logit Bernoulli policy, correct": (set(), """
+        net, critic = nn.Linear(4, 1), nn.Linear(4, 1)
+        opt = torch.optim.Adam([*net.parameters(), *critic.parameters()])
+        for _ in range(4):
+            logp = Bernoulli(logits=net(obs).squeeze(-1)).log_prob(acts.float())
+            value = critic(obs).squeeze(-1)
+            loss = -(logp * (ret - value).detach()).mean() + (value - ret).pow(2).mean()
+            opt.zero_grad(); loss.backward(); opt.step()
+        """),
+    "two losses on one forward, then one step": (set(), """
+        encoder, actor, critic = nn.Linear(4, 16), nn.Linear(16, 2), nn.Linear(16, 1)
+        opt = torch.optim.Adam([*encoder.parameters(), *actor.parameters(), *critic.parameters()])
+        for _ in range(4):
+            h = encoder(obs).tanh()
+            policy_loss = -(Categorical(logits=actor(h)).log_prob(acts) * ret).mean()
+            value_loss = (critic(h).squeeze(-1) - ret).pow(2).mean()
+            opt.zero_grad(); policy_loss.backward(retain_graph=True); value_loss.backward(); opt.step()
+        """),
+    # mistakes
+    "advantage not detached inside one module": ({2}, """
+        class ActorCritic(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.actor, self.critic = nn.Linear(4, 2), nn.Linear(4, 1)
+            def forward(self, x):
+                return Categorical(logits=self.actor(x)), self.critic(x).squeeze(-1)
+        model = ActorCritic()
+        opt = torch.optim.Adam(model.parameters())
+        for _ in range(4):
+            dist, value = model(obs)
+            loss = -(dist.log_prob(acts) * (ret - value)).mean() + (value - ret).pow(2).mean()
+            opt.zero_grad(); loss.backward(); opt.step()
+        """),
+    "two mistakes on one line": ({2}, """
+        pi, v = nn.Linear(4, 2), nn.Linear(4, 1)
+        opt = torch.optim.Adam([*pi.parameters(), *v.parameters()])
+        for _ in range(3):
+            value = v(obs).squeeze(-1)
+            target = ret + 0.9 * v(obs.flip(0)).squeeze(-1)
+            loss = -(Categorical(logits=pi(obs)).log_prob(acts) * (target - value)).mean() + \\
+                torch.nn.functional.smooth_l1_loss(value, target)
+            opt.zero_grad(); loss.backward(); opt.step()
+        """),
+    "optimizer created in every update": ({8}, """
+        policy = nn.Linear(4, 2)
+        def update():
+            opt = torch.optim.Adam(policy.parameters())
+            for _ in range(2):
+                loss = -(Categorical(logits=policy(obs)).log_prob(acts) * ret).mean()
+                opt.zero_grad(); loss.backward(); opt.step()
+        for _ in range(3):
+            update()
+        """),
+}
+
+
+def _run(tmp_path, capsys, body, *args):
+    script = tmp_path / "user_script.py"
+    script.write_text(PREAMBLE + textwrap.dedent(body))
+    code = main(["doctor", str(script), "--json", *args])
+    return code, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_user_scripts(tmp_path, capsys, case):
+    kinds, body = CASES[case]
+    code, report = _run(tmp_path, capsys, body)
+    assert {f["item"] for f in report["findings"]} == kinds, report
+    assert code == (1 if kinds else 0) and report["error"] is None and report["audited"]
+
+
+def test_two_mistakes_on_one_line_are_two_findings(tmp_path, capsys):
+    _, report = _run(tmp_path, capsys, CASES["two mistakes on one line"][1])
+    titles = sorted(f["title"] for f in report["findings"])
+    assert len(titles) == 2 and "value target" in titles[1] and "advantage is not detached" in titles[0]
+
+
+def test_parts_of_one_module_are_audited_apart(tmp_path, capsys):
+    _, report = _run(tmp_path, capsys, CASES["advantage not detached inside one module"][1])
+    assert report["modules"] == {"model.actor": "policy", "model.critic": "value"}
+
+
+@pytest.mark.parametrize(("body", "ended", "where"), [
+    ("for i in range(3)\n    pass\n", "raised SyntaxError", "user_script.py:7"),
+    ("import argparse\nargparse.ArgumentParser().parse_args(['--nope'])\n", "exited with 2", "user_script.py:8"),
+])
+def test_a_script_that_fails_at_once_is_reported_with_its_line(tmp_path, capsys, body, ended, where):
+    code, report = _run(tmp_path, capsys, body)
+    assert code == 1 and ended in report["ended"] and where in report["error"]["where"], report
+
+
+def test_nothing_audited_is_not_a_clean_bill(tmp_path, capsys):
+    code, report = _run(tmp_path, capsys, "print('hello')\n")
+    assert code == 1 and not report["audited"]
+
+
+def test_a_bare_except_does_not_keep_the_script_running_unnoticed(tmp_path, capsys):
+    body = """
+        policy = nn.Linear(4, 2)
+        opt = torch.optim.Adam(policy.parameters())
+        for _ in range(50):
+            try:
+                loss = -(Categorical(logits=policy(obs)).log_prob(acts) * ret).mean()
+                opt.zero_grad(); loss.backward(); opt.step()
+            except:  # noqa: E722
+                pass
+        """
+    code, report = _run(tmp_path, capsys, body, "--steps", "3")
+    assert code == 0 and report["ended"] == "stopped after 3 optimizer steps (--steps)", report
+
+
+def test_json_stays_parseable_when_the_script_writes_to_file_descriptor_1(tmp_path, capsys):
+    code, report = _run(tmp_path, capsys, "import os\nos.write(1, b'raw bytes on fd 1\\n')\n")
+    assert report["ended"] == "the script ended"
