@@ -287,3 +287,13 @@ def test_an_error_in_the_users_code_keeps_the_findings_and_names_the_line():
     assert items(a) == [2] and a.error.type == "ZeroDivisionError" and "1 / 0" in a.error.where
     report = a.report()
     assert report.index("[2]") < report.index("the code stopped with ZeroDivisionError")
+
+
+def test_optimizers_alone_lead_to_the_modules_they_train():
+    """No module passed: the modules are found as the code calls them, by the names the code gives them."""
+    p = Problem()
+    with audit(optimizers=[p.opt]) as a:
+        value = p.critic(p.obs).squeeze(-1)
+        p.step(p.ppo_loss(p.dist(p.obs).log_prob(p.actions), p.returns - value, value, p.returns))
+    assert {n: a.role(n) for n in a.modules} == {"critic": "value", "actor": "policy"}
+    assert items(a) == [2] and "reaches critic" in a.findings[0].culprit
