@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import statistics
+import tempfile
 import time
 
 import torch
@@ -48,16 +49,20 @@ def main() -> None:
     logging.getLogger("torchrl").setLevel(logging.WARNING)
     base = get_preset(args.preset)
     config = dataclasses.replace(base, total_frames=base.frames_per_batch * 10_000_000, eval_episodes=0)
-    samples: list[tuple[float, int, float]] = []  # (seconds, iteration, rss KB)
+    # the samples go to a file as they are taken: a list of them in this process would grow by ~170 bytes per
+    # iteration itself (a tuple of three numbers), which is what a first soak measured
+    log = tempfile.TemporaryFile("w+")
     start = time.perf_counter()
 
     def sample(metrics, pipeline):
         now = time.perf_counter() - start
-        samples.append((now, metrics["iteration"], rss_kb()))
+        log.write(f"{now} {metrics['iteration']} {rss_kb()}\n")
         if now > args.minutes * 60:
             raise StopTraining
 
     train(config, callbacks=[sample])
+    log.seek(0)
+    samples = [(float(t), int(i), float(r)) for t, i, r in (line.split() for line in log)]
     kept = [s for s in samples if s[0] >= args.warmup * samples[-1][0]]
     per_iteration = slope([s[1] for s in kept], [s[2] for s in kept])
     per_second = slope([s[0] for s in kept], [s[2] for s in kept])

@@ -188,3 +188,58 @@ def test_box2d_resume_says_it_is_not_exact_and_it_is_not(tmp_path):
     assert not resumed.exact and "LunarLander" in resumed.why and "fresh episodes" in resumed.describe()
     assert _strip(second.history) != _strip(full.history[1:])
     assert len(second.eval_returns) == 1
+
+
+class StateWithAHook(gym.Wrapper):
+    """A user wrapper whose state_dict() returns something a checkpoint cannot store (a function)."""
+
+    def state_dict(self):
+        return {"hook": lambda: 0}
+
+    def load_state_dict(self, state):
+        pass
+
+
+SWITCH = {"wrap": False}  # what the next env of ppo_td_test/Switch-v0 is wrapped in
+
+
+def _switchable(**kwargs):
+    from gymnasium.envs.classic_control import CartPoleEnv
+
+    env = CartPoleEnv(**kwargs)
+    return gym.wrappers.TransformReward(env, lambda r: r) if SWITCH["wrap"] else env
+
+
+gym.register("ppo_td_test/HookState-v0", entry_point=lambda: StateWithAHook(
+    __import__("gymnasium").envs.classic_control.CartPoleEnv()), max_episode_steps=200)
+gym.register("ppo_td_test/Switch-v0", entry_point=_switchable, max_episode_steps=200)
+
+
+def test_an_unstorable_user_state_is_said_at_the_start_and_the_run_goes_on(tmp_path, capsys, caplog):
+    import json
+
+    from ppo_td.cli import main
+
+    args = ["train", "--preset", "cleanrl", "--env.env-id", "ppo_td_test/HookState-v0", "--env.num-envs", "2",
+            "--env.vectorization", "sync", "--frames-per-batch", "64", "--total-frames", "256",
+            "--model.hidden-sizes", "8", "--eval-episodes", "1", "--no-progress", "--checkpoint-every", "1",
+            "--run-dir", str(tmp_path)]
+    assert main(args) == 0
+    assert "note: a resume of this run will continue with fresh episodes" in capsys.readouterr().out
+    resume = json.loads((tmp_path / "run.json").read_text())["resume"]
+    assert resume["exact"] is False and "holds a function" in resume["why"]
+    assert sum("checkpoints without env state" in r.message for r in caplog.records) == 1  # said once, not 4x
+
+
+def test_a_resume_after_the_wrappers_changed_continues_with_fresh_episodes_and_says_why(tmp_path):
+    config = small_config(env=EnvConfig("ppo_td_test/Switch-v0", num_envs=2, vectorization="sync"),
+                          total_frames=64 * 3, eval_episodes=1)
+    train(config, callbacks=[stop_after(tmp_path, 1)])
+    SWITCH["wrap"] = True
+    try:
+        resumed = resume_pipeline(tmp_path / "checkpoint.pt")
+        second = run(resumed.pipeline, frames=resumed.frames, iteration=resumed.iteration)
+    finally:
+        SWITCH["wrap"] = False
+    assert not resumed.exact and "wrappers changed since the checkpoint" in resumed.why
+    assert [m["iteration"] for m in second.history] == [2, 3]

@@ -19,24 +19,17 @@ episodes, saying so.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium.envs.classic_control import (
-    AcrobotEnv,
-    CartPoleEnv,
-    Continuous_MountainCarEnv,
-    MountainCarEnv,
-    PendulumEnv,
-)
+from gymnasium.envs.classic_control import CartPoleEnv, MountainCarEnv, PendulumEnv
 
 from ppo_td.envs.masking import InfoMaskToObservation
 from ppo_td.envs.vector import PartialResetCartPole
-from ppo_td.envs.wrappers import ClipToBounds
+from ppo_td.envs.wrappers import ClipToBounds, StepLimit
 
 # wrappers whose behaviour depends on nothing but their construction arguments
 STATELESS_WRAPPERS: tuple[type, ...] = (
@@ -47,9 +40,10 @@ STATELESS_WRAPPERS: tuple[type, ...] = (
     gym.wrappers.FlattenObservation, gym.wrappers.ReshapeObservation, gym.wrappers.RescaleObservation,
     gym.wrappers.DtypeObservation, gym.wrappers.FilterObservation,
 )
-# classic-control envs whose dynamics state is their public ``state`` array (CartPole's
-# ``steps_beyond_terminated`` is set only after a termination, which ppo_td resets at once)
-_STATE_ARRAY_ENVS = (CartPoleEnv, PendulumEnv, AcrobotEnv, MountainCarEnv, Continuous_MountainCarEnv)
+# classic-control envs whose dynamics state is their public ``state`` array, of one dtype from reset to step, so
+# it is restored in place (CartPole's ``steps_beyond_terminated`` is set only after a termination, which ppo_td
+# resets at once). Acrobot's and MountainCarContinuous' arrays change dtype between reset and step: not listed.
+_STATE_ARRAY_ENVS = (CartPoleEnv, PendulumEnv, MountainCarEnv)
 # PartialResetCartPole's simulator arrays (CartPoleVectorEnv's public attributes)
 _CARTPOLE_ARRAYS = ("state", "steps", "prev_done", "steps_beyond_terminated")
 # MuJoCo data Gymnasium's envs read between steps; mj_step recomputes it from the state, but an env may read
@@ -61,6 +55,10 @@ _MUJOCO_DERIVED = ("xpos", "xipos", "xquat", "xmat", "ximat", "cfrc_ext", "cfrc_
 
 class UnreadableState(TypeError):
     """A state holding something a checkpoint cannot store as plain data."""
+
+
+class StateMismatch(ValueError):
+    """A recorded env state that does not fit the env it should be loaded into (its wrappers or limits changed)."""
 
 
 def _mujoco_env(env: gym.Env) -> bool:
@@ -117,27 +115,56 @@ def read_state(vec: gym.vector.VectorEnv) -> dict[str, Any]:
         cart = vec.unwrapped
         arrays = {k: encode(getattr(cart, k)) for k in _CARTPOLE_ARRAYS if getattr(cart, k, None) is not None}
         return {"cartpole": arrays, "np_random": encode(cart.np_random)}
-    return {"copies": [[_read_layer(layer) for layer in _layers(env)] for env in vec.envs]}
+    return {"copies": [[_read_layer(layer) for layer in _layers(env)] for env in vec.envs],
+            "layers": [type(layer).__qualname__ for layer in _layers(vec.envs[0])]}
 
 
 def load_state(vec: gym.vector.VectorEnv, state: dict[str, Any]) -> None:
-    """Put a :func:`read_state` back into ``vec`` (a freshly built vector env of the same env, already reset)."""
+    """Put a :func:`read_state` back into ``vec`` (a freshly built vector env of the same env, already reset).
+    Raises :class:`StateMismatch`, having loaded nothing, when the state does not fit ``vec``."""
+    check_fits(vec, state)
     if isinstance(vec, PartialResetCartPole):
         cart = vec.unwrapped
         for key, value in state["cartpole"].items():
             np.copyto(getattr(cart, key), decode(value))
         cart.np_random = decode(state["np_random"])
         return
+    for env, layers in zip(vec.envs, state["copies"], strict=True):
+        for layer, layer_state in zip(_layers(env), layers, strict=True):
+            _load_layer(layer, layer_state)
+
+
+def check_fits(vec: gym.vector.VectorEnv, state: dict[str, Any]) -> None:
+    """Raise :class:`StateMismatch` when ``state`` was read from an env other than ``vec``'s (number of copies,
+    wrapper classes, time limit, array shapes and dtypes): nothing is loaded then."""
+    if isinstance(vec, PartialResetCartPole) != ("cartpole" in state):
+        raise StateMismatch("the checkpoint's env and this env are not the same kind (numpy-vectorized or not)")
+    if isinstance(vec, PartialResetCartPole):
+        cart = vec.unwrapped
+        for key, value in state["cartpole"].items():
+            _check_array(f"CartPole's {key}", getattr(cart, key), decode(value))
+        return
     copies = state["copies"]
     if len(copies) != len(vec.envs):
-        raise ValueError(f"the checkpoint holds {len(copies)} env copies, the pipeline has {len(vec.envs)}")
-    for env, layers in zip(vec.envs, copies, strict=True):
-        mine = _layers(env)
-        if len(mine) != len(layers):
-            raise ValueError(f"the checkpoint's env has {len(layers)} layers of wrappers, this env has {len(mine)}: "
-                             "was it registered with other wrappers since?")
-        for layer, layer_state in zip(mine, layers, strict=True):
-            _load_layer(layer, layer_state)
+        raise StateMismatch(f"the checkpoint holds {len(copies)} env copies, this env has {len(vec.envs)}")
+    mine = [type(layer).__qualname__ for layer in _layers(vec.envs[0])]
+    if state.get("layers") != mine:
+        raise StateMismatch(f"the env's wrappers changed since the checkpoint: {' > '.join(state.get('layers') or [])}"
+                            f" then, {' > '.join(mine)} now")
+    for layer, layer_state in zip(_layers(vec.envs[0]), copies[0], strict=True):
+        recorded = layer_state.get("state_dict")
+        if isinstance(layer, StepLimit) and decode(recorded)["max_episode_steps"] != layer.max_episode_steps:
+            raise StateMismatch(f"the time limit changed since the checkpoint: {decode(recorded)['max_episode_steps']}"
+                                f" steps then, {layer.max_episode_steps} now")
+        if "state" in layer_state:
+            _check_array(f"{type(layer).__name__}'s state", layer.state, decode(layer_state["state"]))
+
+
+def _check_array(what: str, current: Any, recorded: np.ndarray) -> None:
+    if not isinstance(current, np.ndarray) or current.shape != recorded.shape or current.dtype != recorded.dtype:
+        got = f"{current.dtype}{list(current.shape)}" if isinstance(current, np.ndarray) else type(current).__name__
+        raise StateMismatch(f"{what} is {got} in this env, {recorded.dtype}{list(recorded.shape)} in the checkpoint: "
+                            "it cannot be restored in place")
 
 
 def _read_layer(layer: gym.Env) -> dict[str, Any]:
@@ -177,37 +204,45 @@ def _load_layer(layer: gym.Env, state: dict[str, Any]) -> None:
 
 
 def encode(value: Any, where: str = "state") -> Any:
-    """``value`` as data ``torch.load(weights_only=True)`` reads: numpy arrays become tagged tensors, numpy
-    generators their bit generator's state. Raises :class:`UnreadableState` naming the first part it cannot store."""
-    if isinstance(value, np.ndarray):
-        if value.dtype == object:
-            raise UnreadableState(f"{where} is an object array")
-        return {"__ndarray__": torch.from_numpy(value.copy())}
-    if isinstance(value, np.generic):
-        return value.item()
+    """``value`` as data ``torch.load(weights_only=True)`` reads: numpy arrays and scalars become tagged tensors
+    (their dtype kept), numpy generators their bit generator's state. Raises :class:`UnreadableState` naming the
+    first part it cannot store."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        array = np.asarray(value)
+        if not array.dtype.isnative:
+            array = array.astype(array.dtype.newbyteorder("="))
+        try:
+            tensor = torch.from_numpy(np.array(array, copy=True))
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise UnreadableState(f"{where} is a numpy {array.dtype} value, which a tensor cannot hold "
+                                  f"({err})") from err
+        return {"__ndarray__" if isinstance(value, np.ndarray) else "__npscalar__": tensor}
     if isinstance(value, np.random.Generator):
-        return {"__np_generator__": json.dumps(value.bit_generator.state)}
+        return {"__np_generator__": encode(value.bit_generator.state, f"{where}.bit_generator.state")}
     if isinstance(value, torch.Tensor):
         return value.detach().clone()
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if value is None or type(value) in (bool, int, float, str):
         return value
-    if isinstance(value, dict):
-        if not all(isinstance(k, (str, int)) for k in value):
+    if type(value) is dict:
+        if not all(type(k) in (str, int) for k in value):
             raise UnreadableState(f"{where} has a dict key that is not a string or an integer")
         return {k: encode(v, f"{where}[{k!r}]") for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if type(value) in (list, tuple):
         return type(value)(encode(v, f"{where}[{i}]") for i, v in enumerate(value))
     raise UnreadableState(f"{where} holds a {type(value).__qualname__}; a checkpoint stores numbers, strings, "
-                          "numpy arrays, tensors, numpy Generators, and lists, tuples and dicts of those")
+                          "numpy arrays and scalars, tensors, numpy Generators, and lists, tuples and dicts of those "
+                          "(not their subclasses, such as namedtuples)")
 
 
 def decode(value: Any) -> Any:
     """The inverse of :func:`encode`."""
-    if isinstance(value, dict):
+    if type(value) is dict:
         if set(value) == {"__ndarray__"}:
             return value["__ndarray__"].numpy()
+        if set(value) == {"__npscalar__"}:
+            return value["__npscalar__"].numpy()[()]
         if set(value) == {"__np_generator__"}:
-            state = json.loads(value["__np_generator__"])
+            state = decode(value["__np_generator__"])
             kind = getattr(np.random, str(state.get("bit_generator")), None)
             if not (isinstance(kind, type) and issubclass(kind, np.random.BitGenerator)):
                 raise ValueError(f"not a numpy bit generator: {state.get('bit_generator')!r}")
@@ -215,6 +250,6 @@ def decode(value: Any) -> Any:
             bit_generator.state = state
             return np.random.Generator(bit_generator)
         return {k: decode(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if type(value) in (list, tuple):
         return type(value)(decode(v) for v in value)
     return value

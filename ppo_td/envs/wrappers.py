@@ -79,7 +79,7 @@ class StepLimit(gym.Wrapper):
         return self.env.reset(seed=seed, options=options)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"elapsed_steps": self.elapsed_steps}
+        return {"elapsed_steps": self.elapsed_steps, "max_episode_steps": self.max_episode_steps}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.elapsed_steps = int(state["elapsed_steps"])

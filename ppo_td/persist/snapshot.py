@@ -16,18 +16,19 @@ says why, and the resume says so).
 
 from __future__ import annotations
 
+import io
 import logging
+import weakref
 from typing import Any
 
 import torch
 
 from ppo_td.collect import FastCollector
-from ppo_td.envs.state import UnreadableState, load_state, read_state, why_not_restorable
+from ppo_td.envs.state import StateMismatch, check_fits, load_state, read_state, why_not_restorable
 from ppo_td.training import Pipeline
 
 
-def why_inexact(pipeline: Pipeline) -> str | None:
-    """None when :func:`capture` records everything the next batch depends on; else the reason."""
+def _structural(pipeline: Pipeline) -> str | None:
     if not isinstance(pipeline.collector, FastCollector):
         return ("the collector's current step is not restorable (worker processes, Ray, or TorchRL's "
                 "Collector keep it where no public API reaches)")
@@ -37,21 +38,44 @@ def why_inexact(pipeline: Pipeline) -> str | None:
     return None if why is None else f"the env cannot be recorded: {why}"
 
 
+def _read(pipeline: Pipeline) -> tuple[dict[str, Any] | None, str | None]:
+    """The env state of ``pipeline`` as a checkpoint stores it, or None and why not. The state is written and
+    read back as ``torch.load(weights_only=True)`` will, so a checkpoint never holds what it cannot load."""
+    why = _structural(pipeline)
+    if why is not None:
+        return None, why
+    try:
+        state = read_state(pipeline.built.vector)
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        buffer.seek(0)
+        torch.load(buffer, weights_only=True)
+    except Exception as err:  # noqa: BLE001 - a user's state_dict() may fail in any way: the run goes on
+        return None, f"the env cannot be recorded: {err}"
+    return state, None
+
+
+def why_inexact(pipeline: Pipeline) -> str | None:
+    """None when :func:`capture` records everything the next batch depends on; else the reason."""
+    return _read(pipeline)[1]
+
+
 def is_exact(pipeline: Pipeline) -> bool:
     """True when :func:`capture` can record everything the next batch depends on."""
     return why_inexact(pipeline) is None
 
 
+_WARNED: set[int] = set()  # ids of the live pipelines whose checkpoints were said to lack env state
+
+
 def capture(pipeline: Pipeline) -> dict[str, Any]:
     """RNG, simulator and collector state of ``pipeline`` (call between iterations); see the module docstring."""
-    why, env = why_inexact(pipeline), None
-    if why is None:
-        try:
-            env = read_state(pipeline.built.vector)
-        except UnreadableState as err:
-            why = f"the env cannot be recorded: {err}"
-            logging.getLogger("ppo_td").warning("checkpoint without env state (a resume will start fresh "
-                                                "episodes): %s", why)
+    env, why = _read(pipeline)
+    if why is not None and _structural(pipeline) is None and id(pipeline) not in _WARNED:
+        _WARNED.add(id(pipeline))
+        weakref.finalize(pipeline, _WARNED.discard, id(pipeline))
+        logging.getLogger("ppo_td").warning("checkpoints without env state (a resume will start fresh episodes): "
+                                            "%s", why)
     return {
         "exact": why is None,
         "why": why or "",
@@ -64,11 +88,12 @@ def capture(pipeline: Pipeline) -> dict[str, Any]:
 def restore_snapshot(pipeline: Pipeline, snapshot: dict[str, Any]) -> bool:
     """Put a :func:`capture` back into a freshly built pipeline (after its collector exists).
 
-    Returns True when the resume is exact (the checkpoint holds the env state and this pipeline can take it).
+    Returns True when the resume is exact: the checkpoint holds the env state and it fits this pipeline's env
+    (else nothing of it is loaded and :func:`inexact_reason` says why).
     """
     torch.set_rng_state(snapshot["torch_rng"])
-    if not (snapshot["exact"] and snapshot.get("env") is not None and is_exact(pipeline)):
-        return False  # (a checkpoint of ppo_td <= 0.2 holds pickled envs, never unpickled: fresh episodes)
+    if inexact_reason(pipeline, snapshot):
+        return False
     load_state(pipeline.built.vector, snapshot["env"])
     pipeline.collector.load_state_dict(snapshot["collector"])
     return True
@@ -76,6 +101,13 @@ def restore_snapshot(pipeline: Pipeline, snapshot: dict[str, Any]) -> bool:
 
 def inexact_reason(pipeline: Pipeline, snapshot: dict[str, Any]) -> str:
     """Why a resume of ``snapshot`` into ``pipeline`` is not exact ("" when it is)."""
-    if snapshot["exact"] and snapshot.get("env") is not None:
-        return why_inexact(pipeline) or ""
-    return snapshot.get("why") or "the checkpoint was written by an older ppo_td, without env state"
+    if not (snapshot["exact"] and snapshot.get("env") is not None):  # (ppo_td <= 0.2 pickled envs: never unpickled)
+        return snapshot.get("why") or "the checkpoint was written by an older ppo_td, without env state"
+    why = _structural(pipeline)
+    if why is not None:
+        return why
+    try:
+        check_fits(pipeline.built.vector, snapshot["env"])
+    except StateMismatch as err:
+        return str(err)
+    return ""
