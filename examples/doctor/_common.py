@@ -3,6 +3,7 @@
 import gymnasium as gym
 import numpy as np
 import torch
+from torch import nn
 
 
 def cartpole_batch(steps: int = 128, seed: int = 0):
@@ -19,3 +20,10 @@ def cartpole_batch(steps: int = 128, seed: int = 0):
     obs, actions, rewards, next_obs, dones = zip(*rows, strict=True)
     return (torch.tensor(np.array(obs)), torch.tensor(actions), torch.tensor(rewards, dtype=torch.float32),
             torch.tensor(np.array(next_obs)), torch.tensor(dones, dtype=torch.float32))
+
+
+def actor_critic(lr: float = 3e-4):
+    """A small CartPole actor, critic and one Adam optimizer over both."""
+    actor = nn.Sequential(nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 2))
+    critic = nn.Sequential(nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 1))
+    return actor, critic, torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=lr)

@@ -6,15 +6,12 @@ The loss is NaN from the first minibatch, and so are the weights after the first
 """
 
 import torch
-from _common import cartpole_batch
-from torch import nn
+from _common import actor_critic, cartpole_batch
 from torch.distributions import Categorical
 
 torch.manual_seed(0)
 obs, actions, rewards, next_obs, dones = cartpole_batch(steps=16)
-actor = nn.Sequential(nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 2))
-critic = nn.Sequential(nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 1))
-optimizer = torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=3e-4)
+actor, critic, optimizer = actor_critic()
 with torch.no_grad():
     returns = rewards + 0.99 * critic(next_obs).squeeze(-1) * (1 - dones)
     advantages = returns - critic(obs).squeeze(-1)

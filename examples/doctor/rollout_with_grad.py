@@ -2,16 +2,22 @@
 
 The first epoch's backward runs into the rollout's graph (and through the critic: the advantage is
 ``returns - values`` with the values' graph attached) and frees it; the second epoch fails with "Trying to
-backward through the graph a second time".
+backward through the graph a second time". With ``--retain-graph``, the "fix" that error suggests, the
+second epoch runs through the rollout's graph again, whose parameters the first step changed in place, and
+fails with "one of the variables needed for gradient computation has been modified by an inplace operation".
 
     ppo-td doctor examples/doctor/rollout_with_grad.py
+    ppo-td doctor examples/doctor/rollout_with_grad.py --retain-graph
 """
+
+import sys
 
 import gymnasium as gym
 import torch
 from torch import nn
 from torch.distributions import Categorical
 
+retain = "--retain-graph" in sys.argv[1:]
 torch.manual_seed(0)
 env = gym.make("CartPole-v1")
 actor = nn.Sequential(nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 2))
@@ -44,5 +50,5 @@ for _epoch in range(4):
     policy_loss = -torch.min(ratio * advantages, ratio.clamp(0.8, 1.2) * advantages).mean()
     value_loss = (critic(states).squeeze(-1) - returns).pow(2).mean()
     optimizer.zero_grad()
-    (policy_loss + 0.5 * value_loss).backward()
+    (policy_loss + 0.5 * value_loss).backward(retain_graph=retain)
     optimizer.step()

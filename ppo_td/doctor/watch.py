@@ -212,12 +212,10 @@ class Audit:
         if not isinstance(module, nn.Module):
             raise TypeError(f"doctor.audit: {name} is a {type(module).__name__}, not a torch.nn.Module (pass "
                             "modules, or lists, tuples or dicts of them)")
-        for known, m in self.modules.items():
-            if m is module:
-                return known
-        unique, n = name, 2
-        while unique in self.modules:
-            unique, n = f"{name}#{n}", n + 1
+        known = self.name_of(module)
+        if known is not None:
+            return known
+        unique = _unique(name, self.modules)
         self.modules[unique] = module
         self._by_id[id(module)] = unique
         if role is not None:
@@ -234,12 +232,10 @@ class Audit:
     def add_optimizer(self, name: str, opt: torch.optim.Optimizer) -> str:
         if not isinstance(opt, torch.optim.Optimizer):
             raise TypeError(f"doctor.audit: {name} is a {type(opt).__name__}, not a torch.optim.Optimizer")
-        for known, o in self.optimizers.items():
-            if o is opt:
-                return known
-        unique, n = name, 2
-        while unique in self.optimizers:
-            unique, n = f"{name}#{n}", n + 1
+        known = next((n for n, o in self.optimizers.items() if o is opt), None)
+        if known is not None:
+            return known
+        unique = _unique(name, self.optimizers)
         self.optimizers[unique] = opt
         return unique
 
@@ -272,6 +268,14 @@ class Audit:
         for opt in self.optimizers.values():
             found.update({id(p): p for g in opt.param_groups for p in g["params"] if p.requires_grad})
         return list(found.values())
+
+
+def _unique(name: str, taken: Mapping[str, Any]) -> str:
+    """``name``, or ``name#2``, ``name#3``, ... if it is taken."""
+    unique, n = name, 2
+    while unique in taken:
+        unique, n = f"{name}#{n}", n + 1
+    return unique
 
 
 def _internal(filename: str) -> bool:
