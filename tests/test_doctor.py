@@ -297,3 +297,18 @@ def test_optimizers_alone_lead_to_the_modules_they_train():
         p.step(p.ppo_loss(p.dist(p.obs).log_prob(p.actions), p.returns - value, value, p.returns))
     assert {n: a.role(n) for n in a.modules} == {"critic": "value", "actor": "policy"}
     assert items(a) == [2] and "reaches critic" in a.findings[0].culprit
+
+
+def test_an_all_zero_gradient_is_found_whatever_the_order_of_zero_grad():
+    """zero_grad() after step() (gradients are None when the audit ends) hides nothing."""
+    p = Problem()
+    with p.audit() as a:
+        for _ in range(2):
+            value = p.critic(p.obs).squeeze(-1)
+            new_logp = p.dist(p.obs).log_prob(p.actions)
+            loss = -(new_logp - new_logp.detach()).sum() * 0 + ((value - p.returns) ** 2).mean()
+            loss.backward()
+            p.opt.step()
+            p.opt.zero_grad()
+    assert items(a) == [4], a.report()
+    assert "all-zero gradient at every one of 2 optimizer step(s): actor.0.weight" in a.findings[0].culprit

@@ -126,11 +126,10 @@ def _record_exactness(folder, pipeline, resumed) -> None:
     from ppo_td.persist import why_inexact
 
     why = why_inexact(pipeline)
-    folder.record(resume={"exact": why is None, "why": why or ""})
-    if resumed is not None:
-        folder.record(append_resumes={"iteration": resumed.iteration, "exact": resumed.exact, "why": resumed.why,
-                                      "time": time.time()})
-    elif why is not None:
+    entry = None if resumed is None else {"iteration": resumed.iteration, "exact": resumed.exact, "why": resumed.why,
+                                          "time": time.time()}
+    folder.record(resumed=entry, resume={"exact": why is None, "why": why or ""})
+    if resumed is None and why is not None:
         print(f"note: a resume of this run will continue with fresh episodes, not bit-exactly: {why}")
 
 

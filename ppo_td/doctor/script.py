@@ -32,7 +32,7 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
     except ValueError:  # not the main thread
         yield
         return
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)  # and again every second, should the code swallow one
     try:
         yield
     finally:
@@ -62,11 +62,15 @@ def run_script(path: str | Path, argv: Sequence[str] = (), steps: int | None = 2
     except SystemExit as err:
         if err.code not in (None, 0):
             ended = f"the script exited with {err.code!r}"
+    except StopAudit as stop:  # the time limit, after the audit had ended
+        ended = str(stop)
     except (Exception, KeyboardInterrupt) as err:  # noqa: BLE001 - the report says what it was
         original = err.__cause__ if isinstance(err, DoctorError) and err.__cause__ else err
         ended = f"the script raised {type(original).__name__}"
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
-    if a is not None and a.stopped:
+    if a is None:  # stopped before the audit began
+        raise RuntimeError(f"ppo-td doctor could not start auditing {path}: {ended}")
+    if a.stopped:
         ended = a.stopped
     return a, ended

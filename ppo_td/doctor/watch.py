@@ -18,11 +18,13 @@ optimizers that step) through torch's global hooks, naming them by the user's va
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import inspect
 import os
 import re
 import sysconfig
 import traceback
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -58,7 +60,16 @@ _CUTS = {torch.Tensor.item: ".item()", torch.Tensor.tolist: ".tolist()", torch.T
          torch.argmin: "argmin", torch.Tensor.argmin: "argmin", torch.multinomial: "sampling (multinomial)",
          torch.Tensor.long: ".long()", torch.Tensor.int: ".int()", torch.round: "round",
          torch.Tensor.round: "round"}
-_LIBRARIES = tuple(f"{os.sep}{name}{os.sep}" for name in ("torch", "tensordict", "torchrl"))
+def _package_dirs(*names: str) -> tuple[str, ...]:
+    """The folders of the installed packages ``names`` (found without importing them)."""
+    dirs = []
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        dirs += [os.path.join(d, "") for d in (spec.submodule_search_locations or [])] if spec else []
+    return tuple(dirs)
+
+
+_LIBRARIES = _package_dirs("torch", "tensordict", "torchrl")
 _DOCTOR = os.path.dirname(os.path.abspath(__file__))
 _STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
 
@@ -119,7 +130,7 @@ class Audit:
         self._steps = 0
         self._stepped_at: dict[int, tuple[int, str, str]] = {}  # param id -> (step, line, optimizer)
         self._last_backward: dict[int, int] = {}  # optimizer id -> number of backward calls at its last step
-        self._nonzero_steps: dict[int, list] = {}  # param id -> [param, steps with grad != 0]
+        self._nonzero_steps: dict[int, list] = {}  # param id -> [param, steps with a gradient, steps with grad != 0]
         self._cuts: dict[str, list[_Cut]] = {}  # module -> where its outputs were cut from the graph (newest last)
         self._owners: dict[int, list[str]] = {}
         self._names: dict[int, str] = {}  # param id -> "module.parameter"
@@ -280,8 +291,10 @@ def _unique(name: str, taken: Mapping[str, Any]) -> str:
 
 def _internal(filename: str) -> bool:
     """A frame of torch, TensorDict, TorchRL, Python's standard library or the doctor: not the user's line."""
-    return (any(lib in filename for lib in _LIBRARIES) or filename.startswith(("<frozen", _STDLIB))
-            or os.path.dirname(os.path.abspath(filename)) == _DOCTOR)
+    if filename.startswith("<"):
+        return filename.startswith("<frozen")
+    return (filename.startswith(_LIBRARIES) or (filename.startswith(_STDLIB) and "site-packages" not in filename)
+            or os.path.dirname(filename) == _DOCTOR)
 
 
 def _format(filename: str, lineno: int, line: str | None) -> str:
@@ -340,10 +353,11 @@ def _record_forward(a: Audit, name: str, output: Any) -> None:
         value_like = "state_value" in keys or "state_action_value" in keys or (
             not keys and tensors[0].dim() > 0 and tensors[0].shape[-1] == 1)
         a._output_roles[name] = "value" if value_like else "policy"
-    where = _caller()
-    for t in tensors:
-        if t.grad_fn is not None:
-            a._outputs[id(t.grad_fn)] = _Forward(name, n, where, a._steps, t.grad_fn)
+    graphs = [t.grad_fn for t in tensors if t.grad_fn is not None]
+    if graphs:  # (not for a rollout under no_grad: finding the line costs a stack walk)
+        where = _caller()
+        for node in graphs:
+            a._outputs[id(node)] = _Forward(name, n, where, a._steps, node)
 
 
 def _forward_hook(a: Audit, name: str):
@@ -360,11 +374,11 @@ class _Discovery:
 
     def __init__(self, a: Audit) -> None:
         self.audit, self.depth, self.counts = a, 0, {}
-        self.seen: set[int] = set()  # top-level modules already looked at
+        self.seen: dict[int, nn.Module] = {}  # top-level modules already looked at (kept: their ids stay theirs)
 
     def pre(self, module: nn.Module, args: Any) -> None:
         if self.depth == 0 and id(module) not in self.seen:
-            self.seen.add(id(module))
+            self.seen[id(module)] = module
             if any(p.requires_grad for p in module.parameters()) and self.audit.name_of(module) is None:
                 cls = type(module).__name__
                 self.counts[cls] = self.counts.get(cls, 0) + 1
@@ -377,7 +391,7 @@ class _Discovery:
         self.depth -= 1
         name = self.audit.name_of(module)
         if name is not None:
-            _record_forward(self.audit, name, output)
+            _guarded(_record_forward, self.audit, name, output)
 
 
 def _parts(name: str, module: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -415,7 +429,7 @@ def _on_backward(a: Audit, tensors: Any, retain_graph: bool | None) -> _Backward
     for nid in nodes:
         if nid in a._outputs:
             forwards.setdefault(a._outputs[nid].module, set()).add(a._outputs[nid].index)
-    for earlier in a._backwards:
+    for earlier in (b for b in a._backwards if b.retain_graph):  # only a retained graph can be run through again
         shared = _shared_nodes(record, earlier)
         reused = {a._outputs[i].module for i in shared if i in a._outputs}
         # two losses on one forward before a step are the same as their sum (retain_graph is right there); a
@@ -462,7 +476,8 @@ def _check_value_gradient(a: Audit, record: _Backward, roots: list, children: di
            f"a regression onto a target{through}{forwards}",
            "detach the advantage before it weights the policy term: advantages = (returns - values).detach(), "
            "or compute advantages/GAE under torch.no_grad()", record.where)
-    policies = [n for n in a.modules if a.role(n) == "policy" and a._learns(n)]
+    policies = [n for n in a.modules if a.role(n) == "policy" and not a.role_is_guessed(n) and a._learns(n)
+                and any(p.requires_grad for p in a.modules[n].parameters())]
     if policies and not record.modules & set(policies):
         for name in policies:
             a._add(4, f"{name} gets no gradient from the policy loss",
@@ -598,12 +613,13 @@ def _pre_step(a: Audit, opt: torch.optim.Optimizer) -> None:
                               f"no gradient before {name}'s step: {', '.join(missing[:4])}", _NO_GRADIENT_FIX, where),
                       a._steps)
     for p in params:  # all-zero is judged over the whole audit: one clipped minibatch may be all-zero
-        a._nonzero_steps.setdefault(id(p), [p, 0])
-        a._nonzero_steps[id(p)][1] += int(p.grad is not None and bool(torch.any(p.grad)))
-    grads = [p.grad for p in params if p.grad is not None]
-    if grads:
-        norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
-        bad = [a._named(p) for p in params if p.grad is not None and not torch.isfinite(p.grad).all()]
+        counts = a._nonzero_steps.setdefault(id(p), [p, 0, 0])
+        counts[1] += int(p.grad is not None)
+        counts[2] += int(p.grad is not None and not p.grad.is_sparse and bool(torch.any(p.grad)))
+    dense = [p for p in params if p.grad is not None and not p.grad.is_sparse]
+    if dense:  # (parameters may sit on several devices: one float per gradient)
+        norm = sum(float(torch.linalg.vector_norm(p.grad)) ** 2 for p in dense) ** 0.5
+        bad = [a._named(p) for p in dense if not torch.isfinite(p.grad).all()]
         if bad:
             a._groups.add(Finding(5, "non-finite gradients", f"{', '.join(bad[:4])} before {name}'s step",
                                   "find the NaN/inf source in the loss (log of 0, std of a 1-element batch); "
@@ -616,7 +632,7 @@ def _pre_step(a: Audit, opt: torch.optim.Optimizer) -> None:
 
 
 def _finish(a: Audit) -> None:
-    zero = [a._named(p) for p, nonzero in a._nonzero_steps.values() if nonzero == 0 and p.grad is not None]
+    zero = [a._named(p) for p, present, nonzero in a._nonzero_steps.values() if present and not nonzero]
     if zero:
         a._groups.add(Finding(4, "parameters that should learn got no gradient",
                               f"all-zero gradient at every one of {a._steps} optimizer step(s): {', '.join(zero[:4])}",
@@ -636,8 +652,10 @@ def _diagnose(a: Audit, err: RuntimeError, record: _Backward | None) -> DoctorEr
                        f"{earlier[-1].where}{_describe_outputs(a, _shared_nodes(record, earlier[-1]))}")
     elif "modified by an inplace operation" in text:
         shape, version = parse_inplace_error(text)
-        # the saved tensor may be the parameter or its transpose (Linear saves weight.t())
-        params = [p for p in a._params() if shape is not None and shape in (list(p.shape), list(p.shape)[::-1])]
+        # a parameter of this graph, stepped since; the saved tensor may be it or its transpose (Linear: weight.t())
+        mine = leaves(record.nodes) if record is not None else set()
+        params = [p for p in a._params() if shape is not None and shape in (list(p.shape), list(p.shape)[::-1])
+                  and (not mine or id(p) in mine)]
         stepped = [(f"{a._named(p)} {list(p.shape)}", a._stepped_at[id(p)]) for p in params if id(p) in a._stepped_at]
         if stepped:
             (param, (step, line, opt)) = stepped[0]
@@ -686,7 +704,7 @@ class _BackwardWatch(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func in _CUTS:
-            _note_cut(self.audit, func, args)
+            _guarded(_note_cut, self.audit, func, args)
             return func(*args, **kwargs)
         if func is not torch.Tensor.backward and func is not torch.autograd.backward:
             return func(*args, **kwargs)
@@ -694,11 +712,23 @@ class _BackwardWatch(TorchFunctionMode):
         retain_graph = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
         if retain_graph is None:
             retain_graph = kwargs.get("create_graph", args[3] if len(args) > 3 else False)
-        record = _on_backward(self.audit, args[0] if args else kwargs.get("tensors"), retain_graph)
+        record = _guarded(_on_backward, self.audit, args[0] if args else kwargs.get("tensors"), retain_graph)
         try:
             return func(*args, **kwargs)
         except RuntimeError as err:
             raise _diagnose(self.audit, err, record) from err
+
+
+def _guarded(check: Any, *args: Any) -> Any:
+    """Run one of the doctor's checks; a failure of the check itself is a warning, never the audited code's error."""
+    try:
+        return check(*args)
+    except (StopAudit, KeyboardInterrupt):
+        raise
+    except Exception as err:  # noqa: BLE001 - the audited code must run as it would without the doctor
+        warnings.warn(f"ppo_td doctor: {check.__name__.strip('_')} could not check this call: "
+                      f"{type(err).__name__}: {err}", RuntimeWarning, stacklevel=2)
+        return None
 
 
 def _note_cut(a: Audit, func: Any, args: tuple) -> None:
@@ -764,10 +794,13 @@ def audit(actor: nn.Module | None = None, critic: nn.Module | None = None,
         discovery = _Discovery(a)
         handles += [nn_module.register_module_forward_pre_hook(discovery.pre),
                     nn_module.register_module_forward_hook(discovery.post, always_call=True)]
+    def step_hook(opt, *_):
+        _guarded(_pre_step, a, opt)
+
     if a.optimizers and a.modules:
-        handles += [o.register_step_pre_hook(lambda opt, *_: _pre_step(a, opt)) for o in a.optimizers.values()]
+        handles += [o.register_step_pre_hook(step_hook) for o in a.optimizers.values()]
     else:  # every optimizer that steps in the block
-        handles.append(optim_module.register_optimizer_step_pre_hook(lambda opt, *_: _pre_step(a, opt)))
+        handles.append(optim_module.register_optimizer_step_pre_hook(step_hook))
     try:
         with _BackwardWatch(a):
             yield a

@@ -31,7 +31,8 @@ from ppo_td.envs.masking import InfoMaskToObservation
 from ppo_td.envs.vector import PartialResetCartPole
 from ppo_td.envs.wrappers import ClipToBounds, StepLimit
 
-# wrappers whose behaviour depends on nothing but their construction arguments
+# wrappers whose behaviour depends on nothing but their construction arguments (a function given to a Transform*
+# wrapper is taken to be a function of its input only: a closure that counts would not be recorded)
 STATELESS_WRAPPERS: tuple[type, ...] = (
     ClipToBounds, InfoMaskToObservation,
     gym.wrappers.OrderEnforcing, gym.wrappers.PassiveEnvChecker,
@@ -129,9 +130,13 @@ def load_state(vec: gym.vector.VectorEnv, state: dict[str, Any]) -> None:
             np.copyto(getattr(cart, key), decode(value))
         cart.np_random = decode(state["np_random"])
         return
-    for env, layers in zip(vec.envs, state["copies"], strict=True):
+    for i, (env, layers) in enumerate(zip(vec.envs, state["copies"], strict=True)):
         for layer, layer_state in zip(_layers(env), layers, strict=True):
-            _load_layer(layer, layer_state)
+            try:
+                _load_layer(layer, layer_state)
+            except Exception as err:
+                raise RuntimeError(f"loading the checkpoint's env state into copy {i}, layer "
+                                   f"{type(layer).__qualname__}, failed: {err}") from err
 
 
 def check_fits(vec: gym.vector.VectorEnv, state: dict[str, Any]) -> None:
@@ -147,17 +152,35 @@ def check_fits(vec: gym.vector.VectorEnv, state: dict[str, Any]) -> None:
     copies = state["copies"]
     if len(copies) != len(vec.envs):
         raise StateMismatch(f"the checkpoint holds {len(copies)} env copies, this env has {len(vec.envs)}")
-    mine = [type(layer).__qualname__ for layer in _layers(vec.envs[0])]
-    if state.get("layers") != mine:
-        raise StateMismatch(f"the env's wrappers changed since the checkpoint: {' > '.join(state.get('layers') or [])}"
-                            f" then, {' > '.join(mine)} now")
-    for layer, layer_state in zip(_layers(vec.envs[0]), copies[0], strict=True):
-        recorded = layer_state.get("state_dict")
-        if isinstance(layer, StepLimit) and decode(recorded)["max_episode_steps"] != layer.max_episode_steps:
-            raise StateMismatch(f"the time limit changed since the checkpoint: {decode(recorded)['max_episode_steps']}"
-                                f" steps then, {layer.max_episode_steps} now")
-        if "state" in layer_state:
-            _check_array(f"{type(layer).__name__}'s state", layer.state, decode(layer_state["state"]))
+    if "layers" not in state:
+        raise StateMismatch("the checkpoint's env state was written in an earlier format")
+    for i, (env, layers) in enumerate(zip(vec.envs, copies, strict=True)):
+        mine = _layers(env)
+        names = [type(layer).__qualname__ for layer in mine]
+        if names != state["layers"] or len(layers) != len(mine):
+            raise StateMismatch(f"the env's wrappers changed since the checkpoint: {' > '.join(state['layers'])} "
+                                f"then, {' > '.join(names)} now (copy {i})")
+        for layer, layer_state in zip(mine, layers, strict=True):
+            _check_layer(layer, layer_state)
+
+
+def _check_layer(layer: gym.Env, state: dict[str, Any]) -> None:
+    if isinstance(layer, StepLimit):
+        then = decode(state.get("state_dict") or {}).get("max_episode_steps")
+        if then != layer.max_episode_steps:
+            raise StateMismatch(f"the time limit changed since the checkpoint: {then} steps then, "
+                                f"{layer.max_episode_steps} now")
+    if "state" in state:
+        _check_array(f"{type(layer).__name__}'s state", layer.state, decode(state["state"]))
+    if "mujoco" in state:
+        import mujoco
+
+        size = mujoco.mj_stateSize(layer.model, mujoco.mjtState.mjSTATE_INTEGRATION)
+        if state["mujoco"].numel() != size:
+            raise StateMismatch(f"{type(layer).__name__}'s MuJoCo state has {state['mujoco'].numel()} numbers in the "
+                                f"checkpoint, {size} in this env (another model or MuJoCo version)")
+        for key, value in state["derived"].items():
+            _check_array(f"{type(layer).__name__}'s {key}", getattr(layer.data, key, None), decode(value))
 
 
 def _check_array(what: str, current: Any, recorded: np.ndarray) -> None:
@@ -180,8 +203,8 @@ def _read_layer(layer: gym.Env) -> dict[str, Any]:
         mujoco.mj_getState(model, data, flat, mujoco.mjtState.mjSTATE_INTEGRATION)
         out = {"mujoco": torch.from_numpy(flat),
                "derived": {k: encode(getattr(data, k)) for k in _MUJOCO_DERIVED if hasattr(data, k)}}
-    else:  # a classic-control env
-        out = {"state": encode(layer.state)}
+    else:  # a classic-control env (MountainCar's step leaves a tuple: recorded as the array its reset makes)
+        out = {"state": encode(np.asarray(layer.state))}
     out["np_random"] = encode(layer.np_random) if not isinstance(layer, gym.Wrapper) else None
     return out
 
@@ -218,6 +241,9 @@ def encode(value: Any, where: str = "state") -> Any:
                                   f"({err})") from err
         return {"__ndarray__" if isinstance(value, np.ndarray) else "__npscalar__": tensor}
     if isinstance(value, np.random.Generator):
+        kind = type(value.bit_generator)
+        if getattr(np.random, kind.__name__, None) is not kind:
+            raise UnreadableState(f"{where} is a Generator over {kind.__qualname__}, not one of numpy's bit generators")
         return {"__np_generator__": encode(value.bit_generator.state, f"{where}.bit_generator.state")}
     if isinstance(value, torch.Tensor):
         return value.detach().clone()

@@ -170,7 +170,7 @@ class Resumed(NamedTuple):
 
 
 def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = None) -> Resumed:
-    """Rebuild a run's pipeline from its checkpoint, ready to continue: ``(pipeline, frames, iteration, exact)``.
+    """Rebuild a run's pipeline from its checkpoint, ready to continue: a :class:`Resumed`.
 
     ``collector`` changes where collection runs (``CollectorConfig`` fields such as
     ``backend`` or ``num_workers``); everything else comes from the checkpoint. Pass the

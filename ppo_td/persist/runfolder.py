@@ -99,17 +99,15 @@ class RunFolder:
         except (OSError, ValueError, KeyError):
             return None
 
-    def record(self, **fields: Any) -> None:
-        """Add ``fields`` to ``run.json`` (atomically); a list field given as ``append_<name>`` grows by one entry."""
+    def record(self, resumed: dict[str, Any] | None = None, **fields: Any) -> None:
+        """Set ``fields`` in ``run.json``, and add ``resumed`` to its list of resumes (one atomic write)."""
         try:
             info = json.loads((self.path / "run.json").read_text())
         except (OSError, ValueError):
             info = {}
-        for key, value in fields.items():
-            if key.startswith("append_"):
-                info.setdefault(key.removeprefix("append_"), []).append(value)
-            else:
-                info[key] = value
+        info.update(fields)
+        if resumed is not None:
+            info.setdefault("resumes", []).append(resumed)
         write_atomically(self.path / "run.json", json.dumps(info, indent=1) + "\n")
 
     def check_checkpoint(self, state: dict[str, Any], path: Path) -> None:

@@ -101,7 +101,7 @@ def restore_snapshot(pipeline: Pipeline, snapshot: dict[str, Any]) -> bool:
 
 def inexact_reason(pipeline: Pipeline, snapshot: dict[str, Any]) -> str:
     """Why a resume of ``snapshot`` into ``pipeline`` is not exact ("" when it is)."""
-    if not (snapshot["exact"] and snapshot.get("env") is not None):  # (ppo_td <= 0.2 pickled envs: never unpickled)
+    if not (snapshot["exact"] and snapshot.get("env") is not None):  # (earlier checkpoints pickled envs: never read)
         return snapshot.get("why") or "the checkpoint was written by an older ppo_td, without env state"
     why = _structural(pipeline)
     if why is not None:
@@ -110,4 +110,6 @@ def inexact_reason(pipeline: Pipeline, snapshot: dict[str, Any]) -> str:
         check_fits(pipeline.built.vector, snapshot["env"])
     except StateMismatch as err:
         return str(err)
+    except Exception as err:  # noqa: BLE001 - a state this ppo_td cannot read: resume with fresh episodes
+        return f"the checkpoint's env state cannot be checked against this env: {err}"
     return ""
