@@ -146,6 +146,7 @@ def test_a_bare_except_does_not_keep_the_script_running_unnoticed(tmp_path, caps
     assert code == 0 and report["ended"] == "stopped after 3 optimizer steps (--steps)", report
 
 
-def test_json_stays_parseable_when_the_script_writes_to_file_descriptor_1(tmp_path, capsys):
-    code, report = _run(tmp_path, capsys, "import os\nos.write(1, b'raw bytes on fd 1\\n')\n")
+def test_json_stays_parseable_when_the_script_writes_to_file_descriptor_1(tmp_path, capfd):
+    """capfd sees file descriptor 1 itself: the script's raw write must have gone to stderr."""
+    code, report = _run(tmp_path, capfd, "import os\nos.write(1, b'raw bytes on fd 1\\n')\n")
     assert report["ended"] == "the script ended"
