@@ -13,7 +13,9 @@ def test_train_writes_run_folder_and_eval_reads_it(tmp_path, capsys):
                  "--run-dir", str(run), "--no-progress", "--eval-episodes", "2", "--tensorboard"])
     assert code == 0
     out = capsys.readouterr().out
-    assert "deterministic evaluation:" in out and "over 2 episodes" in out
+    assert "deterministic evaluation:" in out and "sampled evaluation:" in out and "over 2 episodes" in out
+    summary = json.loads((run / "summary.json").read_text())
+    assert len(summary["eval_returns"]) == len(summary["eval_returns_sampled"]) == 2
     names = {p.name for p in run.iterdir()}
     assert {"config.json", "metrics.csv", "learning_curve.png", "checkpoint.pt", "summary.json", "tensorboard"} <= names
     config = json.loads((run / "config.json").read_text())
@@ -25,7 +27,27 @@ def test_train_writes_run_folder_and_eval_reads_it(tmp_path, capsys):
     assert load_checkpoint(run)["frames"] == 1024
 
     assert main(["eval", str(run), "--episodes", "3"]) == 0
-    assert "over 3 episodes" in capsys.readouterr().out
+    assert "deterministic evaluation:" in (out := capsys.readouterr().out) and "over 3 episodes" in out
+    assert main(["eval", str(run), "--episodes", "3", "--sampled"]) == 0
+    assert "sampled evaluation:" in capsys.readouterr().out
+
+
+def test_sampled_evaluation_is_reproducible_leaves_the_rng_and_differs_from_the_mode():
+    """An untrained CartPole policy (logits near zero): its mode is one action, pushing the cart one way (short
+    episodes); sampled actions keep it up longer. Same seed, same returns; torch's RNG is left as it was."""
+    import torch
+
+    from conftest import small_config
+    from ppo_td.training import build_pipeline, evaluate
+
+    pipeline = build_pipeline(small_config())
+    actor, env = pipeline.actor, pipeline.config.env
+    pipeline.collector.shutdown()
+    before = torch.get_rng_state()
+    first = evaluate(actor, env, 8, seed=3, sampled=True)
+    assert torch.equal(torch.get_rng_state(), before)
+    assert evaluate(actor, env, 8, seed=3, sampled=True) == first
+    assert first != evaluate(actor, env, 8, seed=3)
 
 
 def test_help_lists_commands(capsys):

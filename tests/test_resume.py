@@ -96,7 +96,7 @@ def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path, name):
     full, first, second, resumed = _interrupt_and_resume(config, tmp_path, 3)
     assert resumed.exact and resumed.why == "" and "exactly" in resumed.describe()
     _equal(_strip(first.history + second.history), _strip(full.history))
-    assert second.eval_returns == full.eval_returns
+    assert second.eval_returns == full.eval_returns and second.eval_returns_sampled == full.eval_returns_sampled
     assert first.episodes + second.episodes == full.episodes
 
 

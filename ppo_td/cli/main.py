@@ -19,7 +19,7 @@ USAGE = """usage: ppo-td COMMAND [ARGS]
 
 commands:
   train   train PPO (no arguments: the tuned CartPole-v1 preset); --help lists every field
-  eval    run deterministic episodes of a checkpoint and print mean +- std
+  eval    run deterministic (or --sampled) episodes of a checkpoint and print mean +- std
   doctor  audit your PPO script (SCRIPT.py [ARGS] [--steps N] [--json]), or one update of a pipeline,
           for autograd mistakes
 
@@ -133,18 +133,20 @@ def _train(args: list[str]) -> int:
 
 
 def _eval(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="ppo-td eval", description="Deterministic evaluation of a checkpoint.")
+    parser = argparse.ArgumentParser(prog="ppo-td eval", description="Evaluation episodes of a checkpoint: the "
+                                     "policy's mode (deterministic, the default) or actions sampled from it.")
     parser.add_argument("checkpoint", help="checkpoint file, or a run folder holding checkpoint.pt")
     parser.add_argument("--episodes", type=int, default=10, help="episodes to run (default 10)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the evaluation envs (default 0)")
+    parser.add_argument("--sampled", action="store_true", help="sample actions from the policy, as in training")
     ns = parser.parse_args(args)
     from ppo_td.cli.run import format_returns
     from ppo_td.persist import load_actor
     from ppo_td.training import evaluate
 
     config, actor, obs_stats = load_actor(ns.checkpoint)
-    returns = evaluate(actor, config.env, ns.episodes, seed=ns.seed, obs_stats=obs_stats)
-    print(format_returns(returns))
+    returns = evaluate(actor, config.env, ns.episodes, seed=ns.seed, obs_stats=obs_stats, sampled=ns.sampled)
+    print(format_returns(returns, "sampled" if ns.sampled else "deterministic"))
     return 0
 
 

@@ -151,19 +151,22 @@ def _finish(out: Path, config: TrainConfig, started: float) -> int:
         raise ValueError(f"{out}: the run is complete (summary.json is written), nothing to resume; evaluate it "
                          f"with `ppo-td eval {out}`")
     _, actor, obs_stats = load_actor(out / "checkpoint.pt")
-    returns = evaluate(actor, config.env, config.eval_episodes, seed=config.seed + 10_000,
-                       obs_stats=obs_stats) if config.eval_episodes else []
+    returns, sampled = ([evaluate(actor, config.env, config.eval_episodes, seed=config.seed + 10_000,
+                                  obs_stats=obs_stats, sampled=s) for s in (False, True)]
+                        if config.eval_episodes else ([], []))
     plot_learning_curve(read_episodes(out), out / "learning_curve.png", f"{config.env.env_id}")
     last = read_metrics(out)[-1]
     summary = {"train_seconds": float(last["time"]), "finish_seconds": time.perf_counter() - started,
-               "frames": int(last["frames"]), "eval_returns": returns}
+               "frames": int(last["frames"]), "eval_returns": returns, "eval_returns_sampled": sampled}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if returns:
         print(format_returns(returns))
+        print(format_returns(sampled, "sampled"))
     print(f"run folder: {out}")
     return 0
 
 
-def format_returns(returns: list[float]) -> str:
+def format_returns(returns: list[float], how: str = "deterministic") -> str:
+    """``deterministic evaluation: mean +- std over N episodes`` (or ``sampled evaluation: ...``)."""
     std = statistics.pstdev(returns) if len(returns) > 1 else 0.0
-    return f"deterministic evaluation: {statistics.fmean(returns):.1f} +- {std:.1f} over {len(returns)} episodes"
+    return f"{how} evaluation: {statistics.fmean(returns):.1f} +- {std:.1f} over {len(returns)} episodes"

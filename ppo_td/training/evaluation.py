@@ -1,4 +1,8 @@
-"""Deterministic evaluation episodes of a trained actor."""
+"""Evaluation episodes of a trained actor: deterministic (the policy's mode) or sampled (as it acts in training).
+
+The two can differ a lot: a policy can do well while it samples and badly when it always takes its most likely
+action (or the reverse), so the final evaluation reports both.
+"""
 
 from __future__ import annotations
 
@@ -19,15 +23,21 @@ DEFAULT_STEP_CAP = 100_000
 
 
 def evaluate(actor: TensorDictModule, env_config: EnvConfig, episodes: int, seed: int,
-             obs_stats: dict[str, Any] | None = None) -> list[float]:
-    """Return of ``episodes`` deterministic episodes (the mode of the policy), one per env copy.
+             obs_stats: dict[str, Any] | None = None, sampled: bool = False) -> list[float]:
+    """Return of ``episodes`` episodes, one per env copy: deterministic (the mode of the policy), or with
+    ``sampled`` actions drawn from the policy as in training (from a torch RNG seeded with ``seed``, so the
+    result is reproducible and the caller's RNG is left as it was).
 
     See :func:`make_eval_env` for the env (frozen training statistics, raw rewards)
     and :func:`run_episodes` for the episodes.
     """
     env = make_eval_env(env_config, episodes, seed, obs_stats)
     try:
-        return run_episodes(actor, env, env_config)
+        if not sampled:
+            return run_episodes(actor, env, env_config)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return run_episodes(actor, env, env_config, ExplorationType.RANDOM)
     finally:
         env.close()
 
@@ -53,8 +63,10 @@ def make_eval_env(env_config: EnvConfig, episodes: int, seed: int,
     return built.env
 
 
-def run_episodes(actor: TensorDictModule, env: EnvBase, env_config: EnvConfig) -> list[float]:
-    """First episode's raw return in each copy of ``env``, acting with the policy's mode.
+def run_episodes(actor: TensorDictModule, env: EnvBase, env_config: EnvConfig,
+                 exploration: ExplorationType = ExplorationType.DETERMINISTIC) -> list[float]:
+    """First episode's raw return in each copy of ``env``, acting with the policy's mode (or, with
+    ``ExplorationType.RANDOM``, with actions sampled from it).
 
     Raises if an episode does not end within the env's time limit (or 100,000 steps
     when the env has none).
@@ -63,7 +75,7 @@ def run_episodes(actor: TensorDictModule, env: EnvBase, env_config: EnvConfig) -
     spec = gym.spec(env_config.env_id.rpartition(":")[2])  # without a module: prefix
     limit = env_config.max_episode_steps or spec.max_episode_steps or DEFAULT_STEP_CAP
     returns: list[float | None] = [None] * copies
-    with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+    with torch.no_grad(), set_exploration_type(exploration):
         td = env.reset()
         for _ in range(limit):
             td, next_td = env.step_and_maybe_reset(actor(td))

@@ -80,6 +80,9 @@ class TrainResult:
     history: list[dict[str, Any]] = field(default_factory=Recent)
     episodes: list[dict[str, float]] = field(default_factory=Recent)
     eval_returns: list[float] = field(default_factory=list)
+    """Returns of the final deterministic evaluation episodes (the policy's mode)."""
+    eval_returns_sampled: list[float] = field(default_factory=list)
+    """Returns of the final evaluation episodes with actions sampled from the policy, as in training."""
     stopped: bool = False
     """True when a callback ended training early (:class:`StopTraining`); no evaluation is run then."""
 
@@ -95,7 +98,7 @@ def train(config: TrainConfig, *, callbacks: Sequence[Callback] = (), **parts: A
 
     Returns:
         :class:`TrainResult` with the actor, critic, metric history, episodes and
-        the returns of ``config.eval_episodes`` deterministic evaluation episodes.
+        the returns of ``config.eval_episodes`` deterministic and as many sampled evaluation episodes.
 
     Example:
         >>> result = train(get_preset("cartpole"))
@@ -153,8 +156,9 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
     finally:
         shutdown(p.collector)
     if cfg.eval_episodes and not result.stopped and evaluate_at_end:
-        result.eval_returns = evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000,
-                                       obs_stats=p.observation_stats())
+        result.eval_returns, result.eval_returns_sampled = (
+            evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000, obs_stats=p.observation_stats(),
+                     sampled=sampled) for sampled in (False, True))
     return result
 
 
