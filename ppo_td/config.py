@@ -69,8 +69,9 @@ class EnvConfig:
     clip_actions: bool = True
     """Clip Box actions to their bounds for the env only; the stored action and its log-prob stay unclipped."""
     action_mask: Literal["auto", "observation", "info", "none"] = "auto"
-    """Where invalid-action masks come from: a Dict observation's 'action_mask' entry ('auto' uses it when
-    present), info['action_mask'] ('info'), or nowhere ('none')."""
+    """Where invalid-action masks come from: a Dict observation's 'action_mask' entry ('observation'),
+    info['action_mask'] ('info', Gymnasium's convention, e.g. Taxi), whichever the env has ('auto': one copy is
+    reset to look), or nowhere ('none')."""
 
     def __post_init__(self) -> None:
         _check_types(self, "env.")

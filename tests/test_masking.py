@@ -220,3 +220,15 @@ def test_action_mask_none_ignores_the_mask_entry():
     assert not result.pipeline.description.action_mask
     assert result.pipeline.actor.module[1].distribution_class is torch.distributions.Categorical
     assert len(result.history) == 2
+
+
+def test_auto_finds_a_mask_in_info_and_info_without_one_is_refused():
+    """'auto' reads Gymnasium's info['action_mask'] convention as well as a mask observation; 'info' on an env
+    that has none is refused by name, not a bare KeyError at the first reset."""
+    from ppo_td.envs import build_env
+
+    built = build_env(EnvConfig("ppo_td/TradingInfo-v0", num_envs=2), seed=0)
+    assert built.description.action_mask and "action_mask" in built.env.reset().keys()
+    assert not build_env(EnvConfig("ppo_td/TradingPenalty-v0", num_envs=2), seed=0).description.action_mask
+    with pytest.raises(ValueError, match=r"'CartPole-v1' has no 'action_mask' in the info of its reset"):
+        build_env(EnvConfig("CartPole-v1", num_envs=2, vectorization="sync", action_mask="info"))

@@ -191,11 +191,36 @@ def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
     wrappers.append(partial(StepErrorContext, env_id=config.env_id))
     if config.clip_actions:
         wrappers.append(clip_box_actions)
-    if config.action_mask == "info":
+    unlimited = dataclasses.replace(spec, max_episode_steps=None)
+    if config.action_mask in ("auto", "info") and _mask_in_info(config, unlimited):
         wrappers.append(lambda e: InfoMaskToObservation(e, _mask_size(e.action_space)))
-    return gym.make_vec(dataclasses.replace(spec, max_episode_steps=None), num_envs=config.num_envs,
+    return gym.make_vec(unlimited, num_envs=config.num_envs,
                         vectorization_mode="sync", vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
                         wrappers=wrappers)
+
+
+def _mask_in_info(config: EnvConfig, spec: gym.envs.registration.EnvSpec) -> bool:
+    """Whether the env gives its action mask in ``info["action_mask"]`` (Gymnasium's convention, e.g. Taxi):
+    one copy is made and reset to see. ``action_mask='info'`` on an env without one is refused."""
+    env = gym.make(spec, disable_env_checker=True)
+    try:
+        obs_space, action_space = env.observation_space, env.action_space
+        in_obs = isinstance(obs_space, gym.spaces.Dict) and MASK_KEY in obs_space.spaces
+        found = False
+        if isinstance(action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)) and not in_obs:
+            try:
+                found = MASK_KEY in env.reset(seed=0)[1]
+            except Exception:
+                if config.action_mask == "info":
+                    raise
+                # the env's own reset reports this with the env id and seed (StepErrorContext)
+    finally:
+        env.close()
+    if config.action_mask == "info" and not found:
+        raise ValueError(f"env {config.env_id!r} has no {MASK_KEY!r} in the info of its reset (env.action_mask='info')"
+                         f"{'; its mask is in the observation: use auto' if in_obs else ''}; use env.action_mask="
+                         "'auto' (finds a mask in the observation or the info) or 'none'")
+    return found
 
 
 def find_transform(env: EnvBase, cls: type) -> Transform | None:
