@@ -34,6 +34,8 @@ def _check_types(obj: Any, section: str) -> None:
             ok = isinstance(value, _SCALARS[base]) and (base == "bool" or not isinstance(value, bool))
         elif base.startswith("tuple[int"):
             ok = isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        elif base.startswith("tuple[str"):
+            ok = isinstance(value, tuple) and all(isinstance(v, str) for v in value)
         elif base.startswith("Literal"):
             ok = isinstance(value, str)
         else:
@@ -72,9 +74,21 @@ class EnvConfig:
     """Where invalid-action masks come from: a Dict observation's 'action_mask' entry ('observation'),
     info['action_mask'] ('info', Gymnasium's convention, e.g. Taxi), whichever the env has ('auto': one copy is
     reset to look), or nowhere ('none')."""
+    kwargs: tuple[str, ...] = ()
+    """Keyword arguments for the env, as KEY=VALUE (a value is read as a Python literal, else kept as text):
+    --env.kwargs g=9.81 continuous=True."""
+    wrappers: tuple[str, ...] = ()
+    """Gymnasium wrappers for each copy, innermost first, as module:Name import paths; each is called as
+    Name(env) (the module is looked for in the current folder too)."""
 
     def __post_init__(self) -> None:
         _check_types(self, "env.")
+        for item in self.kwargs:
+            key = item.partition("=")[0]
+            _check("=" in item and key.isidentifier(), "env.kwargs", item, "KEY=VALUE with KEY a Python name")
+        for item in self.wrappers:
+            module, sep, name = item.rpartition(":")
+            _check(bool(sep and module and name), "env.wrappers", item, "a module:Name import path")
         _check(bool(self.env_id), "env.env_id", self.env_id, "a Gymnasium id")
         _check(self.num_envs >= 1, "env.num_envs", self.num_envs, ">= 1")
         if self.max_episode_steps is not None:

@@ -221,3 +221,21 @@ def test_parts_passed_from_python_are_checked_like_config_values():
     no_value = TensorDictModule(nn.Linear(4, 1), in_keys=["observation"], out_keys=["v"])
     with pytest.raises(ValueError, match="the critic writes \\['v'\\], not 'state_value'"):
         build_pipeline(config, critic=no_value)
+
+
+def test_env_kwargs_and_wrappers_are_applied_and_bad_ones_refused():
+    from ppo_td.envs import build_env
+
+    vec = build_env(EnvConfig("CartPole-v1", num_envs=2, kwargs=("sutton_barto_reward=True",),
+                              wrappers=("gymnasium.wrappers:FlattenObservation",))).vector
+    assert type(vec).__name__ == "SyncVectorEnv"  # (Gymnasium's numpy CartPole takes no kwargs or wrappers)
+    vec.reset(seed=0)
+    assert vec.step(np.zeros(2, dtype=np.int64))[1].tolist() == [0.0, 0.0]  # Sutton & Barto's reward: 0 per step
+    with pytest.raises(ValueError, match="env.kwargs='g' is invalid: it must be KEY=VALUE"):
+        EnvConfig("Pendulum-v1", kwargs=("g",))
+    with pytest.raises(ValueError, match="env.wrappers='FlattenObservation' is invalid: it must be a module:Name"):
+        EnvConfig("Pendulum-v1", wrappers=("FlattenObservation",))
+    with pytest.raises(ValueError, match=r"env.wrappers: cannot import 'gymnasium.wrappers:Nope'"):
+        build_env(EnvConfig("Pendulum-v1", wrappers=("gymnasium.wrappers:Nope",)))
+    with pytest.raises(ValueError, match="without env.kwargs or env.wrappers"):
+        build_env(EnvConfig("CartPole-v1", vectorization="numpy", kwargs=("sutton_barto_reward=True",)))

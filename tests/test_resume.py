@@ -85,6 +85,9 @@ EXACT_ENVS = {
     "trading": EnvConfig("examples.trading:ppo_td/Trading-v0", num_envs=4),  # the state_dict protocol
     # a wrapper holding a lambda cannot be pickled: it used to crash the run at its first checkpoint
     "lambda wrapper": EnvConfig("ppo_td_test/LambdaCartPole-v0", num_envs=4, vectorization="sync"),
+    # env.kwargs and env.wrappers (from the config: the resume rebuilds them)
+    "kwargs and wrappers": EnvConfig("Pendulum-v1", num_envs=2, kwargs=("g=5.0",),
+                                     wrappers=("gymnasium.wrappers:FlattenObservation",)),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
 import importlib
@@ -179,30 +180,63 @@ def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
     """
     spec = gym.spec(config.env_id.rpartition(":")[2])  # the module: prefix was imported by _check_env_id
     limit = config.max_episode_steps or spec.max_episode_steps
-    if config.vectorization == "numpy" or (config.vectorization == "auto" and numpy_vectorized(config.env_id)):
-        if not numpy_vectorized(config.env_id):
+    env_kwargs, user_wrappers = env_kwargs_of(config), [_import_attr(path, "env.wrappers") for path in config.wrappers]
+    plain = not (env_kwargs or user_wrappers)  # Gymnasium's numpy-vectorized env takes neither
+    auto_numpy = config.vectorization == "auto" and plain and numpy_vectorized(config.env_id)
+    if config.vectorization == "numpy" or auto_numpy:
+        if not numpy_vectorized(config.env_id) or not plain:
             raise ValueError(f"env {config.env_id!r} has no numpy-vectorized implementation ppo_td can step "
-                             "(Gymnasium 1.x has one for CartPole-v1); use env.vectorization='sync'")
+                             "(Gymnasium 1.x has one for CartPole-v1, without env.kwargs or env.wrappers); use "
+                             "env.vectorization='sync'")
         kwargs = {} if config.max_episode_steps is None else {"max_episode_steps": config.max_episode_steps}
         vec = gym.make_vec(config.env_id, num_envs=config.num_envs, vectorization_mode="vector_entry_point",
                            **kwargs)
         return PartialResetCartPole(vec)
-    wrappers: list = [partial(StepLimit, max_episode_steps=limit)] if limit is not None else []
+    wrappers: list = [*user_wrappers]
+    wrappers += [partial(StepLimit, max_episode_steps=limit)] if limit is not None else []
     wrappers.append(partial(StepErrorContext, env_id=config.env_id))
     if config.clip_actions:
         wrappers.append(clip_box_actions)
     unlimited = dataclasses.replace(spec, max_episode_steps=None)
-    if config.action_mask in ("auto", "info") and _mask_in_info(config, unlimited):
+    if config.action_mask in ("auto", "info") and _mask_in_info(config, unlimited, env_kwargs, user_wrappers):
         wrappers.append(lambda e: InfoMaskToObservation(e, _mask_size(e.action_space)))
     return gym.make_vec(unlimited, num_envs=config.num_envs,
                         vectorization_mode="sync", vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
-                        wrappers=wrappers)
+                        wrappers=wrappers, **env_kwargs)
 
 
-def _mask_in_info(config: EnvConfig, spec: gym.envs.registration.EnvSpec) -> bool:
+def env_kwargs_of(config: EnvConfig) -> dict[str, Any]:
+    """``config.kwargs`` (KEY=VALUE strings) as keyword arguments: Python literals where they parse, else text."""
+    out = {}
+    for item in config.kwargs:
+        key, _, text = item.partition("=")
+        try:
+            out[key] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            out[key] = text
+    return out
+
+
+def _import_attr(path: str, what: str) -> Any:
+    module, _, name = path.rpartition(":")
+    try:
+        _import_from_cwd(module)
+        found = getattr(sys.modules[module], name)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"{what}: cannot import {path!r} ({err}); give module:Name, importable from the current "
+                         "folder or PYTHONPATH") from err
+    if not callable(found):
+        raise ValueError(f"{what}: {path} is a {type(found).__name__}, not a wrapper class or function")
+    return found
+
+
+def _mask_in_info(config: EnvConfig, spec: gym.envs.registration.EnvSpec, env_kwargs: dict[str, Any],
+                  user_wrappers: list) -> bool:
     """Whether the env gives its action mask in ``info["action_mask"]`` (Gymnasium's convention, e.g. Taxi):
     one copy is made and reset to see. ``action_mask='info'`` on an env without one is refused."""
-    env = gym.make(spec, disable_env_checker=True)
+    env = gym.make(spec, disable_env_checker=True, **env_kwargs)
+    for wrapper in user_wrappers:
+        env = wrapper(env)
     try:
         obs_space, action_space = env.observation_space, env.action_space
         in_obs = isinstance(obs_space, gym.spaces.Dict) and MASK_KEY in obs_space.spaces
