@@ -89,11 +89,27 @@ TRADING = TrainConfig(
     seed=1,
 )
 
+# The published generic PPO defaults (Stable-Baselines3's PPO, which CleanRL's MuJoCo settings share): 2048 steps
+# per update, minibatches of 64, 10 epochs, lr 3e-4 (constant), gamma 0.99, lambda 0.95, clip 0.2, no entropy
+# bonus, value coefficient 0.5 on the squared error, gradients clipped at 0.5, Adam eps 1e-5, one env copy.
+# What `ppo-td train --env.env-id X` gets for an env no preset is made for (not CartPole's tuned values).
+GENERIC = TrainConfig(
+    env=EnvConfig(env_id="CartPole-v1", num_envs=1),
+    loss=LossConfig(gamma=0.99, gae_lambda=0.95, clip_epsilon=0.2, clip_value=None, entropy_coeff=0.0,
+                    critic_coeff=0.5, loss_critic_type="l2", normalize_advantage=True),
+    optim=OptimConfig(lr=3e-4, adam_eps=1e-5, anneal_lr=False, update_epochs=10, num_minibatches=32,
+                      max_grad_norm=0.5),
+    total_frames=1_000_000,
+    frames_per_batch=2048,
+    seed=1,
+)
+
 PRESETS: dict[str, TrainConfig] = {
     "cartpole": CARTPOLE,
     "cleanrl": CLEANRL,
     "pendulum": PENDULUM,
     "trading": TRADING,
+    "generic": GENERIC,
     "halfcheetah": _mujoco("HalfCheetah-v5"),
     "hopper": _mujoco("Hopper-v5"),
     "walker2d": _mujoco("Walker2d-v5"),
@@ -101,6 +117,16 @@ PRESETS: dict[str, TrainConfig] = {
 }
 MUJOCO_PRESETS = ("halfcheetah", "hopper", "walker2d", "ant")
 DEFAULT_PRESET = "cartpole"
+
+
+def preset_for(env_id: str) -> tuple[str, str]:
+    """The preset ``ppo-td train --env.env-id ENV_ID`` starts from without ``--preset``, and why: the preset
+    made for that env (the default preset first), else ``generic`` (the published generic PPO defaults)."""
+    bare = env_id.rpartition(":")[2]
+    for name in (DEFAULT_PRESET, *PRESETS):
+        if PRESETS[name].env.env_id.rpartition(":")[2] == bare and name != "generic":
+            return name, f"the preset made for {bare}"
+    return "generic", f"no preset is made for {bare}: the published generic PPO defaults (SB3's)"
 
 
 def get_preset(name: str) -> TrainConfig:

@@ -84,3 +84,19 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
     assert Progress(100, 10, bar=False, stream=io.StringIO())._bar is None  # --no-progress
     monkeypatch.setattr("sys.stderr.isatty", lambda: False, raising=False)
     assert Progress(100, 10, bar=True, stream=io.StringIO())._bar is None  # piped
+
+
+def test_an_env_id_without_a_preset_gets_defaults_made_for_it(tmp_path, capsys):
+    """Not CartPole's tuned values: the preset made for the env, else SB3's generic PPO defaults; said, and kept
+    in run.json (config.json has the values)."""
+    run = tmp_path / "acrobot"
+    assert main(["train", "--env.env-id", "Acrobot-v1", "--total-frames", "2048", "--eval-episodes", "1",
+                 "--no-progress", "--run-dir", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "defaults: preset 'generic', no preset is made for Acrobot-v1" in out
+    config = json.loads((run / "config.json").read_text())
+    assert (config["frames_per_batch"], config["loss"]["gamma"], config["optim"]["lr"]) == (2048, 0.99, 3e-4)
+    assert json.loads((run / "run.json").read_text())["preset"] == "generic"
+    assert main(["train", "--env.env-id", "Pendulum-v1", "--total-frames", "2048", "--eval-episodes", "1",
+                 "--no-progress", "--run-dir", str(tmp_path / "pendulum")]) == 0
+    assert "defaults: preset 'pendulum', the preset made for Pendulum-v1" in capsys.readouterr().out

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 import tyro
 
 from ppo_td.config import TrainConfig
-from ppo_td.presets import DEFAULT_PRESET, get_preset
+from ppo_td.presets import DEFAULT_PRESET, get_preset, preset_for
 
 USAGE = """usage: ppo-td COMMAND [ARGS]
 
@@ -67,7 +67,8 @@ class TrainCommand:
 
     config: Annotated[TrainConfig, tyro.conf.arg(name="")]
     preset: str = DEFAULT_PRESET
-    """Preset to start from: cartpole, cleanrl, pendulum, trading, halfcheetah, hopper, walker2d, ant."""
+    """Preset to start from: cartpole, cleanrl, pendulum, trading, generic, halfcheetah, hopper, walker2d, ant.
+    Without it, --env.env-id X starts from the preset made for X, else from generic (SB3's PPO defaults)."""
     run_dir: str | None = None
     """Run folder to write; default runs/<env>-<preset>-seed<seed>-<time>."""
     resume: str | None = None
@@ -117,8 +118,13 @@ def _train(args: list[str]) -> int:
     from ppo_td.cli.run import run_training
 
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--preset", default=DEFAULT_PRESET)
-    preset_name = pre.parse_known_args(args)[0].preset
+    pre.add_argument("--preset")
+    pre.add_argument("--env.env-id", "--env.env_id", dest="env_id")
+    known = pre.parse_known_args(args)[0]
+    preset_name = known.preset or DEFAULT_PRESET
+    if known.preset is None and known.env_id and not any(a.startswith("--resume") for a in args):
+        preset_name, why = preset_for(known.env_id)  # not CartPole's tuned values for another env
+        print(f"defaults: preset {preset_name!r}, {why} (--preset NAME to choose)")
     default = TrainCommand(config=get_preset(preset_name), preset=preset_name)
     cmd = tyro.cli(TrainCommand, default=default, args=args, prog="ppo-td train")
     if cmd.resume:

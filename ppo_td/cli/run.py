@@ -62,6 +62,7 @@ def run_training(cmd: TrainCommand) -> int:
     folder = RunFolder(cmd.run_dir or f"runs/{c.env.env_id}-{cmd.preset}-seed{c.seed}-{stamp}")
     with folder.locked():
         folder.create(overwrite=cmd.overwrite)
+        folder.record(preset=cmd.preset)  # which defaults the config started from (config.json has the values)
         return _train_in(folder, cmd, resume=False)
 
 
