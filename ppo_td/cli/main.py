@@ -269,19 +269,13 @@ def _made(spec: str, what: str, *args: Any) -> Any:
 
 
 def _load(spec: str):
-    """Import ``module:function`` (the working directory is searched first, as with ``python -m``)."""
-    import importlib
-
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    """Import ``module:function`` (the current folder is searched too, as Gymnasium's ``module:EnvId`` is)."""
+    from ppo_td.envs import import_attr
 
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"{spec!r} is not of the form module:function (e.g. my_pkg.nets:make_actor)")
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise ValueError(f"cannot load {spec!r}: {err}. Is the module on PYTHONPATH?") from err
+    return import_attr(spec, spec)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ The bottom layer: it imports nothing else of ppo_td but ``config`` and ``keys``.
 """
 
 from ppo_td.envs.description import BuiltEnv, EnvDescription, describe
-from ppo_td.envs.make import build_env, find_transform, make_env, observation_stats
+from ppo_td.envs.make import build_env, find_transform, import_attr, make_env, observation_stats
 from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
 from ppo_td.envs.transforms import (
     FiniteCheck,
@@ -39,6 +39,7 @@ __all__ = [
     "build_env",
     "describe",
     "find_transform",
+    "import_attr",
     "make_env",
     "merge_moments",
     "moments_since",

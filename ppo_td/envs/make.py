@@ -180,7 +180,7 @@ def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
     """
     spec = gym.spec(config.env_id.rpartition(":")[2])  # the module: prefix was imported by _check_env_id
     limit = config.max_episode_steps or spec.max_episode_steps
-    env_kwargs, user_wrappers = env_kwargs_of(config), [_import_attr(path, "env.wrappers") for path in config.wrappers]
+    env_kwargs, user_wrappers = env_kwargs_of(config), [import_attr(path, "env.wrappers") for path in config.wrappers]
     plain = not (env_kwargs or user_wrappers)  # Gymnasium's numpy-vectorized env takes neither
     auto_numpy = config.vectorization == "auto" and plain and numpy_vectorized(config.env_id)
     if config.vectorization == "numpy" or auto_numpy:
@@ -217,7 +217,9 @@ def env_kwargs_of(config: EnvConfig) -> dict[str, Any]:
     return out
 
 
-def _import_attr(path: str, what: str) -> Any:
+def import_attr(path: str, what: str) -> Any:
+    """The callable at ``module:Name`` (the module is looked for in the current folder too); ``what`` names the
+    setting in the error when it cannot be imported or is not callable."""
     module, _, name = path.rpartition(":")
     try:
         _import_from_cwd(module)
