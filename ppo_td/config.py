@@ -106,7 +106,12 @@ class ModelConfig:
     """Actor and critic networks (MLPs) and their initialization."""
 
     hidden_sizes: tuple[int, ...] = (64, 64)
-    """Widths of the hidden layers of each network (CleanRL: 64, 64)."""
+    """Widths of the hidden layers of each network after its encoder (CleanRL: 64, 64); () puts the heads
+    right on the encoder's features (CleanRL's Atari network)."""
+    encoder: str = "auto"
+    """What turns an observation into features (ppo_td.models.encoders): 'auto' (float vectors as they are,
+    one-hot for discrete, the Nature CNN for images from 36x36, a small CNN below, each entry of a Dict),
+    'flat' (no CNN), 'nature', 'small', or module:function, called as function(space) -> nn.Module."""
     activation: Literal["tanh", "relu"] = "tanh"
     """Hidden activation; tanh is the published default for vector observations."""
     shared_trunk: bool = False
@@ -124,8 +129,10 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         _check_types(self, "model.")
-        _check(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
-               "model.hidden_sizes", self.hidden_sizes, "one or more positive widths")
+        _check(all(h >= 1 for h in self.hidden_sizes), "model.hidden_sizes", self.hidden_sizes, "positive widths")
+        module, sep, name = self.encoder.rpartition(":")
+        _check(self.encoder in ("auto", "flat", "nature", "small") or bool(sep and module and name), "model.encoder",
+               self.encoder, "'auto', 'flat', 'nature', 'small' or a module:function import path")
         _check(self.activation in ("tanh", "relu"), "model.activation", self.activation, "'tanh' or 'relu'")
         for name in ("hidden_gain", "policy_head_gain", "value_head_gain"):
             _check(getattr(self, name) > 0, f"model.{name}", getattr(self, name), "> 0")

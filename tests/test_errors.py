@@ -178,6 +178,10 @@ class _IntObservations(gym.Env):
         return np.zeros(3, dtype=np.int64), 1.0, False, False, {}
 
 
+class _TextObservations(_IntObservations):
+    observation_space = gym.spaces.Dict({"x": gym.spaces.Box(0, 9, (3,), dtype=np.int64), "note": gym.spaces.Text(5)})
+
+
 class _ArrayReward(_IntObservations):
     observation_space = gym.spaces.Box(-1.0, 1.0, (3,))
 
@@ -189,12 +193,13 @@ class _ArrayReward(_IntObservations):
 
 
 gym.register("ppo_td_test/IntObs-v0", entry_point=_IntObservations, max_episode_steps=10)
+gym.register("ppo_td_test/TextObs-v0", entry_point=_TextObservations, max_episode_steps=10)
 gym.register("ppo_td_test/ArrayReward-v0", entry_point=_ArrayReward, max_episode_steps=10)
 
 
-def test_integer_observations_and_array_rewards_get_messages():
-    with pytest.raises(ValueError, match=r"int64 observations.*DtypeObservation\(env, np.float32\)"):
-        make_env(EnvConfig("ppo_td_test/IntObs-v0", num_envs=2))
+def test_text_observations_and_array_rewards_get_messages():
+    with pytest.raises(ValueError, match=r"its observation\['note'\] is Text.*no encoder reads.*env.wrappers"):
+        make_env(EnvConfig("ppo_td_test/TextObs-v0", num_envs=2))
     env = make_env(EnvConfig("ppo_td_test/ArrayReward-v0", num_envs=2), seed=0)
     with pytest.raises(EnvStepError, match=r"reward of shape \(2,\) at step 1"):
         env.rollout(3)

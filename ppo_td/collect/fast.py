@@ -16,8 +16,9 @@ It runs exactly these parts, and refuses anything else with :class:`FastUnsuppor
 naming the part (:func:`ppo_td.collect.make_collector` then uses TorchRL's Collector):
 
 - env: a :class:`~ppo_td.envs.BuiltEnv` (not a bare TorchRL env);
-- transforms: ``FiniteCheck``, ``MaskCheck``, ``ActionMask``, ``DoubleToFloat``,
+- transforms: ``IndexObservations``, ``FiniteCheck``, ``MaskCheck``, ``ActionMask``, ``DoubleToFloat``,
   ``RunningObsNorm``, ``StepCounter`` (no ``max_steps``), ``RewardSum``, ``ReturnScaling``;
+- observations: one tensor (a ``Dict``/``Tuple`` observation runs on TorchRL's ``Collector``);
 - policy: an actor built by :func:`ppo_td.models.make_actor` (see :mod:`ppo_td.models.plain`).
 """
 
@@ -30,11 +31,12 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import expand_as_right
 from torch import nn
+from torchrl.data import Composite
 from torchrl.envs import ActionMask, Compose, DoubleToFloat, RewardSum, StepCounter
 from torchrl.modules.distributions.utils import sample_and_log_prob
 
 from ppo_td import keys
-from ppo_td.envs import BuiltEnv, FiniteCheck, MaskCheck, ReturnScaling, RunningObsNorm
+from ppo_td.envs import BuiltEnv, FiniteCheck, IndexObservations, MaskCheck, ReturnScaling, RunningObsNorm
 from ppo_td.envs.masking import MASK_KEY
 from ppo_td.models import PolicyNet, policy_net
 
@@ -97,6 +99,10 @@ class FastEnv:
         self.num_envs = int(self.base.batch_size[0])
         self.action_spec = self.base.full_action_spec[keys.ACTION]
         self.obs_keys = list(self.base.observation_spec.keys())
+        nested = [k for k in self.obs_keys if isinstance(self.base.observation_spec[k], Composite)]
+        if nested:
+            raise FastUnsupported(f"the env's observation {nested[0]!r} has entries of its own (a Dict or Tuple "
+                                  "space); the fast collector steps single-tensor observations")
         self.transforms = self.current_transforms()
         self._steps: list[Callable[[Values, Values], None]] = []
         self._resets: list[Callable[[Values, Values, torch.Tensor], None]] = []
@@ -109,6 +115,8 @@ class FastEnv:
     def _plan(self, t: Any) -> None:
         """Append ``t``'s step and reset operations (the same code as its step and reset)."""
         kind = type(t)
+        if kind is IndexObservations:
+            return  # specs only
         if kind in (FiniteCheck, MaskCheck):
             self._steps.append(lambda cur, nxt: t.check_step(nxt))
             self._resets.append(lambda cur, out, reset: t.check(out, "at reset"))

@@ -8,6 +8,7 @@ from ppo_td.envs.make import build_env, find_transform, import_attr, make_env, o
 from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
 from ppo_td.envs.transforms import (
     FiniteCheck,
+    IndexObservations,
     NonFiniteEnvError,
     ReturnScaling,
     RunningMoments,
@@ -26,6 +27,7 @@ __all__ = [
     "EnvDescription",
     "EnvStepError",
     "FiniteCheck",
+    "IndexObservations",
     "InfoMaskToObservation",
     "MaskCheck",
     "NonFiniteEnvError",

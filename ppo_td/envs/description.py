@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import gymnasium as gym
 import torch
-from torchrl.data import Categorical, MultiCategorical
+from torchrl.data import Categorical, Composite, MultiCategorical, TensorSpec
 from torchrl.data.tensor_specs import ContinuousBox
 from torchrl.envs import EnvBase, TransformedEnv
 
@@ -22,6 +22,86 @@ from ppo_td.envs.masking import MASK_KEY
 from ppo_td.envs.transforms import ReturnScaling, RunningObsNorm
 
 ActionKind = Literal["discrete", "multi_discrete", "box"]
+ObservationKind = Literal["vector", "discrete", "multi_discrete", "image", "dict"]
+
+@dataclass(frozen=True)
+class ObservationSpace:
+    """One copy's observation, as plain data: what the encoders of :mod:`ppo_td.models.encoders` are built from.
+
+    ``kind`` is how ppo_td reads it:
+
+    - ``"vector"``: numbers of any shape (float or integer ``Box``, ``MultiBinary``), cast to float and flattened;
+    - ``"discrete"``: one index in ``[0, n)`` (Gymnasium ``Discrete``, TorchRL ``Categorical``), ``nvec == (n,)``;
+    - ``"multi_discrete"``: indices, each in ``[0, nvec[i])`` (``MultiDiscrete``, TorchRL ``MultiCategorical``);
+    - ``"image"``: ``uint8``/``bool`` of 2 or 3 dims, or float of 3 dims (HWC or CHW): a CNN;
+    - ``"dict"``: named ``entries`` (a ``Dict`` or ``Tuple`` space; a tuple's entries are named "0", "1", ...).
+    """
+
+    kind: ObservationKind
+    shape: tuple[int, ...] = ()
+    """One copy's shape (``()`` for a dict)."""
+    dtype: str = "float32"
+    """The torch dtype's name (``uint8``, ``int64``, ``float32``...)."""
+    nvec: tuple[int, ...] | None = None
+    """Discrete kinds: choices per entry."""
+    entries: tuple[tuple[str, ObservationSpace], ...] = ()
+    """Dict kind: (key, space) pairs, sorted by key."""
+
+    def __str__(self) -> str:
+        if self.kind == "dict":
+            return "Dict(" + ", ".join(f"{k}={v}" for k, v in self.entries) + ")"
+        if self.kind == "discrete":
+            return f"Discrete({self.nvec[0]})"
+        if self.kind == "multi_discrete":
+            return f"MultiDiscrete({list(self.nvec)})"
+        return f"{self.kind}({self.dtype}{list(self.shape)})"
+
+    @property
+    def is_flat_float(self) -> bool:
+        """A float vector: the observation ppo_td's MLPs read as it is (no encoder)."""
+        return self.kind == "vector" and len(self.shape) == 1 and self.dtype.startswith(("float", "bfloat"))
+
+    def images(self) -> list[ObservationSpace]:
+        """Every image in this space (itself, or its entries')."""
+        if self.kind == "image":
+            return [self]
+        return [img for _, entry in self.entries for img in entry.images()]
+
+
+def observation_space(spec: TensorSpec, batch_dims: int = 0) -> ObservationSpace:
+    """Read a TorchRL observation spec (one entry, or a ``Composite``) into an :class:`ObservationSpace`.
+
+    Raises:
+        ValueError: a spec kind no encoder reads (the message names it).
+    """
+    if isinstance(spec, Composite):
+        entries = tuple((str(k), observation_space(spec[k], batch_dims)) for k in sorted(spec.keys()))
+        if not entries:
+            raise ValueError("the observation is an empty Dict")
+        return ObservationSpace("dict", entries=entries)
+    shape, dtype = tuple(int(d) for d in spec.shape[batch_dims:]), spec.dtype
+    name = str(dtype).removeprefix("torch.")
+    if isinstance(spec, MultiCategorical):
+        nvec = spec.nvec.reshape(-1, _numel(shape))[0] if shape else spec.nvec.reshape(-1)[:1]
+        return ObservationSpace("multi_discrete", shape, name, tuple(int(n) for n in nvec.tolist()))
+    if isinstance(spec, Categorical):
+        n = int(spec.space.n)
+        return (ObservationSpace("discrete", shape, name, (n,)) if not shape
+                else ObservationSpace("multi_discrete", shape, name, (n,) * _numel(shape)))
+    if dtype.is_complex:
+        raise ValueError(f"complex observations ({name}{list(shape)}) have no encoder")
+    image = (dtype in (torch.uint8, torch.bool) and len(shape) in (2, 3)) or (dtype.is_floating_point
+                                                                              and len(shape) == 3)
+    if image:
+        return ObservationSpace("image", shape, name)
+    return ObservationSpace("vector", shape, name)
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    size = 1
+    for d in shape:
+        size *= d
+    return size
 
 
 @dataclass(frozen=True)
@@ -50,14 +130,18 @@ class EnvDescription:
     action_mask: bool = False
     """Observations carry a legal-action mask under ``"action_mask"`` (a bool entry: ``MaskCheck`` validates and
     casts it; with ``EnvConfig.action_mask='none'`` a raw mask entry is left alone and the policy ignores it)."""
+    observation: ObservationSpace | None = None
+    """What ``"observation"`` holds, for the encoders (None: a float vector of ``observation_shape``)."""
+
+    @property
+    def observation_space(self) -> ObservationSpace:
+        """:attr:`observation`, or the float vector of ``observation_shape`` when not given."""
+        return self.observation or ObservationSpace("vector", self.observation_shape)
 
     @property
     def observation_size(self) -> int:
-        """Features of a flat observation (the product of its shape)."""
-        size = 1
-        for d in self.observation_shape:
-            size *= d
-        return size
+        """Numbers in one observation tensor (the product of its shape; 1 for a dict observation)."""
+        return _numel(self.observation_shape)
 
     @property
     def action_size(self) -> int:
@@ -74,7 +158,10 @@ class EnvDescription:
             action = f"MultiDiscrete({list(self.action_nvec)})"
         else:
             action = f"Box(shape={list(self.action_shape)})"
-        return {"observation_shape": list(self.observation_shape), "action_space": action}
+        out = {"observation_shape": list(self.observation_shape), "action_space": action}
+        if not self.observation_space.is_flat_float:
+            out["observation_space"] = str(self.observation_space)
+        return out
 
 
 def describe(env: EnvBase) -> EnvDescription:
@@ -88,6 +175,7 @@ def describe(env: EnvBase) -> EnvDescription:
         raise ValueError(f"the env's observation spec has keys {list(obs_spec.keys())}; ppo_td's networks read "
                          f"{keys.OBSERVATION!r}. Rename the entry with torchrl.envs.RenameTransform")
     batch_dims = len(env.batch_size)
+    observation = observation_space(obs_spec[keys.OBSERVATION], batch_dims)
     spec = env.action_spec_unbatched
     low = high = nvec = None
     if isinstance(spec, Categorical):
@@ -109,6 +197,7 @@ def describe(env: EnvBase) -> EnvDescription:
     return EnvDescription(
         num_envs=int(env.batch_size.numel()) if batch_dims else 1,
         observation_shape=tuple(obs_spec[keys.OBSERVATION].shape[batch_dims:]),
+        observation=None if observation.is_flat_float else observation,
         action_kind=kind,
         action_nvec=nvec,
         action_shape=tuple(spec.shape),

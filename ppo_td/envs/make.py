@@ -29,11 +29,18 @@ from torchrl.envs import (
 
 from ppo_td import keys
 from ppo_td.config import EnvConfig
-from ppo_td.envs.description import BuiltEnv, describe
+from ppo_td.envs.description import BuiltEnv, describe, observation_space
 from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
-from ppo_td.envs.transforms import FiniteCheck, ReturnScaling, RunningObsNorm
+from ppo_td.envs.transforms import FiniteCheck, IndexObservations, ReturnScaling, RunningObsNorm
 from ppo_td.envs.vector import PartialResetCartPole, numpy_vectorized
-from ppo_td.envs.wrappers import StepErrorContext, StepLimit, clip_box_actions
+from ppo_td.envs.wrappers import (
+    NestObservation,
+    StepErrorContext,
+    StepLimit,
+    clip_box_actions,
+    needs_nesting,
+    unencodable,
+)
 
 
 def _check_env_id(env_id: str) -> None:
@@ -81,18 +88,15 @@ def _check_spaces(env_id: str, vec: gym.vector.VectorEnv) -> None:
     if box and not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
         raise ValueError(f"env {env_id!r} has unbounded Box actions {action_space}; ppo_td needs finite bounds")
     obs_space = vec.single_observation_space
-    if isinstance(obs_space, gym.spaces.Dict) and set(obs_space.spaces) == {keys.OBSERVATION, MASK_KEY}:
-        obs_space = obs_space[keys.OBSERVATION]
-    if isinstance(obs_space, gym.spaces.Box) and not np.issubdtype(obs_space.dtype, np.floating):
+    if isinstance(obs_space, gym.spaces.Dict) and keys.OBSERVATION in obs_space.spaces:
+        obs_space = obs_space[keys.OBSERVATION]  # as NestObservation or InfoMaskToObservation put it
+    bad = unencodable(obs_space)
+    if bad:
         raise ValueError(
-            f"env {env_id!r} has {obs_space.dtype} observations ({obs_space}); ppo_td's MLP networks take float "
-            "observations. Cast them in your env factory: gymnasium.wrappers.DtypeObservation(env, np.float32)"
-        )
-    if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
-        raise ValueError(
-            f"env {env_id!r} has observation space {obs_space}; ppo_td's MLP networks need a flat "
-            "Box observation (or a Dict of one with an 'action_mask'). Flatten it with "
-            "gymnasium.wrappers.FlattenObservation in your own env factory and pass it to train(..., env=...)."
+            f"env {env_id!r}: its {bad}, which no encoder reads (ppo_td encodes Box, Discrete, MultiDiscrete, "
+            "MultiBinary, and Dict and Tuple spaces of those). Drop that entry or turn it into one of those in a "
+            "wrapper (env.wrappers, e.g. a gymnasium.wrappers.FilterObservation subclass), or pass "
+            "model.encoder=module:function reading a space you convert"
         )
 
 
@@ -147,6 +151,9 @@ def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) -
         raise
     base = GymWrapper(vec, categorical_action_encoding=True)
     transforms: list = [FiniteCheck(config.env_id)] if config.check_finite else []
+    indices = _multi_discrete_entries(vec.single_observation_space)
+    if indices:
+        transforms.insert(0, IndexObservations(indices))
     if config.action_mask != "none" and MASK_KEY in base.observation_spec.keys():
         transforms.append(MaskCheck(config.env_id, _nvec_of(vec.single_action_space)))
         if isinstance(vec.single_action_space, gym.spaces.Discrete):
@@ -154,10 +161,18 @@ def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) -
     elif config.action_mask == "observation":
         raise ValueError(f"env {config.env_id!r} has no {MASK_KEY!r} observation entry (env.action_mask="
                          "'observation'); use 'info' if the env puts the mask in info, or 'none'")
-    if base.observation_spec[keys.OBSERVATION].dtype == torch.float64:
-        transforms.append(DoubleToFloat())
+    doubles = [k for k, spec in base.observation_spec.items(True, True)
+               if k != MASK_KEY and spec.dtype == torch.float64]
+    if doubles:
+        transforms.append(DoubleToFloat() if doubles == [keys.OBSERVATION] else DoubleToFloat(in_keys=doubles))
     obs_norm = scaling = None
     if config.normalize_observations:
+        space = observation_space(base.observation_spec[keys.OBSERVATION], 1)
+        if not space.is_flat_float:
+            vec.close()
+            raise ValueError(f"env {config.env_id!r}: env.normalize_observations standardizes float vector "
+                             f"observations, and this one is {space}. Set it to False (images are scaled by 1/255 "
+                             "in the encoder), or flatten the observation in a wrapper")
         obs_dim = base.observation_spec[keys.OBSERVATION].shape[-1]
         obs_norm = RunningObsNorm(obs_dim, clip=config.obs_clip)
         transforms.append(obs_norm)
@@ -200,9 +215,25 @@ def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
     unlimited = dataclasses.replace(spec, max_episode_steps=None)
     if config.action_mask in ("auto", "info") and _mask_in_info(config, unlimited, env_kwargs, user_wrappers):
         wrappers.append(lambda e: InfoMaskToObservation(e, _mask_size(e.action_space)))
+    wrappers.append(_nest_if_needed)
     return gym.make_vec(unlimited, num_envs=config.num_envs,
                         vectorization_mode="sync", vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
                         wrappers=wrappers, **env_kwargs)
+
+
+def _multi_discrete_entries(space: gym.Space, key: tuple[str, ...] = ()) -> dict:
+    """Keys of the observation's ``MultiDiscrete`` entries (as GymWrapper names them) -> their ``nvec``."""
+    if isinstance(space, gym.spaces.Dict):
+        return {k: v for name, sub in space.spaces.items() if name != MASK_KEY or key
+                for k, v in _multi_discrete_entries(sub, (*key, name)).items()}
+    if isinstance(space, gym.spaces.MultiDiscrete) and len(space.nvec.shape) == 1:
+        name = key if key else (keys.OBSERVATION,)
+        return {name[0] if len(name) == 1 else name: tuple(int(n) for n in space.nvec)}
+    return {}
+
+
+def _nest_if_needed(env: gym.Env) -> gym.Env:
+    return NestObservation(env) if needs_nesting(env.observation_space) else env
 
 
 def env_kwargs_of(config: EnvConfig) -> dict[str, Any]:

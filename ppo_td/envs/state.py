@@ -29,12 +29,12 @@ from gymnasium.envs.classic_control import CartPoleEnv, MountainCarEnv, Pendulum
 
 from ppo_td.envs.masking import InfoMaskToObservation
 from ppo_td.envs.vector import PartialResetCartPole
-from ppo_td.envs.wrappers import ClipToBounds, StepLimit
+from ppo_td.envs.wrappers import ClipToBounds, NestObservation, StepLimit
 
 # wrappers whose behaviour depends on nothing but their construction arguments (a function given to a Transform*
 # wrapper is taken to be a function of its input only: a closure that counts would not be recorded)
 STATELESS_WRAPPERS: tuple[type, ...] = (
-    ClipToBounds, InfoMaskToObservation,
+    ClipToBounds, InfoMaskToObservation, NestObservation,
     gym.wrappers.OrderEnforcing, gym.wrappers.PassiveEnvChecker,
     gym.wrappers.TransformObservation, gym.wrappers.TransformAction, gym.wrappers.TransformReward,
     gym.wrappers.ClipAction, gym.wrappers.RescaleAction, gym.wrappers.ClipReward,

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from tensordict import TensorDictBase
-from torchrl.data import Bounded, Composite
+from torchrl.data import Bounded, Composite, MultiCategorical
 from torchrl.envs import Transform
 
 from ppo_td import keys
@@ -72,10 +72,20 @@ class FiniteCheck(StepCheck):
         super().__init__(in_keys)
         self.env_id = env_id
 
-    def check(self, td: TensorDictBase, where: str) -> None:
+    def _leaves(self, td: TensorDictBase):
+        """(key, tensor) of the checked floating-point entries (a Dict observation's entries one by one)."""
         for key in self.in_keys:
             value = td.get(key, None)
-            if value is None or _all_finite(value):
+            if isinstance(value, TensorDictBase):
+                for sub, leaf in value.items(True, True):
+                    if leaf.dtype.is_floating_point:
+                        yield (key, *sub) if isinstance(sub, tuple) else (key, sub), leaf
+            elif value is not None and value.dtype.is_floating_point:
+                yield key, value
+
+    def check(self, td: TensorDictBase, where: str) -> None:
+        for key, value in self._leaves(td):
+            if _all_finite(value):
                 continue
             bad = (~torch.isfinite(value)).nonzero()[0].tolist()
             copy = f" (env copy {bad[0]})" if td.batch_dims else ""
@@ -287,4 +297,26 @@ class RunningObsNorm(RunningMoments, _Freezable, Transform):
         spec = observation_spec[self.in_keys[0]]
         observation_spec[self.in_keys[0]] = Bounded(low=-self.clip, high=self.clip, shape=spec.shape,
                                                     dtype=spec.dtype, device=spec.device)
+        return observation_spec
+
+
+class IndexObservations(Transform):
+    """Give the observation entries that hold indices (Gymnasium ``MultiDiscrete``) TorchRL's
+    ``MultiCategorical`` spec; the data is unchanged.
+
+    TorchRL's GymWrapper gives a ``MultiDiscrete`` observation the same spec as an integer ``Box``; the encoders
+    read the spec (:func:`~ppo_td.envs.description.observation_space`) and one-hot the indices, but cast an
+    integer ``Box`` to float. ``nvec`` maps each such entry's key to its choices per index.
+    """
+
+    def __init__(self, nvec: dict) -> None:
+        super().__init__(in_keys=[], out_keys=[])
+        self.nvec = {key: tuple(int(n) for n in values) for key, values in nvec.items()}
+
+    def transform_observation_spec(self, observation_spec: Composite) -> Composite:
+        for key, nvec in self.nvec.items():
+            spec = observation_spec[key]
+            batch = spec.shape[: len(spec.shape) - 1]
+            observation_spec[key] = MultiCategorical(nvec=torch.tensor(nvec).expand(*batch, len(nvec)),
+                                                     shape=spec.shape, dtype=spec.dtype, device=spec.device)
         return observation_spec

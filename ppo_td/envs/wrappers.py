@@ -11,6 +11,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from ppo_td.envs.masking import MASK_KEY
+
 
 class EnvStepError(RuntimeError):
     """An exception raised inside an environment's step, with the env id and step attached."""
@@ -99,3 +101,80 @@ class ClipToBounds(gym.ActionWrapper):
 def clip_box_actions(env: gym.Env) -> gym.Env:
     """``env`` wrapped in :class:`ClipToBounds` when its actions are a Box; else ``env``."""
     return ClipToBounds(env) if isinstance(env.action_space, gym.spaces.Box) else env
+
+
+class NestObservation(gym.ObservationWrapper):
+    """A ``Dict`` or ``Tuple`` observation as ``{"observation": {...}}`` with the action mask (an
+    ``"action_mask"`` entry, if any) beside it; ``Tuple`` spaces become ``Dict`` spaces keyed "0", "1", ...
+
+    TorchRL's GymWrapper then reads the entries as the nested keys ``("observation", key)``: the
+    networks read one ``"observation"`` entry (a TensorDict here) and the mask stays where ppo_td's
+    masking reads it. A ``{"observation": X, "action_mask": M}`` observation keeps X as it is, but for
+    its tuples.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        entries = dict(space.spaces) if isinstance(space, gym.spaces.Dict) else {"observation": space}
+        mask = entries.pop(MASK_KEY, None)
+        self._inner = set(entries) != {"observation"}  # the entries go under "observation"
+        inner = gym.spaces.Dict(entries) if self._inner else entries["observation"]
+        out = {"observation": _as_dict(inner)}
+        if mask is not None:
+            out[MASK_KEY] = mask
+        self.observation_space = gym.spaces.Dict(out)
+
+    def observation(self, observation: Any) -> dict[str, Any]:
+        if isinstance(observation, dict):
+            entries = dict(observation)
+        else:
+            entries = {"observation": observation}
+        mask = entries.pop(MASK_KEY, None)
+        out = {"observation": _dict_of(entries if self._inner else entries["observation"])}
+        if mask is not None:
+            out[MASK_KEY] = mask
+        return out
+
+
+def _as_dict(space: gym.Space) -> gym.Space:
+    if isinstance(space, gym.spaces.Tuple):
+        return gym.spaces.Dict({str(i): _as_dict(s) for i, s in enumerate(space.spaces)})
+    if isinstance(space, gym.spaces.Dict):
+        return gym.spaces.Dict({k: _as_dict(s) for k, s in space.spaces.items()})
+    return space
+
+
+def _dict_of(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return {str(i): _dict_of(v) for i, v in enumerate(value)}
+    if isinstance(value, dict):
+        return {k: _dict_of(v) for k, v in value.items()}
+    return value
+
+
+def needs_nesting(space: gym.Space) -> bool:
+    """Whether an observation space needs :class:`NestObservation`: a Dict other than ppo_td's mask
+    convention ``{"observation": Box-like, "action_mask": ...}``, or a Tuple anywhere."""
+    if isinstance(space, gym.spaces.Dict) and "observation" in space.spaces \
+            and set(space.spaces) <= {"observation", MASK_KEY}:
+        return not _plain(space["observation"])
+    return isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple))
+
+
+def _plain(space: gym.Space) -> bool:
+    return not isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple))
+
+
+UNENCODABLE = (gym.spaces.Text, gym.spaces.Graph, gym.spaces.Sequence)
+
+
+def unencodable(space: gym.Space, where: str = "") -> str | None:
+    """The first part of ``space`` no encoder reads (Text, Graph, Sequence, OneOf...), named with its path."""
+    if isinstance(space, gym.spaces.Dict):
+        return next((bad for k, s in space.spaces.items() if (bad := unencodable(s, f"{where}[{k!r}]"))), None)
+    if isinstance(space, gym.spaces.Tuple):
+        return next((bad for i, s in enumerate(space.spaces) if (bad := unencodable(s, f"{where}[{i}]"))), None)
+    if isinstance(space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        return None
+    return f"observation{where} is {space}"

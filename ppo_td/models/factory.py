@@ -10,8 +10,9 @@ from torchrl.modules import IndependentNormal, MaskedCategorical, ProbabilisticA
 
 from ppo_td import keys
 from ppo_td.config import ModelConfig
-from ppo_td.envs import MASK_KEY, EnvDescription, describe
+from ppo_td.envs import MASK_KEY, EnvDescription, describe, import_attr
 from ppo_td.models.distributions import MaskedMultiCategorical
+from ppo_td.models.encoders import EncoderFactory, check_encoder, features, make_encoder
 from ppo_td.models.networks import GaussianHead, PolicyNet, ValueNet, init_orthogonal_, mlp
 
 
@@ -19,17 +20,29 @@ def _description(env: EnvDescription | EnvBase) -> EnvDescription:
     return env if isinstance(env, EnvDescription) else describe(env)
 
 
-def _check_flat(desc: EnvDescription) -> None:
-    if len(desc.observation_shape) != 1:
-        raise ValueError(f"observations of shape {desc.observation_shape}: ppo_td's MLP networks take flat "
-                         "vectors. Flatten them (gymnasium.wrappers.FlattenObservation) or pass your own actor "
-                         "and critic")
+def _encoder(desc: EnvDescription, config: ModelConfig, encoder: EncoderFactory | None) -> tuple[nn.Module | None,
+                                                                                                  int]:
+    """A fresh encoder of ``desc``'s observations (``encoder``, else ``config.encoder``) and its output size."""
+    space = desc.observation_space
+    if encoder is None and ":" in config.encoder:
+        encoder = import_attr(config.encoder, "model.encoder")
+    if encoder is None:
+        module = make_encoder(space, config.encoder)
+        return module, features(module, space)
+    module = encoder(space)
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"the encoder factory {getattr(encoder, '__name__', encoder)!r} returned a "
+                        f"{type(module).__name__} for {space}; it must return an nn.Module")
+    return module, check_encoder(module, space)
 
 
-def _policy_net(desc: EnvDescription, config: ModelConfig, head_in: int, trunk: nn.Module | None) -> PolicyNet:
-    """The policy head for ``desc``'s actions: logits (masked where the env has a mask) or a Gaussian."""
+def _policy_net(desc: EnvDescription, config: ModelConfig, head_in: int, trunk: nn.Module | None,
+                hidden: bool) -> PolicyNet:
+    """The policy head for ``desc``'s actions: logits (masked where the env has a mask) or a Gaussian.
+
+    ``hidden``: the head has ``config.hidden_sizes`` (else one linear layer, after a shared trunk)."""
     def head_layers(out: int) -> nn.Module:
-        if trunk is None:
+        if hidden:
             return mlp(head_in, out, config, config.policy_head_gain)
         return init_orthogonal_(nn.Linear(head_in, out), 1.0, config.policy_head_gain)
 
@@ -69,11 +82,14 @@ def wrap_value(net: ValueNet) -> ValueOperator:
     return ValueOperator(net, in_keys=[keys.OBSERVATION], out_keys=[keys.STATE_VALUE])
 
 
-def make_actor(env: EnvDescription | EnvBase, config: ModelConfig) -> ProbabilisticActor:
-    """Policy: observation -> logits -> (masked) Categorical action, or -> (loc, scale) -> Gaussian action.
+def make_actor(env: EnvDescription | EnvBase, config: ModelConfig,
+               encoder: EncoderFactory | None = None) -> ProbabilisticActor:
+    """Policy: observation -> (encoder) -> MLP -> logits -> (masked) Categorical action, or -> (loc, scale) ->
+    Gaussian action.
 
     Both write the action and its log-prob. ``env`` is an :class:`~ppo_td.envs.EnvDescription`
-    (or a TorchRL env, described once).
+    (or a TorchRL env, described once). ``encoder(space) -> nn.Module`` replaces ``config.encoder``
+    (see :mod:`ppo_td.models.encoders`).
 
     Example:
         >>> actor = make_actor(built.description, ModelConfig())
@@ -81,30 +97,38 @@ def make_actor(env: EnvDescription | EnvBase, config: ModelConfig) -> Probabilis
         torch.Size([32])
     """
     desc = _description(env)
-    _check_flat(desc)
-    return wrap_policy(_policy_net(desc, config, desc.observation_size, trunk=None))
+    trunk, size = _encoder(desc, config, encoder)
+    return wrap_policy(_policy_net(desc, config, size, trunk=trunk, hidden=True))
 
 
-def make_critic(env: EnvDescription | EnvBase, config: ModelConfig) -> ValueOperator:
-    """State-value network: observation -> ``state_value``."""
+def make_critic(env: EnvDescription | EnvBase, config: ModelConfig,
+                encoder: EncoderFactory | None = None) -> ValueOperator:
+    """State-value network: observation -> (encoder) -> MLP -> ``state_value``."""
     desc = _description(env)
-    _check_flat(desc)
-    return wrap_value(ValueNet(mlp(desc.observation_size, 1, config, config.value_head_gain)))
+    trunk, size = _encoder(desc, config, encoder)
+    return wrap_value(ValueNet(mlp(size, 1, config, config.value_head_gain), trunk=trunk))
 
 
-def make_actor_critic(env: EnvDescription | EnvBase, config: ModelConfig) -> tuple[ProbabilisticActor,
-                                                                                   ValueOperator]:
-    """Actor and critic for ``env``: separate networks, or one shared trunk if ``config.shared_trunk``.
+def make_actor_critic(env: EnvDescription | EnvBase, config: ModelConfig,
+                      encoder: EncoderFactory | None = None) -> tuple[ProbabilisticActor, ValueOperator]:
+    """Actor and critic for ``env``: separate networks (each with its own encoder), or one shared trunk (the
+    encoder and the hidden layers) if ``config.shared_trunk``.
 
     A shared trunk is one module inside both networks: its parameters are the same
     tensors, trained by both losses.
     """
     desc = _description(env)
     if not config.shared_trunk:
-        return make_actor(desc, config), make_critic(desc, config)
-    _check_flat(desc)
-    width = config.hidden_sizes[-1]
-    trunk = mlp(desc.observation_size, width, config, None)
-    policy = _policy_net(desc, config, width, trunk=trunk)
-    value = ValueNet(init_orthogonal_(nn.Linear(width, 1), 1.0, config.value_head_gain), trunk=trunk)
+        return make_actor(desc, config, encoder), make_critic(desc, config, encoder)
+    encoding, size = _encoder(desc, config, encoder)
+    layers = [] if encoding is None else [encoding]
+    if config.hidden_sizes:
+        layers.append(mlp(size, config.hidden_sizes[-1], config, None))
+        size = config.hidden_sizes[-1]
+    if not layers:
+        raise ValueError("model.shared_trunk with no hidden layers and no encoder shares nothing: give "
+                         "model.hidden_sizes, or set shared_trunk=False")
+    trunk = layers[0] if len(layers) == 1 else nn.Sequential(*layers)
+    policy = _policy_net(desc, config, size, trunk=trunk, hidden=False)
+    value = ValueNet(init_orthogonal_(nn.Linear(size, 1), 1.0, config.value_head_gain), trunk=trunk)
     return wrap_policy(policy), wrap_value(value)
