@@ -19,10 +19,27 @@ from ppo_td.config import CollectorConfig, EnvConfig, LossConfig, ModelConfig, O
 from ppo_td.presets import PRESETS, get_preset
 
 
+def train(config: TrainConfig, *, callbacks: Any = (), run_dir: str | None = None, **parts: Any) -> Any:
+    """Train PPO with ``config`` (see :func:`ppo_td.training.train`); any part may be passed in.
+
+    ``env`` may be a factory, a Gymnasium env or vector env, a ppo_td ``BuiltEnv`` or a TorchRL env
+    (:func:`ppo_td.training.build_pipeline`); ``encoder`` replaces the observation encoder. With ``run_dir``,
+    writes the run folder ``ppo-td train`` writes (checkpoints included), resumable with
+    ``ppo-td train --resume`` and evaluable with ``ppo-td eval``. Returns a ``TrainResult``.
+    Loads TorchRL on first use, so ``import ppo_td.doctor`` or ``ppo_td.config`` stays light.
+    """
+    if run_dir is None:
+        from ppo_td.training import train as train_here
+
+        return train_here(config, callbacks=callbacks, **parts)
+    from ppo_td.cli.run import train_in_folder
+
+    return train_in_folder(config, run_dir, callbacks=callbacks, **parts)
+
+
 def __getattr__(name: str) -> Any:
-    """``ppo_td.train`` and ``ppo_td.TrainResult`` load the training layer (and TorchRL) on first use, so
-    ``import ppo_td.doctor`` or ``ppo_td.config`` stays light."""
-    if name in ("train", "TrainResult"):
+    """``ppo_td.TrainResult`` loads the training layer (and TorchRL) on first use."""
+    if name == "TrainResult":
         from ppo_td import training
 
         return getattr(training, name)

@@ -144,7 +144,54 @@ def _finish_complete_run(out: Path, config: TrainConfig, started: float | None =
         return 130
 
 
+def train_in_folder(config: TrainConfig, run_dir: str | Path, *, callbacks=(), checkpoint_every: int = 10,
+                    keep_checkpoints: int = 3, overwrite: bool = False, **parts):
+    """:func:`ppo_td.train` with ``run_dir``: the run folder ``ppo-td train`` writes (config, run.json, metrics,
+    episodes, checkpoints, summary, learning curve), resumable with ``ppo-td train --resume`` and evaluable with
+    ``ppo-td eval``. Errors raise (nothing is printed but the evaluation lines); an interrupt keeps the last
+    periodic checkpoint."""
+    from ppo_td.collect import shutdown
+    from ppo_td.persist import Checkpointer, RunFolder, RunLogger
+    from ppo_td.training import build_pipeline, run
+
+    started = time.perf_counter()
+    folder = RunFolder(run_dir)
+    with folder.locked():
+        folder.create(overwrite=overwrite)
+        pipeline = build_pipeline(config, **parts)
+        try:
+            if not pipeline.rebuildable:
+                raise ValueError("run_dir: the env is a TorchRL env ppo_td cannot rebuild, so its run folder could "
+                                 "not be resumed or evaluated; pass a factory (a module-level function returning a "
+                                 "gymnasium.Env), a Gymnasium env, or a ppo_td BuiltEnv")
+            folder.record(preset="python")
+            folder.write_config(pipeline.config)
+            _record_exactness(folder, pipeline, None)
+            logger = RunLogger(folder.path, pipeline.config)
+        except BaseException:
+            shutdown(pipeline.collector)
+            raise
+        checkpointer = Checkpointer(folder.path, checkpoint_every, keep_checkpoints, run_id=folder.run_id)
+        try:
+            result = run(pipeline, callbacks=[logger, checkpointer, *callbacks], evaluate_at_end=False)
+        finally:
+            logger.close()
+        if not result.history:
+            return result
+        last = result.history[-1]
+        checkpointer.save(pipeline, last["frames"], last["iteration"], last["time"])
+        if not result.stopped:
+            summary = _summarize(folder.path, pipeline.config, started)
+            result.eval_returns, result.eval_returns_sampled = summary["eval_returns"], summary["eval_returns_sampled"]
+    return result
+
+
 def _finish(out: Path, config: TrainConfig, started: float) -> int:
+    _summarize(out, config, started)
+    return 0
+
+
+def _summarize(out: Path, config: TrainConfig, started: float) -> dict:
     from ppo_td.persist import load_actor, plot_learning_curve, read_episodes, read_metrics
     from ppo_td.training import evaluate
 
@@ -164,7 +211,7 @@ def _finish(out: Path, config: TrainConfig, started: float) -> int:
         print(format_returns(returns))
         print(format_returns(sampled, "sampled"))
     print(f"run folder: {out}")
-    return 0
+    return summary
 
 
 def format_returns(returns: list[float], how: str = "deterministic") -> str:

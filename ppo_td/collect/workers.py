@@ -139,6 +139,10 @@ class WorkerCollector:
 def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_frames: int) -> WorkerCollector:
     """TorchRL's MultiSyncCollector ('process') or RayCollector ('ray') over :func:`worker_envs`."""
     c = config.collector
+    if config.env.env_id.startswith("__main__:"):
+        raise ValueError(f"env {config.env.env_id}: a factory defined in the script or notebook that trains cannot be "
+                         "imported by worker processes; move it to a module (e.g. my_envs.py next to the script) "
+                         "or use collector.backend='inprocess'")
     common = dict(frames_per_batch=config.frames_per_batch, total_frames=total_frames, sync=True)
     if c.backend == "process":
         from torchrl.weight_update import SharedMemWeightSyncScheme

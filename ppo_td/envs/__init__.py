@@ -4,7 +4,15 @@ The bottom layer: it imports nothing else of ppo_td but ``config`` and ``keys``.
 """
 
 from ppo_td.envs.description import BuiltEnv, EnvDescription, describe
-from ppo_td.envs.make import build_env, find_transform, import_attr, make_env, observation_stats
+from ppo_td.envs.make import (
+    build_env,
+    env_factory,
+    episode_limit,
+    find_transform,
+    import_attr,
+    make_env,
+    observation_stats,
+)
 from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
 from ppo_td.envs.transforms import (
     FiniteCheck,
@@ -40,6 +48,8 @@ __all__ = [
     "StepLimit",
     "build_env",
     "describe",
+    "env_factory",
+    "episode_limit",
     "find_transform",
     "import_attr",
     "make_env",

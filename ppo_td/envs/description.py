@@ -222,6 +222,8 @@ class BuiltEnv:
     description: EnvDescription
     obs_norm: RunningObsNorm | None = None
     return_scaling: ReturnScaling | None = None
+    config: Any = None
+    """The :class:`~ppo_td.config.EnvConfig` it was built from (what rebuilds it)."""
 
     def close(self) -> None:
         if not self.env.is_closed:

@@ -8,6 +8,7 @@ import difflib
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -44,23 +45,46 @@ from ppo_td.envs.wrappers import (
 
 
 def _check_env_id(env_id: str) -> None:
-    """Known id, or Gymnasium's ``module:EnvId`` form whose module registers it when imported (that
-    form also reaches worker processes, which do not share this process's registrations)."""
-    module, sep, env_id = env_id.rpartition(":")
+    """Known id, Gymnasium's ``module:EnvId`` form whose module registers it when imported (that
+    form also reaches worker processes, which do not share this process's registrations), or
+    ``module:function``, a factory returning one env copy (see :func:`env_factory`)."""
+    module, sep, name = env_id.rpartition(":")
     if sep:
         try:
             _import_from_cwd(module)
         except ImportError as err:
-            raise ValueError(f"env id {module}:{env_id}: cannot import {module!r} ({err}); it must be importable "
+            raise ValueError(f"env id {module}:{name}: cannot import {module!r} ({err}); it must be importable "
                              "from the current folder or PYTHONPATH where training runs (and in every worker)") from err
-    if env_id in gym.registry:
+    if name in gym.registry or env_factory(env_id) is not None:
         return
-    close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
+    close = difflib.get_close_matches(name, list(gym.registry), n=3)
     hint = f" Close matches: {close}." if close else ""
     raise ValueError(
-        f"unknown Gymnasium env id {env_id!r}.{hint} Check the spelling and version suffix, "
-        "or import the package that registers it before building the env."
+        f"unknown Gymnasium env id {name!r}.{hint} Check the spelling and version suffix, "
+        "or import the package that registers it before building the env"
+        + (f" (or give module:function, a function of {module!r} returning the env)." if sep else ".")
     )
+
+
+def env_factory(env_id: str) -> Callable[..., gym.Env] | None:
+    """The user's env factory when ``env_id`` is ``module:function`` (or ``module:Class``) naming a callable of
+    that module rather than a registered id: each env copy is ``function(**env.kwargs)``. None otherwise."""
+    module, sep, name = env_id.rpartition(":")
+    if not sep or name in gym.registry:
+        return None
+    try:
+        _import_from_cwd(module)
+    except ImportError:
+        return None
+    found = getattr(sys.modules[module], name, None)
+    return found if callable(found) and not isinstance(found, gym.Env) else None
+
+
+def episode_limit(config: EnvConfig) -> int | None:
+    """The env's time limit: ``max_episode_steps``, else the registered one (None for a factory without one)."""
+    if config.max_episode_steps is not None or env_factory(config.env_id) is not None:
+        return config.max_episode_steps
+    return gym.spec(config.env_id.rpartition(":")[2]).max_episode_steps
 
 
 def _import_from_cwd(module: str) -> None:
@@ -183,7 +207,8 @@ def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) -
     env = TransformedEnv(base, Compose(*transforms))
     if seed is not None:
         env.set_seed(seed)
-    return BuiltEnv(env=env, vector=vec, description=describe(env), obs_norm=obs_norm, return_scaling=scaling)
+    return BuiltEnv(env=env, vector=vec, description=describe(env), obs_norm=obs_norm, return_scaling=scaling,
+                    config=config)
 
 
 def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
@@ -193,13 +218,13 @@ def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
     The per-copy envs are made without Gymnasium's ``TimeLimit``: :class:`StepLimit` takes its place (same
     semantics, public step count), so a checkpoint can record where each episode is.
     """
-    spec = gym.spec(config.env_id.rpartition(":")[2])  # the module: prefix was imported by _check_env_id
-    limit = config.max_episode_steps or spec.max_episode_steps
+    factory = env_factory(config.env_id)
+    limit = episode_limit(config)
     env_kwargs, user_wrappers = env_kwargs_of(config), [import_attr(path, "env.wrappers") for path in config.wrappers]
-    plain = not (env_kwargs or user_wrappers)  # Gymnasium's numpy-vectorized env takes neither
+    plain = not (env_kwargs or user_wrappers) and factory is None  # Gymnasium's numpy env takes neither
     auto_numpy = config.vectorization == "auto" and plain and numpy_vectorized(config.env_id)
     if config.vectorization == "numpy" or auto_numpy:
-        if not numpy_vectorized(config.env_id) or not plain:
+        if not plain or not numpy_vectorized(config.env_id):
             raise ValueError(f"env {config.env_id!r} has no numpy-vectorized implementation ppo_td can step "
                              "(Gymnasium 1.x has one for CartPole-v1, without env.kwargs or env.wrappers); use "
                              "env.vectorization='sync'")
@@ -207,18 +232,43 @@ def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
         vec = gym.make_vec(config.env_id, num_envs=config.num_envs, vectorization_mode="vector_entry_point",
                            **kwargs)
         return PartialResetCartPole(vec)
-    wrappers: list = [*user_wrappers]
+    wrappers: list = [] if factory is None else [*user_wrappers]  # gym.make_vec applies them itself
     wrappers += [partial(StepLimit, max_episode_steps=limit)] if limit is not None else []
     wrappers.append(partial(StepErrorContext, env_id=config.env_id))
     if config.clip_actions:
         wrappers.append(clip_box_actions)
-    unlimited = dataclasses.replace(spec, max_episode_steps=None)
-    if config.action_mask in ("auto", "info") and _mask_in_info(config, unlimited, env_kwargs, user_wrappers):
+    if factory is None:
+        spec = dataclasses.replace(gym.spec(config.env_id.rpartition(":")[2]), max_episode_steps=None)
+
+        def make_one() -> gym.Env:
+            env = gym.make(spec, disable_env_checker=True, **env_kwargs)
+            for wrapper in user_wrappers:
+                env = wrapper(env)
+            return env
+    else:
+        def make_one() -> gym.Env:
+            env = factory(**env_kwargs)
+            if not isinstance(env, gym.Env):
+                raise TypeError(f"env factory {config.env_id} returned a {type(env).__name__}; it must return one "
+                                "gymnasium.Env (ppo_td makes env.num_envs copies)")
+            for wrapper in user_wrappers:
+                env = wrapper(env)
+            return env
+    if config.action_mask in ("auto", "info") and _mask_in_info(config, make_one):
         wrappers.append(lambda e: InfoMaskToObservation(e, _mask_size(e.action_space)))
     wrappers.append(_nest_if_needed)
-    return gym.make_vec(unlimited, num_envs=config.num_envs,
-                        vectorization_mode="sync", vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
-                        wrappers=wrappers, **env_kwargs)
+    if factory is None:
+        wrappers = [*user_wrappers, *wrappers]
+        return gym.make_vec(spec, num_envs=config.num_envs,
+                            vectorization_mode="sync", vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
+                            wrappers=wrappers, **env_kwargs)
+
+    def make_copy() -> gym.Env:
+        env = make_one()
+        for wrapper in wrappers:
+            env = wrapper(env)
+        return env
+    return gym.vector.SyncVectorEnv([make_copy] * config.num_envs, autoreset_mode=AutoresetMode.DISABLED)
 
 
 def _multi_discrete_entries(space: gym.Space, key: tuple[str, ...] = ()) -> dict:
@@ -263,13 +313,10 @@ def import_attr(path: str, what: str) -> Any:
     return found
 
 
-def _mask_in_info(config: EnvConfig, spec: gym.envs.registration.EnvSpec, env_kwargs: dict[str, Any],
-                  user_wrappers: list) -> bool:
+def _mask_in_info(config: EnvConfig, make_one: Callable[[], gym.Env]) -> bool:
     """Whether the env gives its action mask in ``info["action_mask"]`` (Gymnasium's convention, e.g. Taxi):
     one copy is made and reset to see. ``action_mask='info'`` on an env without one is refused."""
-    env = gym.make(spec, disable_env_checker=True, **env_kwargs)
-    for wrapper in user_wrappers:
-        env = wrapper(env)
+    env = make_one()
     try:
         obs_space, action_space = env.observation_space, env.action_space
         in_obs = isinstance(obs_space, gym.spaces.Dict) and MASK_KEY in obs_space.spaces

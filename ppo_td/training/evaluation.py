@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import gymnasium as gym
 import torch
 from tensordict.nn import TensorDictModule
 from torchrl.envs import EnvBase
@@ -17,7 +16,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from ppo_td import keys
 from ppo_td.config import EnvConfig
-from ppo_td.envs import build_env
+from ppo_td.envs import RunningObsNorm, build_env, episode_limit, find_transform
 
 DEFAULT_STEP_CAP = 100_000
 
@@ -40,6 +39,45 @@ def evaluate(actor: TensorDictModule, env_config: EnvConfig, episodes: int, seed
             return run_episodes(actor, env, env_config, ExplorationType.RANDOM)
     finally:
         env.close()
+
+
+def evaluate_on(actor: TensorDictModule, env: EnvBase, episodes: int, seed: int, sampled: bool = False,
+                limit: int = DEFAULT_STEP_CAP) -> list[float]:
+    """Returns of ``episodes`` episodes run on ``env`` itself, in rounds of one episode per copy: for an env
+    ppo_td cannot rebuild (a TorchRL env passed in). Its observation normalizer, if it is ppo_td's, is frozen
+    meanwhile; the return is the sum of the env's ``"reward"`` (unscaled only if the env's reward is)."""
+    norm = find_transform(env, RunningObsNorm)
+    was_frozen = norm is None or norm.frozen
+    if norm is not None:
+        norm.freeze()
+    exploration = ExplorationType.RANDOM if sampled else ExplorationType.DETERMINISTIC
+    returns: list[float] = []
+    try:
+        with torch.random.fork_rng(devices=[]), torch.no_grad(), set_exploration_type(exploration):
+            torch.manual_seed(seed)
+            while len(returns) < episodes:
+                returns += _one_round(actor, env, limit)
+    finally:
+        if not was_frozen:
+            norm.unfreeze()
+    return returns[:episodes]
+
+
+def _one_round(actor: TensorDictModule, env: EnvBase, limit: int) -> list[float]:
+    copies = env.batch_size.numel()
+    total = torch.zeros(copies, dtype=torch.float64)
+    finished: list[float | None] = [None] * copies
+    td = env.reset()
+    for _ in range(limit):
+        td, next_td = env.step_and_maybe_reset(actor(td))
+        total += td.get(("next", "reward")).reshape(copies).double()
+        for i in td.get(keys.DONE).reshape(copies).nonzero().flatten().tolist():
+            if finished[i] is None:
+                finished[i] = float(total[i])
+        if all(r is not None for r in finished):
+            return [float(r) for r in finished]
+        td = next_td
+    raise RuntimeError(f"evaluation episodes on the env passed in did not end within {limit} steps")
 
 
 def make_eval_env(env_config: EnvConfig, episodes: int, seed: int,
@@ -72,8 +110,7 @@ def run_episodes(actor: TensorDictModule, env: EnvBase, env_config: EnvConfig,
     when the env has none).
     """
     copies = env.batch_size.numel()
-    spec = gym.spec(env_config.env_id.rpartition(":")[2])  # without a module: prefix
-    limit = env_config.max_episode_steps or spec.max_episode_steps or DEFAULT_STEP_CAP
+    limit = episode_limit(env_config) or DEFAULT_STEP_CAP
     returns: list[float | None] = [None] * copies
     with torch.no_grad(), set_exploration_type(exploration):
         td = env.reset()

@@ -14,7 +14,7 @@ from tensordict.nn import TensorDictModule
 from ppo_td import keys
 from ppo_td.collect import WorkerError, batches, gather_statistics, push_to_workers, shutdown
 from ppo_td.config import TrainConfig
-from ppo_td.training.evaluation import evaluate
+from ppo_td.training.evaluation import evaluate, evaluate_on
 from ppo_td.training.objective import explained_variance, total_loss
 from ppo_td.training.pipeline import Pipeline, build_pipeline
 
@@ -155,10 +155,14 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
         raise
     finally:
         shutdown(p.collector)
-    if cfg.eval_episodes and not result.stopped and evaluate_at_end:
+    if cfg.eval_episodes and not result.stopped and evaluate_at_end and p.rebuildable:
         result.eval_returns, result.eval_returns_sampled = (
             evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000, obs_stats=p.observation_stats(),
                      sampled=sampled) for sampled in (False, True))
+    elif cfg.eval_episodes and not result.stopped and evaluate_at_end:  # a TorchRL env ppo_td cannot rebuild
+        result.eval_returns, result.eval_returns_sampled = (
+            evaluate_on(p.actor, p.env, cfg.eval_episodes, seed=cfg.seed + 10_000, sampled=sampled)
+            for sampled in (False, True))
     return result
 
 

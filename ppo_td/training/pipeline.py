@@ -6,9 +6,12 @@ takes any part ready-made and builds only the missing ones.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import gymnasium as gym
 import torch
 from tensordict.nn import TensorDictModule, TensorDictModuleBase
 from torchrl.data import LazyTensorStorage, ReplayBuffer
@@ -21,6 +24,7 @@ from ppo_td import keys
 from ppo_td.collect import adopt_collector, make_collector, torchrl_env
 from ppo_td.config import OptimConfig, TrainConfig
 from ppo_td.envs import BuiltEnv, EnvDescription, build_env, describe, observation_stats
+from ppo_td.envs.source import env_config_for
 from ppo_td.models import make_actor_critic
 from ppo_td.training.objective import make_advantage, make_loss
 
@@ -75,6 +79,9 @@ class Pipeline:
     loss: LossModule
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
+    rebuildable: bool = True
+    """``config.env`` rebuilds the training env (False for a TorchRL env passed in: evaluation then runs on it,
+    and the run cannot be resumed or evaluated from its checkpoint)."""
 
     def observation_stats(self) -> dict[str, Any] | None:
         """The training env's observation-normalization statistics (None without a normalizer)."""
@@ -91,13 +98,26 @@ def trained_parameters(loss: LossModule) -> list[torch.nn.Parameter]:
     return list({id(p): p for p in loss.parameters() if p.requires_grad}.values())
 
 
-_KINDS = {"env": ((BuiltEnv, EnvBase), "a ppo_td.envs.BuiltEnv or a TorchRL env"),
+_KINDS = {"env": ((BuiltEnv, EnvBase, gym.Env, gym.vector.VectorEnv, Callable),
+                  "an env factory, a gymnasium.Env or vector env, a ppo_td.envs.BuiltEnv or a TorchRL env"),
           "actor": ((TensorDictModuleBase,), "a TensorDict module (e.g. ppo_td.models.make_actor)"),
           "critic": ((TensorDictModuleBase,), "a TensorDict module (e.g. ppo_td.models.make_critic)"),
           "buffer": ((ReplayBuffer,), "a torchrl.data.ReplayBuffer"),
           "advantage": ((ValueEstimatorBase,), "a TorchRL value estimator (e.g. GAE)"),
           "loss": ((LossModule,), "a TorchRL LossModule (e.g. ppo_td.training.make_loss)"),
           "optimizer": ((torch.optim.Optimizer,), "a torch.optim.Optimizer")}
+
+
+def adopt_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, BuiltEnv | EnvBase | None]:
+    """``config`` with the env identity of ``env`` (see :mod:`ppo_td.envs.source`), and the env to train on:
+    None (build it from the config), a :class:`~ppo_td.envs.BuiltEnv` (its own config) or a TorchRL env."""
+    if env is None or isinstance(env, EnvBase):
+        return config, env
+    if isinstance(env, BuiltEnv):
+        if env.config is None:
+            return config, env
+        return dataclasses.replace(config, env=env.config), env
+    return dataclasses.replace(config, env=env_config_for(env, config.env)), None
 
 
 def _check_parts(config: TrainConfig, **parts: Any) -> None:
@@ -109,19 +129,19 @@ def _check_parts(config: TrainConfig, **parts: Any) -> None:
         kinds, what = _KINDS[name]
         if part is not None and not isinstance(part, kinds):
             raise TypeError(f"{name}={type(part).__name__} is not {what}")
-    env = parts["env"]
-    if env is not None and torchrl_env(env).batch_size.numel() != config.env.num_envs:
+    env = parts.get("env")
+    if isinstance(env, (BuiltEnv, EnvBase)) and torchrl_env(env).batch_size.numel() != config.env.num_envs:
         raise ValueError(f"env steps {torchrl_env(env).batch_size.numel()} copies but config.env.num_envs="
                          f"{config.env.num_envs}: build the env from config.env, or set env.num_envs to match")
-    actor, critic = parts["actor"], parts["critic"]
+    actor, critic = parts.get("actor"), parts.get("critic")
     if actor is not None and keys.ACTION not in actor.out_keys:
         raise ValueError(f"the actor writes {list(actor.out_keys)}, not {keys.ACTION!r}: PPO needs the sampled "
                          "action and its log-prob (ProbabilisticActor(..., return_log_prob=True))")
     if critic is not None and keys.STATE_VALUE not in critic.out_keys:
         raise ValueError(f"the critic writes {list(critic.out_keys)}, not {keys.STATE_VALUE!r} (GAE and the loss "
                          "read it): use ValueOperator(net, in_keys=['observation'])")
-    if env is not None and actor is not None:
-        provided = set(torchrl_env(env).observation_spec.keys(True, True))
+    if isinstance(env, (BuiltEnv, EnvBase)) and actor is not None:
+        provided = set(torchrl_env(env).observation_spec.keys(True))
         missing = [k for k in actor.in_keys if k not in provided]
         if missing:
             raise ValueError(f"the actor reads {missing}, which the env does not provide (it has "
@@ -131,7 +151,7 @@ def _check_parts(config: TrainConfig, **parts: Any) -> None:
 def build_pipeline(
     config: TrainConfig,
     *,
-    env: BuiltEnv | EnvBase | None = None,
+    env: Any = None,
     actor: TensorDictModule | None = None,
     critic: TensorDictModule | None = None,
     collector: Any = None,
@@ -139,13 +159,24 @@ def build_pipeline(
     advantage: ValueEstimatorBase | None = None,
     loss: LossModule | None = None,
     optimizer: torch.optim.Optimizer | None = None,
+    encoder: Callable[..., torch.nn.Module] | None = None,
 ) -> Pipeline:
     """Build the missing parts from ``config``; parts passed in are used as they are.
 
     Seeds torch with ``config.seed`` first, so network init, sampling and
-    minibatch order are reproducible. ``env`` is a :class:`~ppo_td.envs.BuiltEnv` (what
-    :func:`~ppo_td.envs.build_env` returns: the fast collector can step it) or any TorchRL env
-    (collected by TorchRL's ``Collector``).
+    minibatch order are reproducible. ``env`` is one of:
+
+    - a factory (a module-level function or ``gymnasium.Env`` class returning one env copy), a
+      Gymnasium env or vector env made by ``gym.make``/``gym.make_vec``: recorded in ``config.env``
+      (:mod:`ppo_td.envs.source`), so ppo_td makes the copies, checkpoints, resumes and evaluates
+      with that very env stack;
+    - a :class:`~ppo_td.envs.BuiltEnv` (what :func:`~ppo_td.envs.build_env` returns): its config is the
+      run's ``config.env``;
+    - any TorchRL env (collected by TorchRL's ``Collector``): ppo_td cannot rebuild it, so the final
+      evaluation runs on it and its runs cannot be resumed.
+
+    ``encoder(space) -> nn.Module`` replaces ``config.model.encoder`` for the default actor and critic
+    (:mod:`ppo_td.models.encoders`).
 
     Example:
         >>> p = build_pipeline(get_preset("cartpole"))
@@ -155,15 +186,18 @@ def build_pipeline(
         TypeError, ValueError: a part of the wrong kind, or one that does not fit the config or the env (the
             message names the part and what it must be): parts from Python get the checks config values get.
     """
+    _check_parts(config, env=env)
+    config, env = adopt_env(config, env)
     _check_parts(config, env=env, actor=actor, critic=critic, buffer=buffer, advantage=advantage, loss=loss,
                  optimizer=optimizer)
+    rebuildable = not isinstance(env, EnvBase)
     torch.manual_seed(config.seed)
     if env is None:
         env = make_train_env(config)
     built = env if isinstance(env, BuiltEnv) else None
     description = describe(torchrl_env(env))  # the env as it is now (a transform may have been appended)
     if actor is None or critic is None:
-        default_actor, default_critic = make_actor_critic(description, config.model)
+        default_actor, default_critic = make_actor_critic(description, config.model, encoder)
         actor = actor if actor is not None else default_actor
         critic = critic if critic is not None else default_critic
     advantage = advantage if advantage is not None else make_advantage(critic, config.loss)
@@ -183,4 +217,5 @@ def build_pipeline(
         loss=loss,
         optimizer=optimizer,
         scheduler=make_scheduler(optimizer, config),
+        rebuildable=rebuildable,
     )

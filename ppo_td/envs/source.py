@@ -1,0 +1,129 @@
+"""A user's env object from Python -> the :class:`~ppo_td.config.EnvConfig` that rebuilds it.
+
+ppo_td never trains on the object it is given: it makes ``env.num_envs`` copies (and more for
+evaluation, and again on resume, in ``ppo-td eval`` and in worker processes). So what it keeps
+is how to make one, in the config, where checkpoints and the run folder record it:
+
+- a **factory** (a function or ``gymnasium.Env`` class at module level): its import path
+  ``module:function``; each copy is ``function(**env.kwargs)``;
+- a **Gymnasium env** or **vector env** made by ``gym.make``/``gym.make_vec``: its registered id,
+  keyword arguments and wrappers, read from Gymnasium's public ``env.spec``;
+- anything that cannot be rebuilt that way (an env made by hand, a wrapper taking arguments,
+  a factory defined inside a function) is refused with the reason, asking for a factory.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import Any
+
+import gymnasium as gym
+
+from ppo_td.config import EnvConfig
+from ppo_td.envs.make import env_factory, import_attr
+
+_ASK = ("pass a factory instead: a function at module level returning one env copy "
+        "(train(config, env=make_my_env)); ppo_td records its import path to rebuild the env")
+
+
+class NotRebuildable(ValueError):
+    """An env object ppo_td cannot record how to rebuild; the message says why and what to pass."""
+
+
+def env_config_for(env: Any, base: EnvConfig) -> EnvConfig:
+    """``base`` with the env identity of ``env`` (a factory, a Gymnasium env or vector env); the other settings
+    (normalization, masks, num_envs, ...) stay ``base``'s. A vector env also sets ``num_envs``.
+
+    Raises:
+        NotRebuildable: ``env`` cannot be rebuilt from a record (the message names why and asks for a factory).
+    """
+    if isinstance(env, gym.vector.VectorEnv):
+        if env.spec is None:
+            raise NotRebuildable(f"the vector env {type(env).__name__} was not made by gym.make_vec, so ppo_td "
+                                 f"cannot make copies of it; {_ASK}")
+        spec = dataclasses.replace(env.spec, kwargs={k: v for k, v in env.spec.kwargs.items()
+                                                     if k not in ("num_envs", "vectorization_mode")})
+        return dataclasses.replace(_from_spec(spec, base, type(env).__name__), num_envs=env.num_envs)
+    if isinstance(env, gym.Env):
+        if env.spec is None:
+            raise NotRebuildable(f"the env {type(env.unwrapped).__name__} was not made by gym.make, so it has no "
+                                 f"spec ppo_td can rebuild copies from; {_ASK}")
+        return _from_spec(env.spec, base, type(env.unwrapped).__name__, env)
+    if callable(env):
+        return dataclasses.replace(base, env_id=factory_path(env))
+    raise TypeError(f"env={type(env).__name__}: pass a factory, a gymnasium.Env, a gymnasium vector env, a "
+                    "ppo_td.envs.BuiltEnv or a TorchRL env")
+
+
+def factory_path(factory: Any) -> str:
+    """``module:name`` of a factory, checked to import back to the same object."""
+    module, name = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
+    if module is None or not name or "<" in name or "." in name:
+        raise NotRebuildable(f"the env factory {factory!r} is not a function or class at module level (a lambda, "
+                             f"a nested function or a bound method cannot be imported back); {_ASK}")
+    path = f"{module}:{name}"
+    if name in gym.registry:
+        raise NotRebuildable(f"the env factory {path} has the name of a registered Gymnasium env id; rename it")
+    try:
+        found = import_attr(path, "env")
+    except ValueError as err:
+        raise NotRebuildable(f"the env factory {path} cannot be imported back ({err}); {_ASK}") from err
+    if found is not factory or env_factory(path) is not factory:
+        raise NotRebuildable(f"{path} imports as another object than the factory given; {_ASK}")
+    return path
+
+
+def _from_spec(spec: gym.envs.registration.EnvSpec, base: EnvConfig, what: str,
+               env: gym.Env | None = None) -> EnvConfig:
+    if spec.id not in gym.registry:
+        raise NotRebuildable(f"the env {what} has spec id {spec.id!r}, which is not registered here; {_ASK}")
+    registered = gym.spec(spec.id)
+    kwargs = []
+    for key, value in spec.kwargs.items():
+        if key in registered.kwargs and registered.kwargs[key] == value:
+            continue
+        text = repr(value)
+        try:
+            same = ast.literal_eval(text) == value
+        except (ValueError, SyntaxError):
+            same = False
+        if not same:
+            raise NotRebuildable(f"the env {spec.id} was made with {key}={text}, which ppo_td cannot record as a "
+                                 f"literal; {_ASK}")
+        kwargs.append(f"{key}={text}")
+    wrappers = []
+    for wrapper in spec.additional_wrappers:
+        entry = wrapper.entry_point if isinstance(wrapper.entry_point, str) else None
+        if entry is None or wrapper.kwargs:
+            raise NotRebuildable(f"the env {spec.id} is wrapped in {wrapper.name} with arguments {wrapper.kwargs}; "
+                                 f"env.wrappers records wrappers called as Name(env) only; {_ASK}")
+        wrappers.append(entry)
+    if env is not None:
+        _check_all_wrappers_recorded(env, spec, len(wrappers))
+    limit = spec.max_episode_steps if spec.max_episode_steps != registered.max_episode_steps else None
+    module = _registering_module(spec)
+    return dataclasses.replace(base, env_id=f"{module}:{spec.id}" if module else spec.id, kwargs=tuple(kwargs),
+                               wrappers=tuple(wrappers), max_episode_steps=limit or base.max_episode_steps)
+
+
+def _check_all_wrappers_recorded(env: gym.Env, spec: gym.envs.registration.EnvSpec, recorded: int) -> None:
+    """Refuse an env wrapped in a wrapper its spec does not list (one that does not record its arguments)."""
+    ours = (gym.wrappers.TimeLimit, gym.wrappers.OrderEnforcing, gym.wrappers.PassiveEnvChecker)
+    layers, layer = 0, env
+    while isinstance(layer, gym.Wrapper):
+        if not isinstance(layer, ours):
+            layers += 1
+        layer = layer.env
+    if layers != recorded:
+        raise NotRebuildable(f"the env {spec.id} has {layers} wrappers but its spec records {recorded} (a wrapper "
+                             "that does not record its constructor arguments); pass env.wrappers=(module:Name, ...) "
+                             f"in the config, or {_ASK}")
+
+
+def _registering_module(spec: gym.envs.registration.EnvSpec) -> str | None:
+    """The module that registers ``spec``'s env when imported (so workers and ``ppo-td eval`` find it): None for
+    Gymnasium's own envs, else the top package of its entry point."""
+    entry = spec.entry_point if isinstance(spec.entry_point, str) else getattr(spec.entry_point, "__module__", "")
+    top = entry.partition(":")[0].split(".")[0]
+    return None if top in ("gymnasium", "") else top

@@ -1,0 +1,158 @@
+"""A user's own env from Python, end to end: factories, Gymnasium env objects, vector envs and TorchRL envs;
+training, checkpoints, resume, ``ppo-td eval`` and the final evaluation all on that same env stack."""
+
+import dataclasses
+import json
+import sys
+import textwrap
+
+import gymnasium as gym
+import pytest
+import torch
+
+import ppo_td
+from ppo_td import EnvConfig, get_preset
+from ppo_td.cli.main import main
+from ppo_td.envs import build_env, make_env
+from ppo_td.envs.source import NotRebuildable, env_config_for
+from ppo_td.training import StopTraining, build_pipeline
+
+torch.set_num_threads(1)
+
+SEEK = textwrap.dedent('''
+    """A Dict-observation env a user would write: a 5x5 grid image, the agent's cell, a tuple of extras."""
+    import gymnasium as gym
+    import numpy as np
+
+
+    class Seek(gym.Env):
+        def __init__(self, size=5):
+            self.size = size
+            self.observation_space = gym.spaces.Dict({
+                "grid": gym.spaces.Box(0, 255, (size, size, 1), np.uint8),
+                "cell": gym.spaces.Discrete(size * size),
+                "extra": gym.spaces.Tuple((gym.spaces.MultiBinary(2), gym.spaces.Box(-1, 1, (2,)))),
+            })
+            self.action_space = gym.spaces.Discrete(4)
+
+        def _obs(self):
+            grid = np.zeros((self.size, self.size, 1), np.uint8)
+            grid[divmod(self.goal, self.size)] = 255
+            return {"grid": grid, "cell": self.cell, "extra": (np.array([1, 0], np.int8), np.zeros(2, np.float32))}
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            self.cell, self.goal = (int(v) for v in self.np_random.choice(self.size ** 2, 2, replace=False))
+            return self._obs(), {}
+
+        def step(self, action):
+            r, c = divmod(self.cell, self.size)
+            dr, dc = [(-1, 0), (1, 0), (0, -1), (0, 1)][int(action)]
+            self.cell = min(max(r + dr, 0), self.size - 1) * self.size + min(max(c + dc, 0), self.size - 1)
+            found = self.cell == self.goal
+            return self._obs(), float(found), found, False, {}
+
+
+    def make_seek(size=5):
+        return Seek(size)
+
+
+    if "SeekUser-v0" not in gym.registry:
+        gym.register("SeekUser-v0", entry_point=Seek, max_episode_steps=30)
+''')
+
+
+@pytest.fixture
+def seek_module(tmp_path, monkeypatch):
+    (tmp_path / "seek_env.py").write_text(SEEK)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import seek_env
+
+    yield seek_env
+    sys.modules.pop("seek_env", None)
+
+
+def small(config, frames=256):
+    return dataclasses.replace(config, frames_per_batch=128, total_frames=frames, eval_episodes=2,
+                               optim=dataclasses.replace(config.optim, num_minibatches=2, update_epochs=1))
+
+
+def base_config(num_envs=2):
+    config = get_preset("generic")
+    return small(dataclasses.replace(config, env=dataclasses.replace(config.env, num_envs=num_envs,
+                                                                     max_episode_steps=30)))
+
+
+def test_a_factory_is_recorded_by_import_path_and_rebuilds_the_same_env(seek_module):
+    config = env_config_for(seek_module.make_seek, EnvConfig(num_envs=2))
+    assert config.env_id == "seek_env:make_seek"
+    built = build_env(dataclasses.replace(config, kwargs=("size=6",), max_episode_steps=30), seed=0)
+    space = built.description.observation_space
+    assert dict(space.entries)["grid"].shape == (6, 6, 1)  # kwargs reach the factory
+    assert built.env.rollout(40, break_when_any_done=False)["next", "truncated"].any()  # the time limit ppo_td adds
+    built.close()
+
+
+def test_dict_env_trains_to_a_run_folder_that_resumes_and_evaluates(seek_module, tmp_path, capsys):
+    run = tmp_path / "run"
+
+    def stop_after_first(metrics, pipeline):
+        if metrics["iteration"] == 1:
+            raise StopTraining
+
+    result = ppo_td.train(base_config(), env=seek_module.make_seek, run_dir=run, callbacks=[stop_after_first])
+    assert result.stopped and (run / "checkpoint.pt").exists() and not (run / "summary.json").exists()
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["env"]["env_id"] == "seek_env:make_seek"  # what rebuilds the env
+    assert main(["train", "--resume", str(run), "--no-progress"]) == 0  # the CLI rebuilds it from the record
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["frames"] == 256 and len(summary["eval_returns"]) == 2
+    assert main(["eval", str(run), "--episodes", "3"]) == 0
+    assert "over 3 episodes" in capsys.readouterr().out
+
+
+def test_python_training_with_a_factory_evaluates_on_that_env(seek_module):
+    result = ppo_td.train(base_config(), env=seek_module.Seek)  # a gymnasium.Env class is a factory too
+    assert result.pipeline.config.env.env_id == "seek_env:Seek"
+    assert len(result.eval_returns) == 2 and all(0.0 <= r <= 1.0 for r in result.eval_returns)
+
+
+def test_gymnasium_env_objects_are_read_from_their_spec(seek_module):
+    env = gym.wrappers.FlattenObservation(gym.make("Pendulum-v1", g=9.0, max_episode_steps=50))
+    config = env_config_for(env, EnvConfig())
+    assert (config.env_id, config.kwargs, config.max_episode_steps) == ("Pendulum-v1", ("g=9.0",), 50)
+    assert config.wrappers == ("gymnasium.wrappers.transform_observation:FlattenObservation",)
+    user = env_config_for(gym.make("SeekUser-v0"), EnvConfig())
+    assert user.env_id == "seek_env:SeekUser-v0"  # importing seek_env registers it (workers, ppo-td eval)
+    vec = gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync")
+    assert env_config_for(vec, EnvConfig()).num_envs == 4 and env_config_for(vec, EnvConfig()).env_id == "CartPole-v1"
+
+
+def test_envs_ppo_td_cannot_rebuild_are_refused_with_the_way_out(seek_module):
+    with pytest.raises(NotRebuildable, match=r"not made by gym.make.*pass a factory instead"):
+        env_config_for(seek_module.Seek(), EnvConfig())
+    with pytest.raises(NotRebuildable, match="not a function or class at module level"):
+        env_config_for(lambda: seek_module.Seek(), EnvConfig())
+    wrapped = gym.wrappers.TransformReward(gym.make("CartPole-v1"), lambda r: 2 * r)
+    with pytest.raises(NotRebuildable, match="cannot record as a literal|wrapped in TransformReward with arguments"):
+        env_config_for(wrapped, EnvConfig())
+    with pytest.raises(TypeError, match="env=int is not an env factory"):
+        build_pipeline(base_config(), env=3)
+
+
+def test_a_torchrl_env_passed_in_is_evaluated_on_itself(tmp_path):
+    config = base_config()  # its env id says CartPole; the env passed in is Pendulum
+    pendulum = make_env(EnvConfig("Pendulum-v1", num_envs=2, max_episode_steps=20), seed=0)
+    result = ppo_td.train(config, env=pendulum)
+    assert not result.pipeline.rebuildable
+    assert len(result.eval_returns) == 2 and all(r < 0 for r in result.eval_returns)  # Pendulum's, not CartPole's
+    with pytest.raises(ValueError, match="TorchRL env ppo_td cannot rebuild"):
+        ppo_td.train(config, env=make_env(EnvConfig("Pendulum-v1", num_envs=2), seed=0), run_dir=tmp_path / "r")
+
+
+def test_a_built_env_brings_its_own_config():
+    built = build_env(EnvConfig("Pendulum-v1", num_envs=2, max_episode_steps=20, normalize_observations=True))
+    pipeline = build_pipeline(base_config(), env=built)
+    assert pipeline.config.env.env_id == "Pendulum-v1" and pipeline.config.env.normalize_observations
+    pipeline.collector.shutdown()
