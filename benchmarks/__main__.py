@@ -6,6 +6,7 @@ Suites:
           masked trading env.  A few minutes.
   mujoco  HalfCheetah-v5 throughput at the published PPO MuJoCo settings, ppo_td vs SB3
           (``--full`` adds the 1M-frame HalfCheetah-v5 and Hopper-v5 runs: about an hour).
+  atari   ALE/Pong-v5 throughput at CleanRL's Atari settings, ppo_td vs SB3's PPO("CnnPolicy") (``.[atari]``).
   doctor  the cost of the doctor's audit per update.
   soak    RSS over a long CartPole run and its slope after warm-up (``--minutes 5``).
 
@@ -83,12 +84,13 @@ def cartpole_solve(seeds: list[int], out: Path) -> list[str]:
     return lines
 
 
-def throughput(seeds: list[int], out: Path, preset: str, frames: int, title: str) -> list[str]:
+def throughput(seeds: list[int], out: Path, preset: str, frames: int, title: str, eval_episodes: int = 1) -> list[str]:
     pairs = []
     for seed in seeds:
         pair = {}
         for library in ("ppo_td", "sb3"):
-            result = run(dict(library=library, preset=preset, seed=seed, total_frames=frames, eval_episodes=1))
+            result = run(dict(library=library, preset=preset, seed=seed, total_frames=frames,
+                              eval_episodes=eval_episodes))
             pair[library] = result
             _log(out, f"throughput_{preset}", library, result)
         pairs.append(pair)
@@ -166,7 +168,7 @@ def main() -> None:
         soak.main()
         return
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
-    parser.add_argument("suite", choices=["quick", "mujoco", "doctor"])
+    parser.add_argument("suite", choices=["quick", "mujoco", "atari", "doctor"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--out", default="bench_results")
     parser.add_argument("--full", action="store_true", help="mujoco: also the 1M-frame runs")
@@ -190,6 +192,11 @@ def main() -> None:
                                    "--seeds", *map(str, args.seeds), "--out", str(out / "mujoco.jsonl")],
                                   capture_output=True, text=True, check=True)
             sections += ["## 1M frames", "", *[ln for ln in proc.stdout.splitlines() if ln.startswith("|")], ""]
+    elif args.suite == "atari":
+        sections += ["## Atari (ALE/Pong-v5) throughput, CleanRL's Atari settings", "",
+                     *throughput(args.seeds, out, "atari", 10_240,
+                                 "ALE/Pong-v5, standard preprocessing, Nature CNN, 8 envs x 128, 4 x 4; "
+                                 "SB3 PPO('CnnPolicy') with its AtariWrapper", eval_episodes=0), ""]
     else:
         sections += ["## Doctor overhead", "", *doctor(out), ""]
     (out / f"results_{args.suite}.md").write_text("\n".join(sections) + "\n")

@@ -6,12 +6,13 @@ apart and keeps import time out of the timed region.
 
 Spec keys: ``library`` ("ppo_td" | "sb3"), ``preset`` (a ppo_td preset: the config
 both libraries use), ``sb3_zoo`` (use RL-Zoo's tuned CartPole settings instead),
-``seed``, ``total_frames`` (optional override), ``eval_episodes``, ``step_loop`` and
+``seed``, ``total_frames`` (optional override), ``eval_episodes`` (0: none), ``step_loop`` and
 ``fast_forward`` (optional overrides of ``collector.step_loop`` and ``loss.fast_forward``).
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import logging
@@ -21,6 +22,7 @@ import sys
 import time
 from typing import Any
 
+import gymnasium as gym
 import torch
 
 from ppo_td.config import TrainConfig
@@ -82,7 +84,19 @@ def run_sb3(config: TrainConfig, zoo: bool) -> dict[str, Any]:
     else:
         n_envs, kwargs = config.env.num_envs, _sb3_kwargs(config)
         total = config.num_iterations * config.frames_per_batch
-    env = make_vec_env(config.env.env_id, n_envs=n_envs, seed=config.seed)
+    policy = "MlpPolicy"
+    if config.env.atari:  # SB3's AtariWrapper: the same preprocessing (its own wrappers), 4 stacked frames
+        import ale_py
+        from stable_baselines3.common.env_util import make_atari_env
+        from stable_baselines3.common.vec_env import VecFrameStack
+
+        gym.register_envs(ale_py)
+        env_kwargs = {k: ast.literal_eval(v) for k, v in (item.split("=", 1) for item in config.env.kwargs)}
+        env = VecFrameStack(make_atari_env(config.env.env_id, n_envs=n_envs, seed=config.seed, env_kwargs=env_kwargs),
+                            n_stack=4)
+        policy = "CnnPolicy"  # the Nature CNN, shared by actor and critic, heads on its 512 features
+    else:
+        env = make_vec_env(config.env.env_id, n_envs=n_envs, seed=config.seed)
     if config.env.normalize_observations or config.env.normalize_rewards:
         env = VecNormalize(env, norm_obs=config.env.normalize_observations, norm_reward=config.env.normalize_rewards,
                            clip_obs=config.env.obs_clip, clip_reward=config.env.reward_clip, gamma=config.loss.gamma)
@@ -107,14 +121,14 @@ def run_sb3(config: TrainConfig, zoo: bool) -> dict[str, Any]:
                     self.episodes.append((self.num_timesteps, time.perf_counter() - self.start, info["episode"]["r"]))
             return True
 
-    model = PPO("MlpPolicy", env, seed=config.seed, device="cpu", verbose=0, **kwargs)
+    model = PPO(policy, env, seed=config.seed, device="cpu", verbose=0, **kwargs)
     record = Record()
     started = time.perf_counter()
     model.learn(total_timesteps=total, callback=record)
     seconds = time.perf_counter() - started
     if isinstance(env, VecNormalize):
         env.training, env.norm_reward = False, False
-    returns = _sb3_evaluate(model, config, env)
+    returns = _sb3_evaluate(model, config, env) if config.eval_episodes else []
     return {"episodes": record.episodes, "eval_returns": returns, "frames": model.num_timesteps,
             "train_seconds": seconds, "collect_seconds": record.collect, "update_seconds": seconds - record.collect}
 
@@ -150,7 +164,8 @@ def main() -> None:
         out = run_ppo_td(config)
     else:
         out = run_sb3(config, zoo=spec.get("sb3_zoo", False))
-    out.update(spec=spec, peak_rss_mb=_peak_rss_mb(), eval_mean=statistics.fmean(out["eval_returns"]))
+    out.update(spec=spec, peak_rss_mb=_peak_rss_mb(),
+               eval_mean=statistics.fmean(out["eval_returns"]) if out["eval_returns"] else None)
     print(json.dumps(out))
 
 

@@ -74,6 +74,12 @@ class EnvConfig:
     """Where invalid-action masks come from: a Dict observation's 'action_mask' entry ('observation'),
     info['action_mask'] ('info', Gymnasium's convention, e.g. Taxi), whichever the env has ('auto': one copy is
     reset to look), or nowhere ('none')."""
+    atari: bool = False
+    """Standard Atari preprocessing for an ale-py env made with frameskip=1 (ppo_td.envs.atari): no-op reset up
+    to 30, frame skip 4 max-pooled, 84x84 grayscale, FIRE on reset where needed, 4 stacked frames, rewards
+    clipped to [-1, 1] for the learner (episode returns stay raw)."""
+    episodic_life: bool = True
+    """With atari: a lost life ends the learner's episode (the game goes on); evaluation always plays whole games."""
     kwargs: tuple[str, ...] = ()
     """Keyword arguments for the env, as KEY=VALUE (a value is read as a Python literal, else kept as text):
     --env.kwargs g=9.81 continuous=True."""

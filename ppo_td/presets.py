@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 
-from ppo_td.config import EnvConfig, LossConfig, OptimConfig, TrainConfig
+from ppo_td.config import EnvConfig, LossConfig, ModelConfig, OptimConfig, TrainConfig
 
 # CleanRL ppo.py (v1.0): every default of its Args, in our names. See docs/cleanrl-names.md.
 CLEANRL = TrainConfig(
@@ -104,12 +104,31 @@ GENERIC = TrainConfig(
     seed=1,
 )
 
+# Atari (CleanRL's ppo_atari.py, Huang et al. 2022's Atari details; SB3/RL Zoo's atari entry): 8 envs x 128
+# steps, 4 epochs of 4 minibatches, lr 2.5e-4 annealed, clip 0.1 (policy and value), entropy 0.01, value
+# coefficient 0.5 on half the squared error (0.25 here, TorchRL's l2 has no 1/2), gradients clipped at 0.5; the
+# Nature CNN shared by actor and critic, heads right on its 512 features; the standard preprocessing
+# (ppo_td.envs.atari) on an ALE v5 env without frame skip or sticky actions (as CleanRL's NoFrameskip-v4); 10M
+# frames = 40M emulator frames.
+ATARI = TrainConfig(
+    env=EnvConfig(env_id="ALE/Pong-v5", num_envs=8, atari=True,
+                  kwargs=("frameskip=1", "repeat_action_probability=0.0")),
+    model=ModelConfig(hidden_sizes=(), activation="relu", shared_trunk=True, encoder="nature"),
+    loss=LossConfig(gamma=0.99, gae_lambda=0.95, clip_epsilon=0.1, clip_value=0.1, entropy_coeff=0.01,
+                    critic_coeff=0.25),
+    optim=OptimConfig(lr=2.5e-4, anneal_lr=True, update_epochs=4, num_minibatches=4, max_grad_norm=0.5),
+    total_frames=10_000_000,
+    frames_per_batch=8 * 128,
+    seed=1,
+)
+
 PRESETS: dict[str, TrainConfig] = {
     "cartpole": CARTPOLE,
     "cleanrl": CLEANRL,
     "pendulum": PENDULUM,
     "trading": TRADING,
     "generic": GENERIC,
+    "atari": ATARI,
     "halfcheetah": _mujoco("HalfCheetah-v5"),
     "hopper": _mujoco("Hopper-v5"),
     "walker2d": _mujoco("Walker2d-v5"),
@@ -123,6 +142,8 @@ def preset_for(env_id: str) -> tuple[str, str]:
     """The preset ``ppo-td train --env.env-id ENV_ID`` starts from without ``--preset``, and why: the preset
     made for that env (the default preset first), else ``generic`` (the published generic PPO defaults)."""
     bare = env_id.rpartition(":")[2]
+    if bare.startswith("ALE/"):
+        return "atari", f"{bare} is an Atari game"
     for name in (DEFAULT_PRESET, *PRESETS):
         if PRESETS[name].env.env_id.rpartition(":")[2] == bare and name != "generic":
             return name, f"the preset made for {bare}"

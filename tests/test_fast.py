@@ -197,7 +197,10 @@ def test_fast_loss_forward_equals_clipppoloss_forward(case):
     assert list(fast.keys()) == list(reference.keys())  # same entries, same order (the loss sum's order)
     _assert_same(fast, reference)
     for a, b in zip(fast_grads, reference_grads, strict=True):
-        assert torch.equal(a, b)
+        if p.loss.fast.shared:  # the trunk ran once: its two gradient paths are summed in another order
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+        else:
+            assert torch.equal(a, b)
 
 
 def test_fast_loss_hands_back_what_it_does_not_compute():

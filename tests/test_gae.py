@@ -1,5 +1,7 @@
 """GAE against a plain reference loop, on [env, time] data with episode ends in the middle."""
 
+import dataclasses
+
 import torch
 from tensordict import TensorDict
 from torch import nn
@@ -26,13 +28,15 @@ def test_gae_matches_reference_loop_with_terminations_and_truncations():
     n_envs, T, obs_dim, gamma, lam = 3, 17, 5, 0.97, 0.9
     critic = ValueOperator(nn.Linear(obs_dim, 1), in_keys=["observation"])
     obs = torch.randn(n_envs, T, obs_dim)
-    next_obs = torch.randn(n_envs, T, obs_dim)
     reward = torch.randn(n_envs, T, 1)
     terminated = torch.zeros(n_envs, T, 1, dtype=torch.bool)
     truncated = torch.zeros(n_envs, T, 1, dtype=torch.bool)
     terminated[0, 4] = terminated[1, 10] = terminated[2, T - 1] = True
     truncated[0, 9] = truncated[1, 3] = truncated[2, 7] = True
     done = terminated | truncated
+    # as a collector writes them: the next observation is the following step's, but where an episode ended
+    next_obs = torch.cat([obs[:, 1:], torch.randn(n_envs, 1, obs_dim)], 1)
+    next_obs[done.squeeze(-1)] = torch.randn(int(done.sum()), obs_dim)
     batch = TensorDict(
         {
             "observation": obs,
@@ -52,6 +56,40 @@ def test_gae_matches_reference_loop_with_terminations_and_truncations():
                                      gamma, lam)
             torch.testing.assert_close(batch["advantage"][e, :, 0], expected, atol=1e-5, rtol=1e-5)
             torch.testing.assert_close(batch["value_target"][e, :, 0], expected + v, atol=1e-5, rtol=1e-5)
+
+
+def test_one_pass_values_equal_torchrls_gae_on_collected_batches():
+    """OnePassGAE's V(s') (V(s) shifted, plus the episode ends) gives TorchRL's GAE(value_network=critic)'s
+    advantages on real batches: truncations, terminations, an image encoder; and both passes in full on a batch
+    whose rows are not consecutive."""
+    from torchrl.objectives.value import GAE
+
+    from ppo_td import EnvConfig, get_preset
+    from ppo_td.training import build_pipeline
+
+    for env in (EnvConfig("CartPole-v1", num_envs=4, max_episode_steps=12), EnvConfig(
+            "minigrid:MiniGrid-Empty-5x5-v0", num_envs=2, max_episode_steps=9,
+            wrappers=("minigrid.wrappers:ImgObsWrapper",))):
+        p = build_pipeline(dataclasses.replace(get_preset("cartpole"), env=env, frames_per_batch=4 * 32))
+        batch = next(iter(p.collector))
+        p.collector.shutdown()
+        assert batch["next", "truncated"].any()
+        reference = GAE(gamma=0.99, lmbda=0.95, value_network=p.critic, average_gae=False)
+        for shuffled in (False, True):
+            data = batch[:, torch.randperm(batch.shape[1])] if shuffled else batch
+            ours, theirs = data.clone(), data.clone()
+            rows = []
+            hook = p.critic.module.register_forward_hook(lambda m, i, out: rows.append(out.shape[:-1].numel()))
+            with torch.no_grad():
+                make_advantage(p.critic, LossConfig(gamma=0.99, gae_lambda=0.95))(ours)
+            hook.remove()
+            n = batch.numel()
+            assert rows == [n, n] if shuffled else (rows[0] == n and rows[1] < n / 4)  # one pass plus the ends
+            with torch.no_grad():
+                reference(theirs)
+            torch.testing.assert_close(ours["advantage"], theirs["advantage"], atol=1e-6, rtol=1e-5)
+            torch.testing.assert_close(ours["next", "state_value"], theirs["next", "state_value"],
+                                       atol=1e-6, rtol=1e-5)
 
 
 def test_truncation_bootstraps_but_termination_does_not():

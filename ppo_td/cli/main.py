@@ -67,7 +67,7 @@ class TrainCommand:
 
     config: Annotated[TrainConfig, tyro.conf.arg(name="")]
     preset: str = DEFAULT_PRESET
-    """Preset to start from: cartpole, cleanrl, pendulum, trading, generic, halfcheetah, hopper, walker2d, ant.
+    """Preset to start from: cartpole, cleanrl, pendulum, trading, generic, atari, halfcheetah, hopper, walker2d, ant.
     Without it, --env.env-id X starts from the preset made for X, else from generic (SB3's PPO defaults)."""
     run_dir: str | None = None
     """Run folder to write; default runs/<env>-<preset>-seed<seed>-<time>."""

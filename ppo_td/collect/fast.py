@@ -17,7 +17,7 @@ naming the part (:func:`ppo_td.collect.make_collector` then uses TorchRL's Colle
 
 - env: a :class:`~ppo_td.envs.BuiltEnv` (not a bare TorchRL env);
 - transforms: ``IndexObservations``, ``FiniteCheck``, ``MaskCheck``, ``ActionMask``, ``DoubleToFloat``,
-  ``RunningObsNorm``, ``StepCounter`` (no ``max_steps``), ``RewardSum``, ``ReturnScaling``;
+  ``RunningObsNorm``, ``StepCounter`` (no ``max_steps``), ``RewardSum``, ``RewardClipping``, ``ReturnScaling``;
 - observations: one tensor (a ``Dict``/``Tuple`` observation runs on TorchRL's ``Collector``);
 - policy: an actor built by :func:`ppo_td.models.make_actor` (see :mod:`ppo_td.models.plain`).
 """
@@ -32,7 +32,7 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import expand_as_right
 from torch import nn
 from torchrl.data import Composite
-from torchrl.envs import ActionMask, Compose, DoubleToFloat, RewardSum, StepCounter
+from torchrl.envs import ActionMask, Compose, DoubleToFloat, RewardClipping, RewardSum, StepCounter
 from torchrl.modules.distributions.utils import sample_and_log_prob
 
 from ppo_td import keys
@@ -152,6 +152,11 @@ class FastEnv:
                                                                 cur["episode_reward"] + nxt["reward"]))
             self._resets.append(lambda cur, out, reset: out.__setitem__("episode_reward", torch.where(
                 expand_as_right(~reset, cur["episode_reward"]), cur["episode_reward"], 0.0)))
+        elif kind is RewardClipping:
+            if list(t.in_keys) != ["reward"] or list(t.out_keys) != ["reward"]:
+                raise FastUnsupported(f"RewardClipping over {t.in_keys} -> {t.out_keys}")
+            low, high = t.clamp_min, t.clamp_max  # its buffers (the bounds ppo_td gives it: both set)
+            self._steps.append(lambda cur, nxt: nxt.__setitem__("reward", nxt["reward"].clamp(low, high)))
         elif kind is ReturnScaling:
             self._steps.append(lambda cur, nxt: nxt.__setitem__("reward", t.scaled(nxt["reward"], nxt["done"])))
             self._resets.append(lambda cur, out, reset: t.reset_returns(self.num_envs, reset))

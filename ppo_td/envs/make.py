@@ -22,6 +22,7 @@ from torchrl.envs import (
     DoubleToFloat,
     EnvBase,
     GymWrapper,
+    RewardClipping,
     RewardSum,
     StepCounter,
     Transform,
@@ -30,6 +31,7 @@ from torchrl.envs import (
 
 from ppo_td import keys
 from ppo_td.config import EnvConfig
+from ppo_td.envs.atari import atari_wrappers, import_ale
 from ppo_td.envs.description import BuiltEnv, describe, observation_space
 from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
 from ppo_td.envs.transforms import FiniteCheck, IndexObservations, ReturnScaling, RunningObsNorm
@@ -48,6 +50,7 @@ def _check_env_id(env_id: str) -> None:
     """Known id, Gymnasium's ``module:EnvId`` form whose module registers it when imported (that
     form also reaches worker processes, which do not share this process's registrations), or
     ``module:function``, a factory returning one env copy (see :func:`env_factory`)."""
+    import_ale(env_id)
     module, sep, name = env_id.rpartition(":")
     if sep:
         try:
@@ -201,6 +204,8 @@ def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) -
         obs_norm = RunningObsNorm(obs_dim, clip=config.obs_clip)
         transforms.append(obs_norm)
     transforms += [StepCounter(), RewardSum()]
+    if config.atari:  # after RewardSum: returns count the raw score
+        transforms.append(RewardClipping(-1.0, 1.0))
     if config.normalize_rewards:
         scaling = ReturnScaling(gamma=gamma, clip=config.reward_clip)
         transforms.append(scaling)
@@ -232,6 +237,8 @@ def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
         vec = gym.make_vec(config.env_id, num_envs=config.num_envs, vectorization_mode="vector_entry_point",
                            **kwargs)
         return PartialResetCartPole(vec)
+    if config.atari:
+        user_wrappers.append(partial(atari_wrappers, episodic_life=config.episodic_life))
     wrappers: list = [] if factory is None else [*user_wrappers]  # gym.make_vec applies them itself
     wrappers += [partial(StepLimit, max_episode_steps=limit)] if limit is not None else []
     wrappers.append(partial(StepErrorContext, env_id=config.env_id))

@@ -64,6 +64,28 @@ class GaussianHead(nn.Module):
         return loc, self.log_std.exp().expand_as(loc)
 
 
+class SharedFeatures:
+    """The trunk output of one input, for a policy and a value net that share their trunk: set as both nets'
+    ``shared_features`` (by the fast loss, for one minibatch), the second net to read the same input object reuses
+    the first's features instead of running the trunk again. Both nets still run (their hooks fire)."""
+
+    def __init__(self) -> None:
+        self.input: Any = None
+        self.output: Any = None
+
+
+def _trunk_features(net: nn.Module, observation: Any) -> Any:
+    if net.trunk is None:
+        return observation
+    cache = net.shared_features
+    if cache is not None and cache.input is observation:
+        return cache.output
+    out = net.trunk(observation)
+    if cache is not None:
+        cache.input, cache.output = observation, out
+    return out
+
+
 class PolicyNet(nn.Module):
     """Observation -> distribution parameters (``param_names``), and the distribution they define.
 
@@ -83,10 +105,10 @@ class PolicyNet(nn.Module):
         self.distribution_class = distribution_class
         self.distribution_kwargs = dict(distribution_kwargs or {})
         self.masked = masked
+        self.shared_features: SharedFeatures | None = None
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
-        features = self.trunk(observation) if self.trunk is not None else observation
-        return self.head(features)
+        return self.head(_trunk_features(self, observation))
 
     def distribution(self, params: torch.Tensor | tuple[torch.Tensor, ...],
                      mask: torch.Tensor | None = None) -> torch.distributions.Distribution:
@@ -105,7 +127,7 @@ class ValueNet(nn.Module):
         super().__init__()
         self.trunk = trunk
         self.head = head
+        self.shared_features: SharedFeatures | None = None
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        features = self.trunk(observation) if self.trunk is not None else observation
-        return self.head(features)
+        return self.head(_trunk_features(self, observation))

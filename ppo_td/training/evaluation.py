@@ -94,7 +94,8 @@ def make_eval_env(env_config: EnvConfig, episodes: int, seed: int,
     if env_config.normalize_observations and obs_stats is None:
         raise ValueError("this policy was trained on normalized observations: pass the training env's "
                          "statistics (obs_stats=observation_stats(train_env), or evaluate from a checkpoint)")
-    built = build_env(dataclasses.replace(env_config, num_envs=episodes, normalize_rewards=False), seed=seed)
+    built = build_env(dataclasses.replace(env_config, num_envs=episodes, normalize_rewards=False, episodic_life=False),
+                      seed=seed)  # whole games, raw rewards
     if built.obs_norm is not None:
         built.obs_norm.load_state_dict(obs_stats)
         built.obs_norm.freeze()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule
@@ -15,6 +17,7 @@ from ppo_td import keys
 from ppo_td.config import LossConfig
 from ppo_td.envs import MASK_KEY
 from ppo_td.models import MaskedMultiCategorical, PolicyNet, ValueNet, policy_net, value_net
+from ppo_td.models.networks import SharedFeatures
 
 # CleanRL ppo.py: (adv - adv.mean()) / (adv.std() + 1e-8), std with Bessel's correction.
 # TorchRL's own normalize_advantage uses the population std clamped at 1e-4.
@@ -22,13 +25,64 @@ ADVANTAGE_EPS = 1e-8
 
 
 def make_advantage(critic: TensorDictModule, config: LossConfig) -> GAE:
-    """TorchRL's GAE over ``[env, time]`` batches.
+    """TorchRL's GAE over ``[env, time]`` batches, with the values from :class:`OnePassGAE`.
 
     It cuts the bootstrap at ``("next", "terminated")`` and the lambda-trace at
     ``("next", "done")``, so a time-limit truncation bootstraps from V(final obs).
     Call it under ``torch.no_grad()`` on collector output before flattening.
     """
-    return GAE(gamma=config.gamma, lmbda=config.gae_lambda, value_network=critic, average_gae=False)
+    return OnePassGAE(critic, gamma=config.gamma, lmbda=config.gae_lambda)
+
+
+class OnePassGAE(GAE):
+    """TorchRL's ``GAE``, given V(s) and V(s') from one critic pass over the batch's observations.
+
+    TorchRL's GAE with a value network runs it on every observation and every next observation. Within an
+    env copy's row of an ``[env, time]`` batch, the next observation of step t is the observation of step
+    t + 1, except where an episode ended (the final observation, which a truncation bootstraps from) and at
+    the last step; so V(s') is V(s) shifted by one step, plus one critic call on those few next
+    observations. About half the critic work of the update's GAE, and no stacked copy of the observations
+    (measured in ``docs/fast-paths.md``). The advantages are GAE's own (``tests/test_objective.py`` checks them
+    against a reference loop and against ``GAE(value_network=critic)``). A batch of another layout gets both
+    passes in full.
+    """
+
+    def __init__(self, critic: TensorDictModule, gamma: float, lmbda: float) -> None:
+        super().__init__(gamma=gamma, lmbda=lmbda, value_network=None, average_gae=False)
+        self.critic = critic
+
+    def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
+        with torch.no_grad():
+            self.fill_values(tensordict)
+        return super().forward(tensordict, *args, **kwargs)
+
+    def fill_values(self, batch: TensorDictBase) -> None:
+        """Write ``"state_value"`` and ``("next", "state_value")`` into ``batch`` (``[env, time]``)."""
+        value_key = self.tensor_keys.value
+        self.critic(batch)
+        value = batch.get(value_key)
+        nxt = batch.get("next")
+        if batch.batch_dims != 2 or batch.names[1] not in ("time", None) or value.shape[:2] != batch.batch_size:
+            self.critic(nxt)
+            return
+        need = nxt.get("done").reshape(batch.batch_size).clone()  # episode ends: their final observation
+        need[:, -1] = True  # the batch's last step: its next observation is the next batch's first
+        if not self._consecutive(batch, nxt, ~need[:, :-1]):  # not a collector's rows: both passes in full
+            self.critic(nxt)
+            return
+        next_value = torch.empty_like(value)
+        next_value[:, :-1] = value[:, 1:]
+        ends = nxt[need]
+        self.critic(ends)
+        next_value[need] = ends.get(value_key)
+        nxt.set(value_key, next_value)
+
+    def _consecutive(self, batch: TensorDictBase, nxt: TensorDictBase, goes_on: torch.Tensor) -> bool:
+        """True when every next observation the critic reads equals the following step's, wherever the episode
+        goes on (what collectors write; a comparison, far cheaper than the critic pass it saves)."""
+        in_keys = [k for k in self.critic.in_keys if k in batch.keys(True)]
+        now, then = batch.select(*in_keys)[:, 1:][goes_on], nxt.select(*in_keys)[:, :-1][goes_on]
+        return all(torch.equal(now.get(k), then.get(k)) for k in now.keys(True, True))
 
 
 def normalized_advantage(advantage: torch.Tensor) -> torch.Tensor:
@@ -110,6 +164,10 @@ class FastLoss:
     def __init__(self, loss: PPOObjective, actor: PolicyNet, critic: ValueNet) -> None:
         self.loss, self.actor, self.critic = loss, actor, critic
         self.keys = loss.tensor_keys
+        self.shared = actor.trunk is not None and actor.trunk is critic.trunk
+        """Actor and critic share their trunk (encoder and hidden layers): it runs once per minibatch and both
+        heads read its features (:class:`~ppo_td.models.networks.SharedFeatures`); ClipPPOLoss runs it once per
+        network. The same values, and the same gradients up to the order of one sum."""
 
     @classmethod
     def plan(cls, loss: PPOObjective) -> FastLoss | None:
@@ -134,6 +192,15 @@ class FastLoss:
                 and all(td.get(key, None) is None for key in mask_keys))
 
     def __call__(self, td: TensorDictBase) -> TensorDict:
+        if not self.shared:
+            return self._forward(td)
+        self.actor.shared_features = self.critic.shared_features = SharedFeatures()
+        try:
+            return self._forward(td)
+        finally:
+            self.actor.shared_features = self.critic.shared_features = None
+
+    def _forward(self, td: TensorDictBase) -> TensorDict:
         loss, k = self.loss, self.keys
         advantage = td.get(k.advantage)
         if loss.normalize_advantage_per_minibatch:
@@ -166,7 +233,7 @@ class FastLoss:
             entropy = dist.entropy()
             out["entropy"] = entropy.detach().mean()
             out["loss_entropy"] = -loss.entropy_coeff * entropy
-        out.update(self._critic_terms(td))
+        out.update(self._critic_terms(td, obs))
         out["ESS"] = ess / batch
         with torch.no_grad():
             ratio = log_weight.exp()
@@ -177,11 +244,11 @@ class FastLoss:
         out["kl_approx_k3"] = kl_k3(out["mean_ratio"], out["kl_approx"])
         return TensorDict(out, batch_size=[])
 
-    def _critic_terms(self, td: TensorDictBase) -> dict[str, torch.Tensor]:
+    def _critic_terms(self, td: TensorDictBase, obs: Any) -> dict[str, torch.Tensor]:
         """ClipPPOLoss's ``loss_critic``: the (clipped) value loss, its clip fraction and explained variance."""
         loss, k = self.loss, self.keys
         target_return = td.get(k.value_target)
-        state_value = self.critic(td.get(keys.OBSERVATION))
+        state_value = self.critic(obs)  # the actor's input object: a shared trunk's features are reused
         loss_value = distance_loss(target_return, state_value, loss_function=loss.loss_critic_type)
         out: dict[str, torch.Tensor] = {}
         if loss.clip_value:
