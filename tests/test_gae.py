@@ -79,7 +79,8 @@ def test_one_pass_values_equal_torchrls_gae_on_collected_batches():
             data = batch[:, torch.randperm(batch.shape[1])] if shuffled else batch
             ours, theirs = data.clone(), data.clone()
             rows = []
-            hook = p.critic.module.register_forward_hook(lambda m, i, out: rows.append(out.shape[:-1].numel()))
+            hook = p.critic.module.register_forward_hook(
+                lambda m, i, out, rows=rows: rows.append(out.shape[:-1].numel()))
             with torch.no_grad():
                 make_advantage(p.critic, LossConfig(gamma=0.99, gae_lambda=0.95))(ours)
             hook.remove()
