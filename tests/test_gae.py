@@ -67,16 +67,23 @@ def test_one_pass_values_equal_torchrls_gae_on_collected_batches():
     from ppo_td import EnvConfig, get_preset
     from ppo_td.training import build_pipeline
 
-    for env in (EnvConfig("CartPole-v1", num_envs=4, max_episode_steps=12), EnvConfig(
-            "minigrid:MiniGrid-Empty-5x5-v0", num_envs=2, max_episode_steps=9,
-            wrappers=("minigrid.wrappers:ImgObsWrapper",))):
-        p = build_pipeline(dataclasses.replace(get_preset("cartpole"), env=env, frames_per_batch=4 * 32))
+    cartpole = EnvConfig("CartPole-v1", num_envs=4, max_episode_steps=12)
+    grid = EnvConfig("minigrid:MiniGrid-Empty-5x5-v0", num_envs=2, max_episode_steps=9,
+                     wrappers=("minigrid.wrappers:ImgObsWrapper",))
+    for env, shared in ((cartpole, False), (grid, False), (grid, True)):
+        config = get_preset("cartpole")
+        config = dataclasses.replace(config, env=env, frames_per_batch=4 * 32,
+                                     model=dataclasses.replace(config.model, shared_trunk=shared))
+        p = build_pipeline(config)
         batch = next(iter(p.collector))
         p.collector.shutdown()
         assert batch["next", "truncated"].any()
         reference = GAE(gamma=0.99, lmbda=0.95, value_network=p.critic, average_gae=False)
+        assert (("collector", "state_value") in batch.keys(True)) == shared
         for shuffled in (False, True):
             data = batch[:, torch.randperm(batch.shape[1])] if shuffled else batch
+            if shuffled:
+                data = data.exclude(("collector", "state_value"))
             ours, theirs = data.clone(), data.clone()
             rows = []
             hook = p.critic.module.register_forward_hook(
@@ -85,7 +92,12 @@ def test_one_pass_values_equal_torchrls_gae_on_collected_batches():
                 make_advantage(p.critic, LossConfig(gamma=0.99, gae_lambda=0.95))(ours)
             hook.remove()
             n = batch.numel()
-            assert rows == [n, n] if shuffled else (rows[0] == n and rows[1] < n / 4)  # one pass plus the ends
+            if shuffled:
+                assert rows == [n, n]
+            elif shared:  # V(s) came with the batch (the fast collector, from the shared trunk): the ends only
+                assert len(rows) == 1 and rows[0] < n / 4 and ("collector", "state_value") not in ours.keys(True)
+            else:
+                assert rows[0] == n and rows[1] < n / 4  # one pass plus the ends
             with torch.no_grad():
                 reference(theirs)
             torch.testing.assert_close(ours["advantage"], theirs["advantage"], atol=1e-6, rtol=1e-5)

@@ -15,8 +15,8 @@ from ppo_td.config import TrainConfig
 from ppo_td.envs import BuiltEnv
 
 
-def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: TrainConfig,
-                   done_frames: int = 0) -> FastCollector | Collector | WorkerCollector:
+def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: TrainConfig, done_frames: int = 0,
+                   critic: TensorDictModule | None = None) -> FastCollector | Collector | WorkerCollector:
     """A collector yielding ``[num_envs, steps_per_env]`` batches, where ``config.collector`` says.
 
     In-process (default), ``env`` is stepped here: by :class:`~ppo_td.collect.FastCollector`
@@ -25,14 +25,16 @@ def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: Tra
     TorchRL's ``Collector`` (``collector.step_loop`` chooses). With ``collector.backend``
     'process' or 'ray' the workers build their own envs (:mod:`ppo_td.collect.workers`)
     and ``env`` stays the learner's copy that holds the merged normalization statistics.
-    ``done_frames`` (a resumed run's frame count) shortens the budget accordingly.
+    ``done_frames`` (a resumed run's frame count) shortens the budget accordingly. ``critic``: when it shares
+    the actor's trunk, the fast collector records V(s) as it goes (its head costs little there).
     """
     total_frames = config.num_iterations * config.frames_per_batch - done_frames
     if config.collector.backend != "inprocess":
         return make_worker_collector(config, actor, total_frames)
     if config.collector.step_loop != "torchrl":
         try:
-            return FastCollector(env, actor, frames_per_batch=config.frames_per_batch, total_frames=total_frames)
+            return FastCollector(env, actor, frames_per_batch=config.frames_per_batch, total_frames=total_frames,
+                                 critic=critic)
         except FastUnsupported as err:
             if config.collector.step_loop == "fast":
                 raise FastUnsupported(f"collector.step_loop='fast': {err}. Set collector.step_loop='auto' or "

@@ -38,7 +38,8 @@ from torchrl.modules.distributions.utils import sample_and_log_prob
 from ppo_td import keys
 from ppo_td.envs import BuiltEnv, FiniteCheck, IndexObservations, MaskCheck, ReturnScaling, RunningObsNorm
 from ppo_td.envs.masking import MASK_KEY
-from ppo_td.models import PolicyNet, policy_net
+from ppo_td.models import PolicyNet, ValueNet, policy_net, value_net
+from ppo_td.models.networks import SharedFeatures
 
 Values = dict[str, torch.Tensor]
 
@@ -67,7 +68,7 @@ class FastPolicy:
     ``ExplorationType.RANDOM``, the collectors' default), so outputs and RNG use match.
     """
 
-    def __init__(self, actor: nn.Module) -> None:
+    def __init__(self, actor: nn.Module, critic: nn.Module | None = None) -> None:
         net = policy_net(actor)
         if net is None:
             raise FastUnsupported(f"the actor ({type(actor).__name__}) is not one that ppo_td.models.make_actor "
@@ -76,10 +77,25 @@ class FastPolicy:
         self.param_keys = list(actor.out_keys[: len(net.param_names)])
         self.log_prob_key = actor.out_keys[-1]
         self.out_keys = list(actor.out_keys)
+        value = value_net(critic) if critic is not None else None
+        self.value: ValueNet | None = value if value is not None and net.trunk is not None \
+            and value.trunk is net.trunk else None
+        """A critic sharing the actor's trunk: V(s) costs its head only here, so it is recorded as the batch's
+        ``("collector", "state_value")`` (GAE uses it once instead of that pass:
+        :class:`~ppo_td.training.objective.OnePassGAE`)."""
 
     def sample(self, values: Values) -> None:
-        """Write the parameters, ``"action"`` and its log-prob into ``values``; call under no_grad."""
-        params = self.net(values[keys.OBSERVATION])
+        """Write the parameters, ``"action"`` and its log-prob (and V(s), see :attr:`value`) into ``values``; call
+        under no_grad."""
+        if self.value is not None:
+            self.net.shared_features = self.value.shared_features = SharedFeatures()
+            try:
+                values[keys.STATE_VALUE] = self.value(values[keys.OBSERVATION])
+                params = self.net(values[keys.OBSERVATION])
+            finally:
+                self.net.shared_features = self.value.shared_features = None
+        else:
+            params = self.net(values[keys.OBSERVATION])
         dist = self.net.distribution(params, values.get(MASK_KEY))
         sample, log_prob = sample_and_log_prob(dist, torch.Size(), reparameterize=dist.has_rsample)
         values.update(zip(self.param_keys, params if isinstance(params, tuple) else (params,), strict=True))
@@ -215,8 +231,9 @@ class FastCollector:
         >>> batch = next(iter(collector))
     """
 
-    def __init__(self, env: BuiltEnv, actor: nn.Module, frames_per_batch: int, total_frames: int) -> None:
-        self.fast_env, self.fast_policy = FastEnv(env), FastPolicy(actor)
+    def __init__(self, env: BuiltEnv, actor: nn.Module, frames_per_batch: int, total_frames: int,
+                 critic: nn.Module | None = None) -> None:
+        self.fast_env, self.fast_policy = FastEnv(env), FastPolicy(actor, critic)
         self.env, self.policy = env.env, actor
         n = self.fast_env.num_envs
         if frames_per_batch % n:
@@ -273,6 +290,7 @@ class FastCollector:
         root: dict[str, list[torch.Tensor]] = {k: [] for k in list(cur) + list(_FLAGS) + policy.out_keys}
         nexts: dict[str, list[torch.Tensor]] = {k: [] for k in list(cur) + ["reward", *_FLAGS]}
         ids: list[torch.Tensor] = []
+        state_values: list[torch.Tensor] = []
         for _ in range(steps):
             values = dict(cur)
             policy.sample(values)
@@ -283,6 +301,8 @@ class FastCollector:
             for key, store in nexts.items():
                 store.append(nxt[key])
             ids.append(traj_ids)
+            if policy.value is not None:
+                state_values.append(values[keys.STATE_VALUE])
             cur = {k: nxt[k] for k in env.carried}
             flags = {k: nxt[k] for k in _FLAGS}
             done = nxt["done"]
@@ -296,6 +316,8 @@ class FastCollector:
         source: dict[str, Any] = {k: torch.stack(v, 1) for k, v in root.items()}
         source["next"] = {k: torch.stack(v, 1) for k, v in nexts.items()}
         source["collector"] = {"traj_ids": torch.stack(ids, 1)}
+        if state_values:
+            source["collector"][keys.STATE_VALUE] = torch.stack(state_values, 1)
         self.current, self.traj_ids = {**cur, **flags}, traj_ids
         return TensorDict(source, batch_size=[n, steps]).refine_names(None, "time")
 

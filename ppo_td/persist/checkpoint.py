@@ -186,7 +186,7 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     env = make_train_env(config)
     check_compatible(state, env.description)
     actor, critic = make_actor_critic(env.description, config.model)
-    collector_ = make_collector(env, actor, config, done_frames=state["frames"])
+    collector_ = make_collector(env, actor, config, done_frames=state["frames"], critic=critic)
     try:
         pipeline = build_pipeline(config, env=env, actor=actor, critic=critic, collector=collector_)
         exact = restore(pipeline, state)

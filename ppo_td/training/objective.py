@@ -41,10 +41,11 @@ class OnePassGAE(GAE):
     env copy's row of an ``[env, time]`` batch, the next observation of step t is the observation of step
     t + 1, except where an episode ended (the final observation, which a truncation bootstraps from) and at
     the last step; so V(s') is V(s) shifted by one step, plus one critic call on those few next
-    observations. About half the critic work of the update's GAE, and no stacked copy of the observations
-    (measured in ``docs/fast-paths.md``). The advantages are GAE's own (``tests/test_objective.py`` checks them
-    against a reference loop and against ``GAE(value_network=critic)``). A batch of another layout gets both
-    passes in full.
+    observations (checked: rows that are not consecutive get both passes in full). V(s) itself comes from
+    the batch when ppo_td's fast collector recorded it (``("collector", "state_value")``, from a trunk the
+    critic shares with the actor; used once, then dropped), else from one critic pass. The advantages are
+    GAE's own (``tests/test_gae.py`` checks them against a reference loop and against
+    ``GAE(value_network=critic)``); the cost is in ``docs/fast-paths.md``.
     """
 
     def __init__(self, critic: TensorDictModule, gamma: float, lmbda: float) -> None:
@@ -59,7 +60,12 @@ class OnePassGAE(GAE):
     def fill_values(self, batch: TensorDictBase) -> None:
         """Write ``"state_value"`` and ``("next", "state_value")`` into ``batch`` (``[env, time]``)."""
         value_key = self.tensor_keys.value
-        self.critic(batch)
+        collected = batch.get(("collector", value_key), None)
+        if collected is not None:  # V(s) the fast collector recorded with these weights: used once
+            batch.set(value_key, collected)
+            batch.del_(("collector", value_key))
+        else:
+            self.critic(batch)
         value = batch.get(value_key)
         nxt = batch.get("next")
         if batch.batch_dims != 2 or batch.names[1] not in ("time", None) or value.shape[:2] != batch.batch_size:

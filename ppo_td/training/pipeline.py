@@ -211,7 +211,8 @@ def build_pipeline(
         built=built,
         actor=actor,
         critic=critic,
-        collector=adopt_collector(collector) if collector is not None else make_collector(env, actor, config),
+        collector=(adopt_collector(collector) if collector is not None
+                   else make_collector(env, actor, config, critic=critic)),
         buffer=buffer if buffer is not None else make_buffer(config),
         advantage=advantage,
         loss=loss,
