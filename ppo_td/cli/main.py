@@ -90,6 +90,9 @@ class TrainCommand:
     """Shorthand for --collector.num-workers."""
     ray_address: str | None = None
     """Shorthand for --collector.ray-address: 'local' (start Ray here), 'auto' (running cluster) or host:port."""
+    from_zoo: str | None = None
+    """An RL Zoo hyper-parameter file (hyperparams/ppo.yml): start from its entry for --env.env-id, mapped onto
+    ppo_td's config over --preset (default generic); keys it cannot map are printed. Flags given still win."""
     overwrite: bool = False
     """Replace the run that --run-dir already holds (without it, a folder holding a run is refused)."""
 
@@ -120,12 +123,16 @@ def _train(args: list[str]) -> int:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--preset")
     pre.add_argument("--env.env-id", "--env.env_id", dest="env_id")
+    pre.add_argument("--from-zoo", "--from_zoo", dest="from_zoo")
     known = pre.parse_known_args(args)[0]
     preset_name = known.preset or DEFAULT_PRESET
-    if known.preset is None and known.env_id and not any(a.startswith("--resume") for a in args):
-        preset_name, why = preset_for(known.env_id)  # not CartPole's tuned values for another env
-        print(f"defaults: preset {preset_name!r}, {why} (--preset NAME to choose)")
-    default = TrainCommand(config=get_preset(preset_name), preset=preset_name)
+    if known.from_zoo:
+        default = _zoo_command(known.from_zoo, known.env_id, known.preset)
+    else:
+        if known.preset is None and known.env_id and not any(a.startswith("--resume") for a in args):
+            preset_name, why = preset_for(known.env_id)  # not CartPole's tuned values for another env
+            print(f"defaults: preset {preset_name!r}, {why} (--preset NAME to choose)")
+        default = TrainCommand(config=get_preset(preset_name), preset=preset_name)
     cmd = tyro.cli(TrainCommand, default=default, args=args, prog="ppo-td train")
     if cmd.resume:
         given = {a.split("=")[0].replace("_", "-") for a in args if a.startswith("--")}
@@ -136,6 +143,21 @@ def _train(args: list[str]) -> int:
                              "may change, i.e. where collection runs, and how the run is shown and checkpointed)")
         return run_training(cmd)
     return run_training(dataclasses.replace(cmd, config=cmd.resolved_config()))
+
+
+def _zoo_command(path: str, env_id: str | None, preset: str | None) -> TrainCommand:
+    """The defaults of ``ppo-td train --from-zoo PATH --env.env-id ID``: the RL Zoo entry of ID over ``preset``
+    (default generic: SB3's defaults, which RL Zoo's entries change); every key it cannot map is printed."""
+    from ppo_td.zoo import from_zoo, zoo_entry
+
+    if not env_id:
+        raise ValueError(f"--from-zoo {path}: give the env with --env.env-id ID; its entry in the file is read")
+    key, entry = zoo_entry(path, env_id)
+    config, notes = from_zoo(entry, env_id, get_preset(preset or "generic"))
+    print(f"defaults: RL Zoo entry {key!r} of {path}, over preset {preset or 'generic'!r}")
+    for note in notes:
+        print(f"note: RL Zoo {note}")
+    return TrainCommand(config=config, preset="zoo", from_zoo=path)
 
 
 def _eval(args: list[str]) -> int:
