@@ -103,7 +103,7 @@ class _ImageInput(nn.Module):
         lead, flat = _leading(x, self.event_dims)
         img = flat.to(torch.get_default_dtype())
         if self.scale != 1.0:
-            img = img * self.scale
+            img = img.mul_(self.scale)  # uint8 only: the cast made a new tensor
         if self.event_dims == 2:
             img = img.unsqueeze(1)
         elif self.channels_last:

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
+from torchrl.objectives import ClipPPOLoss
 
 from ppo_td import keys
 from ppo_td.collect import WorkerError, batches, gather_statistics, push_to_workers, shutdown
@@ -175,7 +176,7 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     opt = p.config.optim
     params = p.parameters
     p.buffer.empty()
-    p.buffer.extend(batch.reshape(-1))
+    p.buffer.extend(_loss_data(p, batch).reshape(-1))
     records: list[dict[str, torch.Tensor]] = []
     epochs = 0
     for _ in range(opt.update_epochs):
@@ -212,6 +213,15 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     out = {name: float(torch.stack([r[name] for r in records]).float().mean()) for name in records[0]}
     out["epochs"] = epochs
     return out
+
+
+def _loss_data(p: Pipeline, batch: TensorDictBase) -> TensorDictBase:
+    """What the update's minibatches carry: the batch without its next observations when the loss is a
+    ``ClipPPOLoss`` (it reads them only to estimate advantages the batch lacks, and GAE has written them),
+    which halves the copying of image observations into the buffer and out of it every epoch."""
+    if isinstance(p.loss, ClipPPOLoss) and p.loss.tensor_keys.advantage in batch.keys():
+        return batch.exclude(("next", keys.OBSERVATION))
+    return batch
 
 
 def _check_parameters(p: Pipeline, params: list[torch.Tensor], epoch: int) -> None:
