@@ -127,10 +127,13 @@ class _CNN(nn.Module):
             if isinstance(layer, (nn.Conv2d, nn.Linear)):
                 nn.init.orthogonal_(layer.weight, math.sqrt(2))
                 nn.init.zeros_(layer.bias)
+        # channels-last convolutions: about a quarter less time forward and backward on CPU (docs/fast-paths.md)
+        self.convs.to(memory_format=torch.channels_last)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead, img = self.input(x)
-        out = self.linear(self.convs(img).flatten(1))
+        channels_last = img.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)  # (vmap-safe) channels-last strides
+        out = self.linear(self.convs(channels_last).flatten(1))
         return out.reshape(*lead, self.out_features)
 
 
