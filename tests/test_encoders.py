@@ -192,3 +192,26 @@ def test_encoder_from_an_import_path(tmp_path, monkeypatch):
     actor, _ = make_actor_critic(built.description, ModelConfig(encoder="my_encoders:flat"))
     assert isinstance(actor.module[0].module.trunk, Flatten)
     built.close()
+
+
+def test_atari_episodic_life_and_fire_reset():
+    """A lost life ends the learner's episode but not the game; Breakout gets FIRE pressed at reset."""
+    from ppo_td.envs.atari import EpisodicLife, atari_wrappers, needs_fire
+
+    gym.register_envs(pytest.importorskip("ale_py"))
+    env = atari_wrappers(gym.make("ALE/Breakout-v5", frameskip=1, repeat_action_probability=0.0))
+    assert env.observation_space.shape == (4, 84, 84) and needs_fire(env)
+    life = env
+    while not isinstance(life, EpisodicLife):
+        life = life.env
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        _, _, terminated, truncated, _ = env.step(int(rng.integers(4)))
+        if terminated or truncated:
+            break
+    assert terminated and life.env.unwrapped.ale.lives() == 4  # one life lost: the learner's episode ends
+    env.reset()
+    assert life.env.unwrapped.ale.lives() == 4  # ... and the game goes on
+    with pytest.raises(ValueError, match="skips frames itself.*frameskip=1"):
+        atari_wrappers(gym.make("ALE/Breakout-v5"))

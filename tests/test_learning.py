@@ -25,3 +25,33 @@ def test_pendulum_preset_learns():
     result = train(config)
     assert config.total_frames == 100_352 and config.seed == 1
     assert statistics.fmean(result.eval_returns) > -400, result.eval_returns
+
+
+def test_a_small_image_task_learns():
+    """MiniGrid-Empty-5x5 (7x7x3 uint8 image, the small CNN): near the optimal return (0.955) in 15,360 frames."""
+    import dataclasses
+
+    from ppo_td import EnvConfig
+
+    config = get_preset("cartpole")
+    config = dataclasses.replace(config, total_frames=15_360, eval_episodes=10, env=EnvConfig(
+        "minigrid:MiniGrid-Empty-5x5-v0", num_envs=16, wrappers=("minigrid.wrappers:ImgObsWrapper",)),
+        loss=dataclasses.replace(config.loss, gamma=0.99))
+    result = train(config)
+    assert result.pipeline.description.observation_space.kind == "image"
+    assert statistics.fmean(result.eval_returns) >= 0.9, result.eval_returns
+
+
+def test_atari_smoke_run():
+    """The atari preset end to end on Breakout for a few thousand frames: 84x84x4 uint8 frames, the Nature CNN,
+    episodic life and FIRE reset in training, whole games in evaluation."""
+    import dataclasses
+
+    config = get_preset("atari")
+    config = dataclasses.replace(config, total_frames=2048, eval_episodes=1,
+                                 env=dataclasses.replace(config.env, env_id="ALE/Breakout-v5", max_episode_steps=400))
+    result = train(config)
+    batch_obs = result.pipeline.description.observation_space
+    assert batch_obs.shape == (4, 84, 84) and batch_obs.dtype == "uint8"
+    assert type(result.pipeline.actor.module[0].module.trunk).__name__ == "NatureCNN"
+    assert len(result.history) == 2 and all(0 <= r <= 400 for r in result.eval_returns)

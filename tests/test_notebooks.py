@@ -22,4 +22,5 @@ def test_notebook_executes(path, monkeypatch):
 
 def test_notebooks_exist():
     assert [p.name for p in NOTEBOOKS] == ["01_quickstart.ipynb", "02_custom_transform.ipynb",
-                                           "03_action_masking.ipynb", "04_doctor.ipynb", "05_scale_out.ipynb"]
+                                           "03_action_masking.ipynb", "04_doctor.ipynb", "05_scale_out.ipynb",
+                                           "06_custom_env.ipynb"]
