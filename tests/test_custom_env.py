@@ -156,3 +156,20 @@ def test_a_built_env_brings_its_own_config():
     pipeline = build_pipeline(base_config(), env=built)
     assert pipeline.config.env.env_id == "Pendulum-v1" and pipeline.config.env.normalize_observations
     pipeline.collector.shutdown()
+
+
+def test_taxi_trains_on_its_info_mask():
+    """Taxi-v4: a Discrete(500) observation (one-hot) and Gymnasium's info['action_mask'], found by 'auto'."""
+    config = get_preset("generic")
+    config = dataclasses.replace(config, env=EnvConfig("Taxi-v4", num_envs=4), frames_per_batch=256,
+                                 total_frames=512, eval_episodes=0,
+                                 optim=dataclasses.replace(config.optim, num_minibatches=4, update_epochs=2))
+    pipeline = build_pipeline(config)
+    desc = pipeline.description
+    assert desc.action_mask and str(desc.observation_space) == "Discrete(500)"
+    batch = next(iter(pipeline.collector))
+    legal = batch["action_mask"].gather(-1, batch["action"].unsqueeze(-1))
+    assert legal.all() and not batch["action_mask"].all()  # some actions were illegal, none was taken
+    pipeline.collector.shutdown()
+    result = ppo_td.train(config)
+    assert len(result.history) == 2

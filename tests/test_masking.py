@@ -136,8 +136,10 @@ def test_multi_discrete_learns_and_respects_per_dimension_masks():
     env = make_env(config.env, seed=config.seed)
     counter = IllegalActionCounter([3, 4])
     env.append_transform(counter)
-    result = train(config, env=env)
-    assert counter.illegal == 0 and counter.taken == 256 * 30
+    in_training = []
+    result = train(config, env=env, callbacks=[lambda metrics, p: in_training.append(counter.taken)])
+    # the env passed in is also where the evaluation runs: its actions are counted (and legal) too
+    assert counter.illegal == 0 and in_training[-1] == 256 * 30 and counter.taken > in_training[-1]
     first, last = result.history[0]["episode_return"], result.history[-1]["episode_return"]
     assert first < 20 and last > 28, (first, last)  # 16 steps: random ~ 16 * (1/2 + 1/3), perfect 32
     assert min(result.eval_returns) >= 30
