@@ -104,8 +104,9 @@ GENERIC = TrainConfig(
     seed=1,
 )
 
-# Atari (CleanRL's ppo_atari.py, Huang et al. 2022's Atari details; SB3/RL Zoo's atari entry): 8 envs x 128
-# steps, 4 epochs of 4 minibatches, lr 2.5e-4 annealed, clip 0.1 (policy and value), entropy 0.01, value
+# Atari (CleanRL's ppo_atari.py and Huang et al. 2022's Atari details; RL Zoo's atari entry shares all but the
+# value clipping): 8 envs x 128 steps, 4 epochs of 4 minibatches, lr 2.5e-4 annealed, clip 0.1 (policy, and
+# value as CleanRL does), entropy 0.01, value
 # coefficient 0.5 on half the squared error (0.25 here, TorchRL's l2 has no 1/2), gradients clipped at 0.5; the
 # Nature CNN shared by actor and critic, heads right on its 512 features; the standard preprocessing
 # (ppo_td.envs.atari) on an ALE v5 env without frame skip or sticky actions (as CleanRL's NoFrameskip-v4); 10M

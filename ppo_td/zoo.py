@@ -19,12 +19,12 @@ clip_range_vf        loss.clip_value
 ent_coef, vf_coef    loss.entropy_coeff, loss.critic_coeff (SB3's and TorchRL's
                      value losses are both the squared error without 1/2)
 max_grad_norm        optim.max_grad_norm
-target_kl            optim.target_kl
+target_kl            optim.target_kl = 1.5 x target_kl (SB3's stopping threshold), per epoch
 normalize_advantage  loss.normalize_advantage
 normalize            env.normalize_observations / normalize_rewards (``true``:
                      both; or a dict with norm_obs / norm_reward)
-policy               MlpPolicy / CnnPolicy / MultiInputPolicy: the encoders
-                     pick themselves from the observation
+policy               the encoders pick themselves from the observation;
+                     CnnPolicy shares the CNN, heads on its features
 policy_kwargs        net_arch (same for pi and vf), activation_fn (nn.Tanh,
                      nn.ReLU), log_std_init; ortho_init=False is named
 env_wrapper          AtariWrapper -> env.atari
@@ -93,7 +93,13 @@ def from_zoo(entry: dict[str, Any], env_id: str, base: TrainConfig | None = None
     simple = {"n_epochs": (optim, "update_epochs", int), "gamma": (loss, "gamma", float),
               "gae_lambda": (loss, "gae_lambda", float), "ent_coef": (loss, "entropy_coeff", float),
               "vf_coef": (loss, "critic_coeff", float), "max_grad_norm": (optim, "max_grad_norm", float),
-              "target_kl": (optim, "target_kl", float), "normalize_advantage": (loss, "normalize_advantage", bool)}
+              "normalize_advantage": (loss, "normalize_advantage", bool)}
+    policy = str(entry.get("policy", "MlpPolicy"))
+    if policy == "CnnPolicy":  # SB3's: one Nature CNN shared by both heads, which sit right on its features
+        model.update(hidden_sizes=(), shared_trunk=True)
+    elif policy == "MultiInputPolicy":
+        notes.append("policy MultiInputPolicy: SB3 shares one feature extractor; ppo_td gives the actor and the "
+                     "critic an encoder each (model.shared_trunk=True shares the hidden layers too)")
     for key, value in entry.items():
         if key in ("n_envs", "n_steps", "n_timesteps", "batch_size") or key in _PASSIVE:
             continue
@@ -108,6 +114,14 @@ def from_zoo(entry: dict[str, Any], env_id: str, base: TrainConfig | None = None
                 notes.append(f"clip_range {value}: ppo_td keeps the clip range constant at {loss['clip_epsilon']}")
         elif key == "clip_range_vf":
             loss["clip_value"] = None if value is None else _schedule(value, key)[0]
+            if value is not None:
+                notes.append(f"clip_range_vf {value}: SB3 takes the squared error of the clipped value only; "
+                             "ppo_td the larger of the clipped and unclipped errors (CleanRL's and TorchRL's)")
+        elif key == "target_kl":
+            optim["target_kl"] = None if value is None else 1.5 * float(value)
+            if value is not None:
+                notes.append(f"target_kl {value}: SB3 stops within an epoch once the KL passes 1.5 x target_kl; "
+                             f"ppo_td checks after each epoch, at optim.target_kl = {1.5 * float(value):g}")
         elif key == "normalize":
             obs_norm, reward_norm = _normalize(value)
             env["normalize_observations"], env["normalize_rewards"] = obs_norm, reward_norm

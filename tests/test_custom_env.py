@@ -57,6 +57,19 @@ SEEK = textwrap.dedent('''
         return Seek(size)
 
 
+    class Tag(gym.Wrapper):
+        """A user wrapper: counts how often it is applied around one copy."""
+        def __init__(self, env):
+            super().__init__(env)
+            self.depth = getattr(env, "depth", 0) + 1
+
+
+    def flat_encoder(space):
+        from ppo_td.models.encoders import make_encoder
+
+        return make_encoder(space, "flat")
+
+
     if "SeekUser-v0" not in gym.registry:
         gym.register("SeekUser-v0", entry_point=Seek, max_episode_steps=30)
 ''')
@@ -94,6 +107,27 @@ def test_a_factory_is_recorded_by_import_path_and_rebuilds_the_same_env(seek_mod
     built.close()
 
 
+def test_a_factory_gets_each_wrapper_once(seek_module):
+    built = build_env(EnvConfig("seek_env:make_seek", num_envs=2, wrappers=("seek_env:Tag",)))
+    copy = built.vector.envs[0]
+    while not isinstance(copy, seek_module.Tag):
+        copy = copy.env
+    assert copy.depth == 1
+    built.close()
+
+
+def test_an_encoder_from_python_is_recorded_in_the_run_folder(seek_module, tmp_path, capsys):
+    run = tmp_path / "run"
+    result = ppo_td.train(base_config(), env=seek_module.make_seek, encoder=seek_module.flat_encoder, run_dir=run)
+    assert json.loads((run / "config.json").read_text())["model"]["encoder"] == "seek_env:flat_encoder"
+    assert len(result.eval_returns) == 2
+    assert main(["eval", str(run), "--episodes", "2"]) == 0  # rebuilds the same networks from the record
+    with pytest.raises(ValueError, match="run_dir: actor passed from Python cannot be rebuilt"):
+        ppo_td.train(base_config(), env=seek_module.make_seek, actor=result.actor, run_dir=tmp_path / "other")
+    with pytest.raises(ValueError, match="the encoder cannot be recorded.*not a function or class at module level"):
+        ppo_td.train(base_config(), env=seek_module.make_seek, encoder=lambda space: None, run_dir=tmp_path / "x")
+
+
 def test_dict_env_trains_to_a_run_folder_that_resumes_and_evaluates(seek_module, tmp_path, capsys):
     run = tmp_path / "run"
 
@@ -125,8 +159,10 @@ def test_gymnasium_env_objects_are_read_from_their_spec(seek_module):
     assert config.wrappers == ("gymnasium.wrappers.transform_observation:FlattenObservation",)
     user = env_config_for(gym.make("SeekUser-v0"), EnvConfig())
     assert user.env_id == "seek_env:SeekUser-v0"  # importing seek_env registers it (workers, ppo-td eval)
-    vec = gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync")
-    assert env_config_for(vec, EnvConfig()).num_envs == 4 and env_config_for(vec, EnvConfig()).env_id == "CartPole-v1"
+    vec = env_config_for(gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync"), EnvConfig())
+    assert (vec.num_envs, vec.env_id, vec.kwargs, vec.max_episode_steps) == (4, "CartPole-v1", (), None)
+    limited = env_config_for(gym.make_vec("CartPole-v1", num_envs=2, max_episode_steps=50), EnvConfig())
+    assert (limited.kwargs, limited.max_episode_steps) == ((), 50)
 
 
 def test_envs_ppo_td_cannot_rebuild_are_refused_with_the_way_out(seek_module):
@@ -141,9 +177,27 @@ def test_envs_ppo_td_cannot_rebuild_are_refused_with_the_way_out(seek_module):
         build_pipeline(base_config(), env=3)
 
 
+class ClosingPendulum(gym.Wrapper):
+    """Refuses to step once closed, as an env that frees its simulator would."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.closed = False
+
+    def step(self, action):
+        if self.closed:
+            raise RuntimeError("stepped after close")
+        return self.env.step(action)
+
+    def close(self):
+        self.closed = True
+        return self.env.close()
+
+
 def test_a_torchrl_env_passed_in_is_evaluated_on_itself(tmp_path):
     config = base_config()  # its env id says CartPole; the env passed in is Pendulum
-    pendulum = make_env(EnvConfig("Pendulum-v1", num_envs=2, max_episode_steps=20), seed=0)
+    pendulum = make_env(EnvConfig("Pendulum-v1", num_envs=2, max_episode_steps=20,
+                                  wrappers=("test_custom_env:ClosingPendulum",)), seed=0)  # evaluated before closed
     result = ppo_td.train(config, env=pendulum)
     assert not result.pipeline.rebuildable
     assert len(result.eval_returns) == 2 and all(r < 0 for r in result.eval_returns)  # Pendulum's, not CartPole's
@@ -153,8 +207,9 @@ def test_a_torchrl_env_passed_in_is_evaluated_on_itself(tmp_path):
 
 def test_a_built_env_brings_its_own_config():
     built = build_env(EnvConfig("Pendulum-v1", num_envs=2, max_episode_steps=20, normalize_observations=True))
-    pipeline = build_pipeline(base_config(), env=built)
+    pipeline = build_pipeline(base_config(num_envs=4), env=built)  # its 2 copies, not the config's 4
     assert pipeline.config.env.env_id == "Pendulum-v1" and pipeline.config.env.normalize_observations
+    assert pipeline.config.env.num_envs == 2
     pipeline.collector.shutdown()
 
 

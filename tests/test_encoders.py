@@ -213,5 +213,63 @@ def test_atari_episodic_life_and_fire_reset():
     assert terminated and life.env.unwrapped.ale.lives() == 4  # one life lost: the learner's episode ends
     env.reset()
     assert life.env.unwrapped.ale.lives() == 4  # ... and the game goes on
+    env.step(0)
+    env.reset()  # any other reset (a time limit outside, a caller's reset) starts a new game
+    assert life.env.unwrapped.ale.lives() == 5
     with pytest.raises(ValueError, match="skips frames itself.*frameskip=1"):
         atari_wrappers(gym.make("ALE/Breakout-v5"))
+
+
+class StateAndImage(gym.Env):
+    """TorchRL names a Dict's "state" entry "observation"; ppo_td renames the data alike."""
+
+    observation_space = gym.spaces.Dict({"state": gym.spaces.Box(-1, 1, (3,), np.float32),
+                                         "img": gym.spaces.Box(0, 255, (8, 8, 1), np.uint8)})
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+
+class ShiftedIndex(StateAndImage):
+    observation_space = gym.spaces.Discrete(4, start=1)
+
+
+gym.register("ppo_td_test/StateAndImage-v0", entry_point=StateAndImage, max_episode_steps=10)
+gym.register("ppo_td_test/ShiftedIndex-v0", entry_point=ShiftedIndex, max_episode_steps=10)
+
+
+def test_a_state_entry_and_shifted_indices():
+    built = build_env(EnvConfig("ppo_td_test/StateAndImage-v0", num_envs=2), seed=0)
+    assert [k for k, _ in built.description.observation_space.entries] == ["img", "observation"]
+    assert built.env.rollout(3)["next", "observation", "observation"].shape == (2, 3, 3)
+    built.close()
+    with pytest.raises(ValueError, match=r"Discrete\(4, start=1\), whose indices start at 1"):
+        build_env(EnvConfig("ppo_td_test/ShiftedIndex-v0", num_envs=2))
+
+
+def test_the_encoder_probe_leaves_running_statistics_alone():
+    class Normed(nn.Module):
+        out_features = 3
+
+        def __init__(self):
+            super().__init__()
+            self.norm = nn.BatchNorm1d(3)
+
+        def forward(self, x):
+            return self.norm(x.float())
+
+    made = []
+    make_actor_critic(build_env(EnvConfig("ppo_td_test/IntBox-v0", num_envs=2)).description, ModelConfig(),
+                      encoder=lambda space: made.append(Normed()) or made[-1])
+    assert all(torch.equal(m.norm.running_mean, torch.zeros(3)) and m.training for m in made)
+
+
+def test_auto_reads_small_arrays_and_other_float_dtypes_without_a_cnn():
+    assert isinstance(make_encoder(ObservationSpace("image", (5, 2), "bool")), Flatten)  # a mask, not a picture
+    assert isinstance(make_encoder(ObservationSpace("image", (10, 2, 5), "float32")), Flatten)
+    assert isinstance(make_encoder(ObservationSpace("vector", (3,), "float16")), Flatten)  # cast for the MLP

@@ -43,8 +43,8 @@ def test_a_small_image_task_learns():
 
 
 def test_atari_smoke_run():
-    """The atari preset end to end on Breakout for a few thousand frames: 84x84x4 uint8 frames, the Nature CNN,
-    episodic life and FIRE reset in training, whole games in evaluation."""
+    """The atari preset end to end on Breakout for a few thousand frames: 4 stacked 84x84 uint8 frames, the
+    Nature CNN, an evaluation (episodic life and FIRE reset: test_encoders.py)."""
     import dataclasses
 
     config = get_preset("atari")

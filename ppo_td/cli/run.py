@@ -154,6 +154,7 @@ def train_in_folder(config: TrainConfig, run_dir: str | Path, *, callbacks=(), c
     from ppo_td.persist import Checkpointer, RunFolder, RunLogger
     from ppo_td.training import build_pipeline, run
 
+    config = _recordable(config, parts)
     started = time.perf_counter()
     folder = RunFolder(run_dir)
     with folder.locked():
@@ -184,6 +185,30 @@ def train_in_folder(config: TrainConfig, run_dir: str | Path, *, callbacks=(), c
             summary = _summarize(folder.path, pipeline.config, started)
             result.eval_returns, result.eval_returns_sampled = summary["eval_returns"], summary["eval_returns_sampled"]
     return result
+
+
+def _recordable(config: TrainConfig, parts: dict) -> TrainConfig:
+    """``config`` with ``parts["encoder"]`` recorded as its import path (popped from ``parts``): a run folder is
+    resumed and evaluated from its config alone, so parts it cannot record are refused, naming the way out."""
+    import dataclasses
+
+    from ppo_td.envs.source import NotRebuildable, import_path
+
+    unrecorded = sorted(name for name in ("actor", "critic", "loss", "optimizer") if parts.get(name) is not None)
+    if unrecorded:
+        raise ValueError(f"run_dir: {', '.join(unrecorded)} passed from Python cannot be rebuilt from the run folder "
+                         "(resume and ppo-td eval rebuild every part from config.json): give the networks through "
+                         "encoder= or model.encoder=module:function and the settings through the config, or "
+                         "train without run_dir")
+    encoder = parts.pop("encoder", None)
+    if encoder is None:
+        return config
+    try:
+        path = import_path(encoder, "encoder", "define it at module level of an importable module, or train without "
+                                               "run_dir")
+    except NotRebuildable as err:
+        raise ValueError(f"run_dir: the encoder cannot be recorded for resume and ppo-td eval: {err}") from err
+    return dataclasses.replace(config, model=dataclasses.replace(config.model, encoder=path))
 
 
 def _finish(out: Path, config: TrainConfig, started: float) -> int:

@@ -30,31 +30,32 @@ FRAME_STACK = 4
 
 
 class EpisodicLife(gym.Wrapper):
-    """A lost life is a termination for the learner; ``reset`` after one continues the same game (one no-op
-    step), and resets the emulator only after a real game over. Lives come from ALE's public ``lives()``."""
+    """A lost life is a termination for the learner; ``reset`` right after one continues the same game (one
+    no-op step). Any other reset (a game over, a time limit outside this wrapper, a seed) resets the emulator.
+    Lives come from ALE's public ``lives()``."""
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
         self.lives = 0
-        self.game_over = True
+        self.life_lost = False  # the last step ended the learner's episode at a lost life, the game going on
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self.game_over = terminated or truncated
         lives = self.env.unwrapped.ale.lives()
-        if 0 < lives < self.lives:
+        self.life_lost = 0 < lives < self.lives and not (terminated or truncated)
+        if self.life_lost:
             terminated = True
         self.lives = lives
         return obs, reward, terminated, truncated, info
 
     def reset(self, **kwargs: Any):
-        if self.game_over or kwargs.get("seed") is not None:
+        if not self.life_lost or kwargs.get("seed") is not None:
             obs, info = self.env.reset(**kwargs)
         else:  # a life was lost: go on from where the game is
             obs, _, terminated, truncated, info = self.env.step(0)
             if terminated or truncated:
                 obs, info = self.env.reset(**kwargs)
-        self.game_over = False
+        self.life_lost = False
         self.lives = self.env.unwrapped.ale.lives()
         return obs, info
 
@@ -99,8 +100,10 @@ def _frameskip(env: gym.Env) -> Any:
 
 
 def import_ale(env_id: str) -> None:
-    """Import ``ale_py`` (which registers the ``ALE/`` ids) for an ``ALE/...`` id; a clear error without it."""
-    if not env_id.rpartition(":")[2].startswith("ALE/"):
+    """Import ``ale_py`` (which registers the Atari ids) for an ``ALE/...`` or ``...NoFrameskip-v4`` id not
+    registered yet; a clear error without it."""
+    bare = env_id.rpartition(":")[2]
+    if bare in gym.registry or not (bare.startswith("ALE/") or "NoFrameskip" in bare):
         return
     try:
         importlib.import_module("ale_py")

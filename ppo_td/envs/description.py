@@ -58,8 +58,8 @@ class ObservationSpace:
 
     @property
     def is_flat_float(self) -> bool:
-        """A float vector: the observation ppo_td's MLPs read as it is (no encoder)."""
-        return self.kind == "vector" and len(self.shape) == 1 and self.dtype.startswith(("float", "bfloat"))
+        """A float32 vector: the observation ppo_td's MLPs read as it is (no encoder; other dtypes are cast)."""
+        return self.kind == "vector" and len(self.shape) == 1 and self.dtype == "float32"
 
     def images(self) -> list[ObservationSpace]:
         """Every image in this space (itself, or its entries')."""

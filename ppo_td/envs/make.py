@@ -122,8 +122,7 @@ def _check_spaces(env_id: str, vec: gym.vector.VectorEnv) -> None:
         raise ValueError(
             f"env {env_id!r}: its {bad}, which no encoder reads (ppo_td encodes Box, Discrete, MultiDiscrete, "
             "MultiBinary, and Dict and Tuple spaces of those). Drop that entry or turn it into one of those in a "
-            "wrapper (env.wrappers, e.g. a gymnasium.wrappers.FilterObservation subclass), or pass "
-            "model.encoder=module:function reading a space you convert"
+            "wrapper (env.wrappers, e.g. a gymnasium.wrappers.FilterObservation subclass)"
         )
 
 
@@ -194,8 +193,8 @@ def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) -
         transforms.append(DoubleToFloat() if doubles == [keys.OBSERVATION] else DoubleToFloat(in_keys=doubles))
     obs_norm = scaling = None
     if config.normalize_observations:
-        space = observation_space(base.observation_spec[keys.OBSERVATION], 1)
-        if not space.is_flat_float:
+        space = observation_space(base.observation_spec[keys.OBSERVATION], 1)  # before DoubleToFloat
+        if not (space.kind == "vector" and len(space.shape) == 1 and space.dtype in ("float32", "float64")):
             vec.close()
             raise ValueError(f"env {config.env_id!r}: env.normalize_observations standardizes float vector "
                              f"observations, and this one is {space}. Set it to False (images are scaled by 1/255 "
@@ -239,7 +238,7 @@ def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
         return PartialResetCartPole(vec)
     if config.atari:
         user_wrappers.append(partial(atari_wrappers, episodic_life=config.episodic_life))
-    wrappers: list = [] if factory is None else [*user_wrappers]  # gym.make_vec applies them itself
+    wrappers: list = []  # after the user's (make_one applies those for a factory, gym.make_vec for an id)
     wrappers += [partial(StepLimit, max_episode_steps=limit)] if limit is not None else []
     wrappers.append(partial(StepErrorContext, env_id=config.env_id))
     if config.clip_actions:

@@ -42,8 +42,14 @@ def env_config_for(env: Any, base: EnvConfig) -> EnvConfig:
         if env.spec is None:
             raise NotRebuildable(f"the vector env {type(env).__name__} was not made by gym.make_vec, so ppo_td "
                                  f"cannot make copies of it; {_ASK}")
-        spec = dataclasses.replace(env.spec, kwargs={k: v for k, v in env.spec.kwargs.items()
-                                                     if k not in ("num_envs", "vectorization_mode")})
+        kwargs = dict(env.spec.kwargs)
+        for key in ("num_envs", "vectorization_mode"):
+            kwargs.pop(key, None)
+        if kwargs.pop("vector_kwargs", None) or kwargs.pop("wrappers", None):
+            raise NotRebuildable(f"the vector env {env.spec.id} was made with vector_kwargs or wrappers, which "
+                                 f"ppo_td's own vector env does not take; {_ASK}")
+        limit = kwargs.pop("max_episode_steps", env.spec.max_episode_steps)  # make_vec passes the time limit here
+        spec = dataclasses.replace(env.spec, kwargs=kwargs, max_episode_steps=limit)
         return dataclasses.replace(_from_spec(spec, base, type(env).__name__), num_envs=env.num_envs)
     if isinstance(env, gym.Env):
         if env.spec is None:
@@ -56,21 +62,28 @@ def env_config_for(env: Any, base: EnvConfig) -> EnvConfig:
                     "ppo_td.envs.BuiltEnv or a TorchRL env")
 
 
-def factory_path(factory: Any) -> str:
-    """``module:name`` of a factory, checked to import back to the same object."""
-    module, name = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
+def import_path(obj: Any, what: str, ask: str) -> str:
+    """``module:name`` of a module-level function or class, checked to import back to the same object; ``what``
+    names it and ``ask`` says what to do instead in the errors."""
+    module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")
     if module is None or not name or "<" in name or "." in name:
-        raise NotRebuildable(f"the env factory {factory!r} is not a function or class at module level (a lambda, "
-                             f"a nested function or a bound method cannot be imported back); {_ASK}")
+        raise NotRebuildable(f"the {what} {obj!r} is not a function or class at module level (a lambda, "
+                             f"a nested function or a bound method cannot be imported back); {ask}")
     path = f"{module}:{name}"
-    if name in gym.registry:
-        raise NotRebuildable(f"the env factory {path} has the name of a registered Gymnasium env id; rename it")
     try:
-        found = import_attr(path, "env")
+        found = import_attr(path, what)
     except ValueError as err:
-        raise NotRebuildable(f"the env factory {path} cannot be imported back ({err}); {_ASK}") from err
-    if found is not factory or env_factory(path) is not factory:
-        raise NotRebuildable(f"{path} imports as another object than the factory given; {_ASK}")
+        raise NotRebuildable(f"the {what} {path} cannot be imported back ({err}); {ask}") from err
+    if found is not obj:
+        raise NotRebuildable(f"{path} imports as another object than the {what} given; {ask}")
+    return path
+
+
+def factory_path(factory: Any) -> str:
+    """``module:name`` of an env factory, checked to import back to the same object and not to name an env id."""
+    path = import_path(factory, "env factory", _ASK)
+    if path.rpartition(":")[2] in gym.registry or env_factory(path) is not factory:
+        raise NotRebuildable(f"the env factory {path} has the name of a registered Gymnasium env id; rename it")
     return path
 
 

@@ -110,7 +110,7 @@ class NestObservation(gym.ObservationWrapper):
     TorchRL's GymWrapper then reads the entries as the nested keys ``("observation", key)``: the
     networks read one ``"observation"`` entry (a TensorDict here) and the mask stays where ppo_td's
     masking reads it. A ``{"observation": X, "action_mask": M}`` observation keeps X as it is, but for
-    its tuples.
+    its tuples. An entry named ``"state"`` is named ``"observation"`` (in a Dict without one), as TorchRL names it.
     """
 
     def __init__(self, env: gym.Env) -> None:
@@ -137,11 +137,17 @@ class NestObservation(gym.ObservationWrapper):
         return out
 
 
+def _key(key: str, keys: Any) -> str:
+    """TorchRL's GymWrapper names a Dict's ``"state"`` entry ``"observation"`` (when it has none) in the
+    spec at every level; ppo_td renames the data the same way, so both agree."""
+    return "observation" if key == "state" and "observation" not in keys else key
+
+
 def _as_dict(space: gym.Space) -> gym.Space:
     if isinstance(space, gym.spaces.Tuple):
         return gym.spaces.Dict({str(i): _as_dict(s) for i, s in enumerate(space.spaces)})
     if isinstance(space, gym.spaces.Dict):
-        return gym.spaces.Dict({k: _as_dict(s) for k, s in space.spaces.items()})
+        return gym.spaces.Dict({_key(k, space.spaces): _as_dict(s) for k, s in space.spaces.items()})
     return space
 
 
@@ -149,7 +155,7 @@ def _dict_of(value: Any) -> Any:
     if isinstance(value, tuple):
         return {str(i): _dict_of(v) for i, v in enumerate(value)}
     if isinstance(value, dict):
-        return {k: _dict_of(v) for k, v in value.items()}
+        return {_key(k, value): _dict_of(v) for k, v in value.items()}
     return value
 
 
@@ -170,11 +176,14 @@ UNENCODABLE = (gym.spaces.Text, gym.spaces.Graph, gym.spaces.Sequence)
 
 
 def unencodable(space: gym.Space, where: str = "") -> str | None:
-    """The first part of ``space`` no encoder reads (Text, Graph, Sequence, OneOf...), named with its path."""
+    """The first part of ``space`` no encoder reads (Text, Graph, Sequence, OneOf..., indices not starting at 0),
+    named with its path."""
     if isinstance(space, gym.spaces.Dict):
         return next((bad for k, s in space.spaces.items() if (bad := unencodable(s, f"{where}[{k!r}]"))), None)
     if isinstance(space, gym.spaces.Tuple):
         return next((bad for i, s in enumerate(space.spaces) if (bad := unencodable(s, f"{where}[{i}]"))), None)
+    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)) and np.any(space.start != 0):
+        return f"observation{where} is {space}, whose indices start at {space.start} (one-hot encoding counts from 0)"
     if isinstance(space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
         return None
     return f"observation{where} is {space}"

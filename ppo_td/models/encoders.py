@@ -75,9 +75,9 @@ class OneHot(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead, flat = _leading(x, self.event_dims)
-        index = flat.reshape(flat.shape[0], -1, 1).long() + self.offsets.unsqueeze(-1)  # [N, entries, 1]
-        hot = (index == torch.arange(self.out_features, device=x.device)).any(1)  # out of place: vmap-safe (GAE)
-        return hot.to(torch.get_default_dtype()).reshape(*lead, self.out_features)
+        index = flat.reshape(flat.shape[0], -1).long() + self.offsets  # [N, entries]: positions in the output
+        zeros = torch.zeros(index.shape[0], self.out_features, device=x.device)
+        return zeros.scatter(1, index, 1.0).reshape(*lead, self.out_features)  # out of place: vmap-safe (GAE)
 
 
 class _ImageInput(nn.Module):
@@ -216,8 +216,9 @@ def _encoder(space: ObservationSpace, kind: str) -> nn.Module | None:
         h, w = _image_size(space)[1:]
         if kind == "nature" or (kind == "auto" and min(h, w) >= NATURE_MIN_SIZE):
             return NatureCNN(space)
-        return SmallCNN(space)
-    return Flatten(space)
+        if kind == "small" or min(h, w) >= 3:
+            return SmallCNN(space)
+    return Flatten(space)  # numbers of any other shape; with 'auto', also "images" under 3x3 (a (5, 2) mask)
 
 
 def features(encoder: nn.Module | None, space: ObservationSpace) -> int:
@@ -245,12 +246,16 @@ def check_encoder(encoder: nn.Module, space: ObservationSpace) -> int:
         ValueError: the encoder fails on the observation, or returns another shape (the message says which).
     """
     size = features(encoder, space)
+    training = encoder.training
     try:
+        encoder.eval()  # the probe must not move running statistics (BatchNorm) or draw dropout masks
         with torch.no_grad():
             out = encoder(zeros(space))
     except Exception as err:
         raise ValueError(f"the encoder {type(encoder).__name__} fails on a batch of zero observations of {space}: "
                          f"{type(err).__name__}: {err}") from err
+    finally:
+        encoder.train(training)
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, size) or not out.dtype.is_floating_point:
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise ValueError(f"the encoder {type(encoder).__name__} returns {got} for 2 observations of {space}; an "

@@ -16,7 +16,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from ppo_td import keys
 from ppo_td.config import EnvConfig
-from ppo_td.envs import RunningObsNorm, build_env, episode_limit, find_transform
+from ppo_td.envs import ReturnScaling, RunningObsNorm, build_env, episode_limit, find_transform
 
 DEFAULT_STEP_CAP = 100_000
 
@@ -44,12 +44,13 @@ def evaluate(actor: TensorDictModule, env_config: EnvConfig, episodes: int, seed
 def evaluate_on(actor: TensorDictModule, env: EnvBase, episodes: int, seed: int, sampled: bool = False,
                 limit: int = DEFAULT_STEP_CAP) -> list[float]:
     """Returns of ``episodes`` episodes run on ``env`` itself, in rounds of one episode per copy: for an env
-    ppo_td cannot rebuild (a TorchRL env passed in). Its observation normalizer, if it is ppo_td's, is frozen
-    meanwhile; the return is the sum of the env's ``"reward"`` (unscaled only if the env's reward is)."""
-    norm = find_transform(env, RunningObsNorm)
-    was_frozen = norm is None or norm.frozen
-    if norm is not None:
-        norm.freeze()
+    ppo_td cannot rebuild (a TorchRL env passed in). ppo_td's normalizers in it (``RunningObsNorm``,
+    ``ReturnScaling``) are frozen meanwhile. The return is ``RewardSum``'s raw episode return where the env
+    has one, else the sum of its ``"reward"``."""
+    frozen = [t for t in (find_transform(env, RunningObsNorm), find_transform(env, ReturnScaling))
+              if t is not None and not t.frozen]
+    for t in frozen:
+        t.freeze()
     exploration = ExplorationType.RANDOM if sampled else ExplorationType.DETERMINISTIC
     returns: list[float] = []
     try:
@@ -58,8 +59,8 @@ def evaluate_on(actor: TensorDictModule, env: EnvBase, episodes: int, seed: int,
             while len(returns) < episodes:
                 returns += _one_round(actor, env, limit)
     finally:
-        if not was_frozen:
-            norm.unfreeze()
+        for t in frozen:
+            t.unfreeze()
     return returns[:episodes]
 
 
@@ -71,9 +72,10 @@ def _one_round(actor: TensorDictModule, env: EnvBase, limit: int) -> list[float]
     for _ in range(limit):
         td, next_td = env.step_and_maybe_reset(actor(td))
         total += td.get(("next", "reward")).reshape(copies).double()
+        summed = td.get(keys.EPISODE_RETURN, None)  # RewardSum's: before any reward scaling or clipping
         for i in td.get(keys.DONE).reshape(copies).nonzero().flatten().tolist():
             if finished[i] is None:
-                finished[i] = float(total[i])
+                finished[i] = float(summed.reshape(copies)[i] if summed is not None else total[i])
         if all(r is not None for r in finished):
             return [float(r) for r in finished]
         td = next_td

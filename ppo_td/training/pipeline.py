@@ -186,8 +186,10 @@ def build_pipeline(
         TypeError, ValueError: a part of the wrong kind, or one that does not fit the config or the env (the
             message names the part and what it must be): parts from Python get the checks config values get.
     """
-    _check_parts(config, env=env)
-    config, env = adopt_env(config, env)
+    _check_parts(config)
+    if env is not None and not isinstance(env, _KINDS["env"][0]):
+        raise TypeError(f"env={type(env).__name__} is not {_KINDS['env'][1]}")
+    config, env = adopt_env(config, env)  # a BuiltEnv brings its config (num_envs included)
     _check_parts(config, env=env, actor=actor, critic=critic, buffer=buffer, advantage=advantage, loss=loss,
                  optimizer=optimizer)
     rebuildable = not isinstance(env, EnvBase)
