@@ -147,9 +147,9 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
             for callback in callbacks:
                 callback(metrics, p)
             last = time.perf_counter()
+            push_to_workers(p.collector, p.env)  # worker collectors: new weights and merged statistics
             if frames >= cfg.num_iterations * cfg.frames_per_batch:
                 break  # the plan is done (a collector over an env ppo_td cannot rebuild has one batch more)
-            push_to_workers(p.collector, p.env)  # worker collectors: new weights and merged statistics
         if cfg.eval_episodes and evaluate_at_end and not p.rebuildable:  # a TorchRL env ppo_td cannot rebuild:
             result.eval_returns, result.eval_returns_sampled = (  # evaluated on itself, before it is closed
                 evaluate_on(p.actor, p.env, cfg.eval_episodes, seed=cfg.seed + 10_000, sampled=sampled)
