@@ -7,6 +7,8 @@ Suites:
   mujoco  HalfCheetah-v5 throughput at the published PPO MuJoCo settings, ppo_td vs SB3
           (``--full`` adds the 1M-frame HalfCheetah-v5 and Hopper-v5 runs: about an hour).
   atari   ALE/Pong-v5 throughput at CleanRL's Atari settings, ppo_td vs SB3's PPO("CnnPolicy") (``.[atari]``).
+  scaling frames/s and peak RSS of ppo_td and SB3 for 1, 4, 16, 64 CartPole copies (CleanRL's settings) and
+          1, 8 HalfCheetah copies, a table and a plot (``python -m benchmarks.scaling`` is the worker-process one).
   doctor  the cost of the doctor's audit per update.
   soak    RSS over a long CartPole run and its slope after warm-up (``--minutes 5``).
 
@@ -108,6 +110,56 @@ def throughput(seeds: list[int], out: Path, preset: str, frames: int, title: str
     return lines
 
 
+def env_scaling(seeds: list[int], out: Path) -> list[str]:
+    """Frames/s and peak RSS of both libraries against the number of env copies (one process, one thread)."""
+    settings = [("cartpole", "cleanrl", n, True, 25_600) for n in (1, 4, 16, 64)]
+    settings += [("halfcheetah", "halfcheetah", n, False, 10_240) for n in (1, 8)]
+    rows: dict[tuple, dict[str, list[dict]]] = {}
+    for seed in seeds:
+        for task, preset, n, keep, frames in settings:
+            for library in ("ppo_td", "sb3"):
+                spec = dict(library=library, preset=preset, seed=seed, num_envs=n, keep_steps=keep,
+                            total_frames=frames, eval_episodes=0)
+                result = run(spec)
+                _log(out, "env_scaling", f"{library} {task} {n}", result)
+                rows.setdefault((task, n), {}).setdefault(library, []).append(result)
+    lines = ["| task | env copies | ppo_td frames/s | SB3 frames/s | ppo_td / SB3 | ppo_td peak RSS MB | "
+             "SB3 peak RSS MB |", "|---|---|---|---|---|---|---|"]
+    for (task, n), libs in rows.items():
+        ours, theirs = libs["ppo_td"], libs["sb3"]
+        ratio = [t["train_seconds"] / o["train_seconds"] for o, t in zip(ours, theirs, strict=True)]
+        lines.append(f"| {task} | {n} | {_median_range([r['frames'] / r['train_seconds'] for r in ours], ',.0f')} | "
+                     f"{_median_range([r['frames'] / r['train_seconds'] for r in theirs], ',.0f')} | "
+                     f"{_median_range(ratio, '.2f')} | {_median_range([r['peak_rss_mb'] for r in ours], '.0f')} | "
+                     f"{_median_range([r['peak_rss_mb'] for r in theirs], '.0f')} |")
+    _plot_scaling(rows, out / "env_scaling.png")
+    lines.append("\nCartPole keeps 128 steps per copy (the batch grows with the copies); HalfCheetah keeps its "
+                 "2,048-frame batch. Plot: env_scaling.png.")
+    return lines
+
+
+def _plot_scaling(rows: dict[tuple, dict[str, list[dict]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    for ax, task in zip(axes, ("cartpole", "halfcheetah"), strict=True):
+        for library, color in (("ppo_td", "C0"), ("sb3", "C1")):
+            points = sorted((n, statistics.median(r["frames"] / r["train_seconds"] for r in libs[library]))
+                            for (t, n), libs in rows.items() if t == task)
+            ax.plot([n for n, _ in points], [v for _, v in points], "o-", color=color, label=library)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("env copies")
+        ax.set_ylabel("frames/s")
+        ax.set_title(task)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def masking(seeds: list[int], out: Path) -> list[str]:
     proc = subprocess.run([sys.executable, "-m", "benchmarks.masking", "--seeds", *map(str, seeds)],
                           capture_output=True, text=True, check=True)
@@ -168,7 +220,7 @@ def main() -> None:
         soak.main()
         return
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
-    parser.add_argument("suite", choices=["quick", "mujoco", "atari", "doctor"])
+    parser.add_argument("suite", choices=["quick", "mujoco", "atari", "scaling", "doctor"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--out", default="bench_results")
     parser.add_argument("--full", action="store_true", help="mujoco: also the 1M-frame runs")
@@ -192,6 +244,8 @@ def main() -> None:
                                    "--seeds", *map(str, args.seeds), "--out", str(out / "mujoco.jsonl")],
                                   capture_output=True, text=True, check=True)
             sections += ["## 1M frames", "", *[ln for ln in proc.stdout.splitlines() if ln.startswith("|")], ""]
+    elif args.suite == "scaling":
+        sections += ["## Frames/s against env copies", "", *env_scaling(args.seeds, out), ""]
     elif args.suite == "atari":
         sections += ["## Atari (ALE/Pong-v5) throughput, CleanRL's Atari settings", "",
                      *throughput(args.seeds, out, "atari", 10_240,

@@ -7,7 +7,8 @@ apart and keeps import time out of the timed region.
 Spec keys: ``library`` ("ppo_td" | "sb3"), ``preset`` (a ppo_td preset: the config
 both libraries use), ``sb3_zoo`` (use RL-Zoo's tuned CartPole settings instead),
 ``seed``, ``total_frames`` (optional override), ``eval_episodes`` (0: none), ``step_loop`` and
-``fast_forward`` (optional overrides of ``collector.step_loop`` and ``loss.fast_forward``).
+``fast_forward`` (optional overrides of ``collector.step_loop`` and ``loss.fast_forward``), ``num_envs``
+(env copies; each keeps the preset's steps per copy, or with ``keep_steps: false`` the batch keeps its size).
 """
 
 from __future__ import annotations
@@ -153,6 +154,10 @@ def main() -> None:
     logging.getLogger("torchrl").setLevel(logging.WARNING)
     config = dataclasses.replace(get_preset(spec["preset"]), seed=spec["seed"],
                                  eval_episodes=spec.get("eval_episodes", 10))
+    if spec.get("num_envs"):  # the same steps per env copy, so a batch holds num_envs x steps frames
+        steps = config.steps_per_env if spec.get("keep_steps", True) else config.frames_per_batch // spec["num_envs"]
+        config = dataclasses.replace(config, env=dataclasses.replace(config.env, num_envs=spec["num_envs"]),
+                                     frames_per_batch=spec["num_envs"] * steps)
     if spec.get("total_frames"):
         config = dataclasses.replace(config, total_frames=spec["total_frames"])
     if spec.get("step_loop"):
