@@ -238,7 +238,7 @@ def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
         return PartialResetCartPole(vec)
     if config.atari:
         user_wrappers.append(partial(atari_wrappers, episodic_life=config.episodic_life))
-    wrappers: list = []  # after the user's (make_one applies those for a factory, gym.make_vec for an id)
+    wrappers: list = []  # ppo_td's, around the user's (which make_one applies)
     wrappers += [partial(StepLimit, max_episode_steps=limit)] if limit is not None else []
     wrappers.append(partial(StepErrorContext, env_id=config.env_id))
     if config.clip_actions:
@@ -263,11 +263,6 @@ def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
     if config.action_mask in ("auto", "info") and _mask_in_info(config, make_one):
         wrappers.append(lambda e: InfoMaskToObservation(e, _mask_size(e.action_space)))
     wrappers.append(_nest_if_needed)
-    if factory is None:
-        wrappers = [*user_wrappers, *wrappers]
-        return gym.make_vec(spec, num_envs=config.num_envs,
-                            vectorization_mode="sync", vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
-                            wrappers=wrappers, **env_kwargs)
 
     def make_copy() -> gym.Env:
         env = make_one()
