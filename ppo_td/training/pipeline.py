@@ -79,9 +79,12 @@ class Pipeline:
     loss: LossModule
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
-    rebuildable: bool = True
-    """``config.env`` rebuilds the training env (False for a TorchRL env passed in: evaluation then runs on it,
-    and the run cannot be resumed or evaluated from its checkpoint)."""
+
+    @property
+    def rebuildable(self) -> bool:
+        """``config.env`` rebuilds the training env: ppo_td built it (False for a TorchRL env passed in:
+        evaluation then runs on it, and the run cannot be resumed or evaluated from its checkpoint)."""
+        return self.built is not None
 
     def observation_stats(self) -> dict[str, Any] | None:
         """The training env's observation-normalization statistics (None without a normalizer)."""
@@ -192,7 +195,6 @@ def build_pipeline(
     config, env = adopt_env(config, env)  # a BuiltEnv brings its config (num_envs included)
     _check_parts(config, env=env, actor=actor, critic=critic, buffer=buffer, advantage=advantage, loss=loss,
                  optimizer=optimizer)
-    rebuildable = not isinstance(env, EnvBase)
     torch.manual_seed(config.seed)
     if env is None:
         env = make_train_env(config)
@@ -220,5 +222,4 @@ def build_pipeline(
         loss=loss,
         optimizer=optimizer,
         scheduler=make_scheduler(optimizer, config),
-        rebuildable=rebuildable,
     )
