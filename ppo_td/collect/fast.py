@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import expand_as_right
@@ -38,12 +39,13 @@ from torchrl.modules.distributions.utils import sample_and_log_prob
 from ppo_td import keys
 from ppo_td.envs import BuiltEnv, FiniteCheck, IndexObservations, MaskCheck, ReturnScaling, RunningObsNorm
 from ppo_td.envs.masking import MASK_KEY
-from ppo_td.models import PolicyNet, ValueNet, policy_net, value_net
+from ppo_td.models import ClosedForm, PolicyNet, ValueNet, policy_net, value_net
 from ppo_td.models.networks import SharedFeatures
 
 Values = dict[str, torch.Tensor]
 
 _FLAGS = ("done", "terminated", "truncated")
+_NUMPY = {torch.float64: np.float64, torch.float32: np.float32, torch.float16: np.float16}
 _COUNTERS = ("step_count", "episode_reward")
 
 
@@ -64,8 +66,10 @@ class _Values(dict):
 class FastPolicy:
     """A ppo_td actor's sampling on plain tensors: its :class:`PolicyNet`, then its distribution.
 
-    Samples with TorchRL's ``sample_and_log_prob`` (as ``ProbabilisticActor`` does under
-    ``ExplorationType.RANDOM``, the collectors' default), so outputs and RNG use match.
+    Samples as ``ProbabilisticActor`` does under ``ExplorationType.RANDOM`` (the collectors' default), so
+    outputs and RNG use match: a Gaussian or unmasked categorical in closed form (:class:`ClosedForm`, torch's
+    own operations without the distribution objects), any other distribution with TorchRL's
+    ``sample_and_log_prob``.
     """
 
     def __init__(self, actor: nn.Module, critic: nn.Module | None = None) -> None:
@@ -77,6 +81,7 @@ class FastPolicy:
         self.param_keys = list(actor.out_keys[: len(net.param_names)])
         self.log_prob_key = actor.out_keys[-1]
         self.out_keys = list(actor.out_keys)
+        self.closed_form = ClosedForm.of(net.distribution_class, net.distribution_kwargs, net.masked)
         value = value_net(critic) if critic is not None else None
         self.value: ValueNet | None = value if value is not None and net.trunk is not None \
             and value.trunk is net.trunk else None
@@ -96,8 +101,11 @@ class FastPolicy:
                 self.net.shared_features = self.value.shared_features = None
         else:
             params = self.net(values[keys.OBSERVATION])
-        dist = self.net.distribution(params, values.get(MASK_KEY))
-        sample, log_prob = sample_and_log_prob(dist, torch.Size(), reparameterize=dist.has_rsample)
+        if self.closed_form is not None:
+            sample, log_prob = self.closed_form.sample(params if isinstance(params, tuple) else (params,))
+        else:
+            dist = self.net.distribution(params, values.get(MASK_KEY))
+            sample, log_prob = sample_and_log_prob(dist, torch.Size(), reparameterize=dist.has_rsample)
         values.update(zip(self.param_keys, params if isinstance(params, tuple) else (params,), strict=True))
         values[keys.ACTION] = sample
         values[self.log_prob_key] = log_prob
@@ -124,6 +132,7 @@ class FastEnv:
         self._resets: list[Callable[[Values, Values, torch.Tensor], None]] = []
         for t in self.transforms:
             self._plan(t)
+        self._array_steps = self._plan_arrays()
         kinds = {type(t) for t in self.transforms}
         counters = zip(_COUNTERS, (StepCounter, RewardSum), strict=True)
         self.carried = self.obs_keys + [key for key, kind in counters if kind in kinds]  # kept from step to step
@@ -179,6 +188,59 @@ class FastEnv:
         else:
             raise FastUnsupported(f"the env has a {kind.__name__} transform, which the fast collector does not run")
 
+    def _plan_arrays(self) -> list[Callable[[Values, dict[str, np.ndarray]], None]] | None:
+        """The step on numpy arrays, or None where it does not apply (the step then runs on tensors).
+
+        Applies when the observation is one floating-point array and every transform has a numpy form below:
+        the env's outputs stay numpy arrays through the transforms (a numpy operation on a small array costs
+        a fraction of a tensor operation) and become tensors once, without a copy. The same float operations
+        in the same order, so the same bits as the tensor step (``tests/test_fast.py``)."""
+        obs_spec, reward_spec = self.base.observation_spec.get(keys.OBSERVATION), self.base.reward_spec
+        if self.obs_keys != [keys.OBSERVATION] or obs_spec.dtype not in _NUMPY or reward_spec.dtype not in _NUMPY:
+            return None
+        self._array_layout = ((_NUMPY[obs_spec.dtype], tuple(obs_spec.shape)),
+                              (_NUMPY[reward_spec.dtype], tuple(reward_spec.shape)))
+        ops: list[Callable[[Values, dict[str, np.ndarray]], None]] = []
+        for t in self.transforms:
+            kind = type(t)
+            if kind is FiniteCheck:
+                if not set(t.in_keys) <= {keys.OBSERVATION, "reward"}:
+                    return None
+                ops.append(lambda cur, nxt, t=t: self._check_finite(t, nxt))
+            elif kind is DoubleToFloat:
+                ops.append(lambda cur, nxt, t=t: nxt.update(
+                    {k: nxt[k].astype(np.float32) for k in t.in_keys if k in nxt}))
+            elif kind is RunningObsNorm:
+                ops.append(lambda cur, nxt, t=t: nxt.__setitem__(t.in_keys[0], t.observed_array(nxt[t.in_keys[0]])))
+            elif kind is StepCounter:
+                ops.append(lambda cur, nxt: nxt.__setitem__("step_count", cur["step_count"].numpy() + 1))
+            elif kind is RewardSum:
+                ops.append(lambda cur, nxt: nxt.__setitem__("episode_reward",
+                                                            cur["episode_reward"].numpy() + nxt["reward"]))
+            elif kind is ReturnScaling:
+                ops.append(lambda cur, nxt, t=t: nxt.__setitem__("reward", t.scaled_array(nxt["reward"], nxt["done"])))
+            else:  # RewardClipping's tensor bounds, masks, index observations: the tensor step
+                return None
+        return ops
+
+    def _check_finite(self, t: FiniteCheck, nxt: dict[str, np.ndarray]) -> None:
+        step = t.count_step()
+        if not all(np.isfinite(nxt[k]).all() for k in t.in_keys if k in nxt):  # let the check name what and where
+            t.check(_Values({k: torch.from_numpy(v) for k, v in nxt.items()}), f"at step {step}")
+
+    def _step_arrays(self, obs: Any, reward: Any, terminated: Any, truncated: Any, cur: Values) -> Values:
+        shape = (self.num_envs, 1)
+        (obs_dtype, obs_shape), (reward_dtype, reward_shape) = self._array_layout
+        terminated = np.asarray(terminated, dtype=bool).reshape(shape)
+        truncated = np.asarray(truncated, dtype=bool).reshape(shape)
+        nxt: dict[str, np.ndarray] = {
+            keys.OBSERVATION: np.asarray(obs, dtype=obs_dtype).reshape(obs_shape),
+            "reward": np.asarray(reward, dtype=reward_dtype).reshape(reward_shape),
+            "done": terminated | truncated, "terminated": terminated, "truncated": truncated}
+        for op in self._array_steps:
+            op(cur, nxt)
+        return _Values({k: torch.from_numpy(v) for k, v in nxt.items()})
+
     def current_transforms(self) -> list[Any]:
         """The env's transforms as they are now (one may have been appended after planning)."""
         transform = self.built.env.transform
@@ -193,6 +255,8 @@ class FastEnv:
         """The env's ``("next", ...)`` entries after ``action`` from state ``cur``, transformed."""
         base = self.base
         obs, reward, terminated, truncated, _ = self.vec.step(self.action_spec.to_numpy(action, safe=False))
+        if self._array_steps is not None:
+            return self._step_arrays(obs, reward, terminated, truncated, cur)
         terminated, truncated, done, _ = base.read_done(terminated=terminated, truncated=truncated)
         shape = (self.num_envs, 1)
         nxt = _Values(base.read_obs(obs))

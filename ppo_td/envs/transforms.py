@@ -35,9 +35,13 @@ class StepCheck(Transform):
 
     def check_step(self, values) -> None:
         """Count one step call and check its output (a TensorDict, or the fast collector's dict of tensors)."""
+        self.check(values, f"at step {self.count_step()}")
+
+    def count_step(self) -> int:
+        """Count one step call; returns the count (the step number the messages name)."""
         steps = self.steps.numpy()  # the buffer's own memory: cheaper than a tensor op per step
         steps += 1
-        self.check(values, f"at step {int(steps)}")
+        return int(steps)
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         self.check_step(next_tensordict)
@@ -205,6 +209,20 @@ class ReturnScaling(RunningMoments, _Freezable, Transform):
         returns.masked_fill_(done.reshape(flat.shape), 0.0)
         return (reward * scale).clamp_(-self.clip, self.clip)
 
+    def scaled_array(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
+        """:meth:`scaled` on numpy arrays (the fast collector's step): the same float operations and bits."""
+        flat = reward.reshape(-1)
+        if self.running_return.shape != flat.shape:
+            self.running_return = torch.zeros(flat.shape, dtype=torch.float64)
+        returns = self.running_return.numpy()  # the buffer's memory, updated in place
+        returns *= self.gamma
+        returns += flat
+        var = float(self.var) if self.frozen else self._update(returns.tolist())
+        scale = 1.0 / math.sqrt(var + self.eps)
+        returns[done.reshape(flat.shape)] = 0.0
+        return np.clip(reward * np.float32(scale) if reward.dtype == np.float32 else reward * scale,
+                       -self.clip, self.clip)
+
     def reset_returns(self, num_envs: int, reset: torch.Tensor | None) -> None:
         """Zero the running return of the copies in ``reset`` (all copies when None)."""
         if self.running_return.shape != (num_envs,):
@@ -268,6 +286,15 @@ class RunningObsNorm(RunningMoments, _Freezable, Transform):
         var[:] = (var * count + batch_var * n + delta * delta * (count * n / total)) / total
         mean += delta * (n / total)
         self.count.fill_(total)
+
+    def observed_array(self, obs: np.ndarray) -> np.ndarray:
+        """:meth:`observed` for one step's observations as a numpy array (the fast collector's step): the same
+        float operations, so the same bits, without a tensor operation."""
+        if not self.frozen:
+            self._update(torch.from_numpy(obs))
+        dtype = obs.dtype
+        scaled = (obs - self.mean.numpy().astype(dtype)) / np.sqrt(self.var.numpy() + self.eps).astype(dtype)
+        return np.clip(scaled, -self.clip, self.clip, out=scaled)
 
     def normalized(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs`` standardized by the current statistics and clipped (no update)."""

@@ -3,12 +3,13 @@
 Reads the env only through :class:`ppo_td.envs.EnvDescription`.
 """
 
-from ppo_td.models.distributions import MaskedMultiCategorical
+from ppo_td.models.distributions import ClosedForm, MaskedMultiCategorical
 from ppo_td.models.factory import make_actor, make_actor_critic, make_critic, wrap_policy, wrap_value
 from ppo_td.models.networks import GaussianHead, PolicyNet, ValueNet, init_orthogonal_, mlp
 from ppo_td.models.plain import policy_net, value_net
 
 __all__ = [
+    "ClosedForm",
     "GaussianHead",
     "MaskedMultiCategorical",
     "PolicyNet",

@@ -203,7 +203,8 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
                 raise NonFiniteError(f"non-finite gradient norm {float(grad_norm)} in epoch {epochs + 1}; "
                                      "the optimizer step was not taken")
             p.optimizer.step()
-            record = {name: losses[key].detach() for key, name in _LOSS_METRICS.items() if key in losses.keys()}
+            outputs = dict(losses.items())  # one pass over the TensorDict, not a lookup per metric
+            record = {name: outputs[key].detach() for key, name in _LOSS_METRICS.items() if key in outputs}
             record["grad_norm"] = grad_norm
             records.append(record)
         epochs += 1

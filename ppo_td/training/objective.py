@@ -16,7 +16,7 @@ from torchrl.objectives.value import GAE
 from ppo_td import keys
 from ppo_td.config import LossConfig
 from ppo_td.envs import MASK_KEY
-from ppo_td.models import MaskedMultiCategorical, PolicyNet, ValueNet, policy_net, value_net
+from ppo_td.models import ClosedForm, MaskedMultiCategorical, PolicyNet, ValueNet, policy_net, value_net
 from ppo_td.models.networks import SharedFeatures
 
 # CleanRL ppo.py: (adv - adv.mean()) / (adv.std() + 1e-8), std with Bessel's correction.
@@ -170,6 +170,9 @@ class FastLoss:
     def __init__(self, loss: PPOObjective, actor: PolicyNet, critic: ValueNet) -> None:
         self.loss, self.actor, self.critic = loss, actor, critic
         self.keys = loss.tensor_keys
+        self.closed_form = ClosedForm.of(actor.distribution_class, actor.distribution_kwargs, actor.masked)
+        """A Gaussian or unmasked categorical policy is scored in closed form (torch's operations, no
+        distribution object); any other through its distribution."""
         self.shared = actor.trunk is not None and actor.trunk is critic.trunk
         """Actor and critic share their trunk (encoder and hidden layers): it runs once per minibatch and both
         heads read its features (:class:`~ppo_td.models.networks.SharedFeatures`); ClipPPOLoss runs it once per
@@ -213,11 +216,16 @@ class FastLoss:
             advantage = normalized_advantage(advantage)
         # _log_weight: the actor's distribution at the stored observations, scoring the stored actions
         obs = td.get(keys.OBSERVATION)
-        dist = self.actor.distribution(self.actor(obs), td.get(MASK_KEY, None))
+        params = self.actor(obs)
         prev_log_prob = td.get(k.sample_log_prob)
         if prev_log_prob.requires_grad:
             raise RuntimeError(f"tensordict stored {k.sample_log_prob} requires grad.")  # as ClipPPOLoss
-        log_prob = dist.log_prob(td.get(k.action))
+        if self.closed_form is not None:
+            log_prob, entropy = self.closed_form.log_prob_entropy(
+                params if isinstance(params, tuple) else (params,), td.get(k.action))
+        else:
+            dist = self.actor.distribution(params, td.get(MASK_KEY, None))
+            log_prob, entropy = dist.log_prob(td.get(k.action)), None
         log_weight = (log_prob - prev_log_prob).unsqueeze(-1)
         kl_approx = (prev_log_prob - log_prob).unsqueeze(-1)
         with torch.no_grad():
@@ -236,7 +244,8 @@ class FastLoss:
         if loss.entropy_bonus:
             # ClipPPOLoss samples the entropy when the closed form is not finite; for the distributions planned
             # here that happens only with non-finite parameters, whose losses the update reports as non-finite
-            entropy = dist.entropy()
+            if entropy is None:
+                entropy = dist.entropy()
             out["entropy"] = entropy.detach().mean()
             out["loss_entropy"] = -loss.entropy_coeff * entropy
         out.update(self._critic_terms(td, obs))
