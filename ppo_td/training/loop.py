@@ -11,6 +11,7 @@ import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
 from torchrl.objectives import ClipPPOLoss
+from torchrl.objectives.common import AUTO_LOSS_MASK_KEYS
 
 from ppo_td import keys
 from ppo_td.collect import WorkerError, batches, gather_statistics, push_to_workers, shutdown
@@ -219,12 +220,21 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
 
 
 def _loss_data(p: Pipeline, batch: TensorDictBase) -> TensorDictBase:
-    """What the update's minibatches carry: the batch without its next observations when the loss is a
-    ``ClipPPOLoss`` (it reads them only to estimate advantages the batch lacks, and GAE has written them),
-    which halves the copying of image observations into the buffer and out of it every epoch."""
-    if isinstance(p.loss, ClipPPOLoss) and p.loss.tensor_keys.advantage in batch.keys():
-        return batch.exclude(("next", keys.OBSERVATION))
-    return batch
+    """What the update's minibatches carry. For a ``ClipPPOLoss`` given its advantages: the entries it reads
+    (its ``in_keys``, the actor's and critic's inputs among them) without the next-step ones (it reads those
+    only to estimate advantages the batch lacks, and GAE has written them), plus the advantage, value target,
+    old value and loss-mask entries. Copied into the buffer and out of it every epoch, the minibatches then
+    carry 8 entries instead of 22 on HalfCheetah, and image batches half their pixels."""
+    loss = p.loss
+    if not isinstance(loss, ClipPPOLoss) or loss.tensor_keys.advantage not in batch.keys():
+        return batch
+    k = loss.tensor_keys
+    mask = loss.loss_mask_key
+    masks = AUTO_LOSS_MASK_KEYS if mask == "auto" else () if mask is None else (mask,)
+    wanted = [key for key in loss.in_keys if not (isinstance(key, tuple) and key[0] == "next")]
+    wanted += [k.advantage, k.value_target, k.value, *masks]
+    present = batch.keys(True)
+    return batch.select(*dict.fromkeys(key for key in wanted if key in present))
 
 
 def _check_parameters(p: Pipeline, params: list[torch.Tensor], epoch: int) -> None:
