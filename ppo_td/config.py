@@ -10,6 +10,7 @@ any environment or network exists.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any, Literal
 
@@ -277,6 +278,10 @@ class TrainConfig:
     """Seed of torch, the environments and the sampler."""
     eval_episodes: int = 10
     """Deterministic episodes run after training to report the final score."""
+    device: str = "auto"
+    """Where the networks and the update run: ``auto`` (a GPU for image observations when there is one, else
+    the CPU: small MLPs are faster on the CPU, as Stable-Baselines3's PPO docs advise), ``cpu``, ``cuda``,
+    ``cuda:N`` or ``mps``. Envs step on the CPU; each iteration's batch moves to the device once."""
 
     def __post_init__(self) -> None:
         _check_types(self, "")
@@ -296,6 +301,12 @@ class TrainConfig:
                f">= frames_per_batch={self.frames_per_batch} (at least one iteration)")
         _check(self.eval_episodes >= 0, "eval_episodes", self.eval_episodes, ">= 0")
         _check(0 <= self.seed < 2**32, "seed", self.seed, "in [0, 2**32) (Gymnasium and numpy seeds)")
+        _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", self.device) is not None, "device", self.device,
+               "one of auto, cpu, cuda, cuda:N, mps")
+        _check(self.device in ("auto", "cpu") or self.collector.backend == "inprocess", "device", self.device,
+               f"cpu or auto with collector.backend={self.collector.backend!r} (worker processes act on the CPU; "
+               "a GPU update with worker collection is not supported yet): use collector.backend='inprocess' "
+               "to train on the GPU")
 
     @property
     def minibatch_size(self) -> int:

@@ -95,6 +95,8 @@ class TrainCommand:
     ppo_td's config over --preset (default generic); keys it cannot map are printed. Flags given still win."""
     overwrite: bool = False
     """Replace the run that --run-dir already holds (without it, a folder holding a run is refused)."""
+    resume_device: tyro.conf.Suppress[str | None] = None
+    """--device given with --resume: where the resumed run's networks go (set from the flag, not a flag)."""
 
     def collector_changes(self) -> dict[str, Any]:
         """The collector fields the shorthand flags set (only those given)."""
@@ -114,7 +116,7 @@ class TrainCommand:
 
 # what --resume may change: where collection runs, how the run is watched and checkpointed; never the config
 RESUME_FLAGS = {"--resume", "--collector", "--workers", "--ray-address", "--checkpoint-every", "--keep-checkpoints",
-                "--tensorboard", "--no-tensorboard", "--progress", "--no-progress", "--log-every"}
+                "--tensorboard", "--no-tensorboard", "--progress", "--no-progress", "--log-every", "--device"}
 
 
 def _train(args: list[str]) -> int:
@@ -139,9 +141,10 @@ def _train(args: list[str]) -> int:
         refused = sorted(given - RESUME_FLAGS)
         if refused:  # checked by name: a flag equal to the default would otherwise pass unnoticed
             raise ValueError(f"--resume continues a run with the config stored in its checkpoint and writes to the "
-                             f"same folder: drop {', '.join(refused)} (only --collector, --workers and --ray-address "
-                             "may change, i.e. where collection runs, and how the run is shown and checkpointed)")
-        return run_training(cmd)
+                             f"same folder: drop {', '.join(refused)} (only --collector, --workers, --ray-address "
+                             "and --device may change, i.e. where collection and the update run, and how the run "
+                             "is shown and checkpointed)")
+        return run_training(dataclasses.replace(cmd, resume_device=cmd.config.device if "--device" in given else None))
     return run_training(dataclasses.replace(cmd, config=cmd.resolved_config()))
 
 

@@ -58,6 +58,7 @@ def run_training(cmd: TrainCommand) -> int:
                 return _finish_complete_run(folder.path, config)
             return _train_in(folder, cmd, resume=True)
     c = cmd.config
+    _check_device(c.device)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     folder = RunFolder(cmd.run_dir or f"runs/{c.env.env_id}-{cmd.preset}-seed{c.seed}-{stamp}")
     with folder.locked():
@@ -77,7 +78,7 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
     checkpointer = Checkpointer(out, cmd.checkpoint_every, cmd.keep_checkpoints, run_id=folder.run_id)
     elapsed = 0.0
     if resume:
-        resumed = resume_pipeline(out / "checkpoint.pt", collector=cmd.collector_changes())
+        resumed = resume_pipeline(out / "checkpoint.pt", collector=cmd.collector_changes(), device=cmd.resume_device)
         pipeline, frames, iteration, elapsed = resumed.pipeline, resumed.frames, resumed.iteration, resumed.elapsed
         print(f"resuming {out} {resumed.describe()}")
     else:
@@ -155,6 +156,7 @@ def train_in_folder(config: TrainConfig, run_dir: str | Path, *, callbacks=(), c
     from ppo_td.training import build_pipeline, run
 
     config = _recordable(config, parts)
+    _check_device(config.device)
     started = time.perf_counter()
     folder = RunFolder(run_dir)
     with folder.locked():
@@ -185,6 +187,13 @@ def train_in_folder(config: TrainConfig, run_dir: str | Path, *, callbacks=(), c
             summary = _summarize(folder.path, pipeline.config, started)
             result.eval_returns, result.eval_returns_sampled = summary["eval_returns"], summary["eval_returns_sampled"]
     return result
+
+
+def _check_device(name: str) -> None:
+    """Refuse a device this machine lacks before the run folder is created (``auto`` always resolves)."""
+    from ppo_td.models import resolve_device
+
+    resolve_device(name)
 
 
 def _recordable(config: TrainConfig, parts: dict) -> TrainConfig:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import torch
 from tensordict.nn import TensorDictModule
 from torchrl.collectors import Collector
 from torchrl.envs import EnvBase
@@ -16,7 +17,8 @@ from ppo_td.envs import BuiltEnv
 
 
 def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: TrainConfig, done_frames: int = 0,
-                   critic: TensorDictModule | None = None) -> FastCollector | Collector | WorkerCollector:
+                   critic: TensorDictModule | None = None,
+                   device: torch.device | str = "cpu") -> FastCollector | Collector | WorkerCollector:
     """A collector yielding ``[num_envs, steps_per_env]`` batches, where ``config.collector`` says.
 
     In-process (default), ``env`` is stepped here: by :class:`~ppo_td.collect.FastCollector`
@@ -26,7 +28,8 @@ def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: Tra
     'process' or 'ray' the workers build their own envs (:mod:`ppo_td.collect.workers`)
     and ``env`` stays the learner's copy that holds the merged normalization statistics.
     ``done_frames`` (a resumed run's frame count) shortens the budget accordingly. ``critic``: when it shares
-    the actor's trunk, the fast collector records V(s) as it goes (its head costs little there).
+    the actor's trunk, the fast collector records V(s) as it goes (its head costs little there). ``device``:
+    where ``actor`` runs (observations go there each step, actions come back; the batch is stored on the CPU).
     """
     total_frames = config.num_iterations * config.frames_per_batch - done_frames
     if config.collector.backend != "inprocess":
@@ -34,7 +37,7 @@ def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: Tra
     if config.collector.step_loop != "torchrl":
         try:
             return FastCollector(env, actor, frames_per_batch=config.frames_per_batch, total_frames=total_frames,
-                                 critic=critic)
+                                 critic=critic, device=device)
         except FastUnsupported as err:
             if config.collector.step_loop == "fast":
                 raise FastUnsupported(f"collector.step_loop='fast': {err}. Set collector.step_loop='auto' or "
@@ -48,6 +51,8 @@ def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: Tra
         frames_per_batch=config.frames_per_batch,
         total_frames=total_frames,
         auto_register_policy_transforms=False,  # our actor is stateless: it needs no InitTracker
+        **({} if torch.device(device).type == "cpu" else
+           {"policy_device": device, "env_device": "cpu", "storing_device": "cpu"}),
     )
 
 

@@ -72,7 +72,9 @@ class FastPolicy:
     ``sample_and_log_prob``.
     """
 
-    def __init__(self, actor: nn.Module, critic: nn.Module | None = None) -> None:
+    def __init__(self, actor: nn.Module, critic: nn.Module | None = None, device: torch.device | str = "cpu") -> None:
+        self.device = torch.device(device)
+        """Where the networks run: each step's observation goes there, its outputs come back to the CPU."""
         net = policy_net(actor)
         if net is None:
             raise FastUnsupported(f"the actor ({type(actor).__name__}) is not one that ppo_td.models.make_actor "
@@ -90,23 +92,34 @@ class FastPolicy:
         :class:`~ppo_td.training.objective.OnePassGAE`)."""
 
     def sample(self, values: Values) -> None:
-        """Write the parameters, ``"action"`` and its log-prob (and V(s), see :attr:`value`) into ``values``; call
-        under no_grad."""
+        """Write the parameters, ``"action"`` and its log-prob (and V(s), see :attr:`value`) into ``values`` (on
+        the CPU, wherever the networks run); call under no_grad."""
+        if self.device.type == "cpu":
+            self._sample(values)
+            return
+        inputs = {k: v for k, v in values.items() if k in (keys.OBSERVATION, MASK_KEY)}
+        on_device = _Values({k: v.to(self.device, non_blocking=True) for k, v in inputs.items()})
+        self._sample(on_device)
+        values.update({k: v.to("cpu") for k, v in on_device.items() if k not in inputs})
+
+    def _sample(self, values: Values) -> None:
+        obs = values[keys.OBSERVATION]
         if self.value is not None:
             self.net.shared_features = self.value.shared_features = SharedFeatures()
             try:
-                values[keys.STATE_VALUE] = self.value(values[keys.OBSERVATION])
-                params = self.net(values[keys.OBSERVATION])
+                values[keys.STATE_VALUE] = self.value(obs)
+                params = self.net(obs)
             finally:
                 self.net.shared_features = self.value.shared_features = None
         else:
-            params = self.net(values[keys.OBSERVATION])
+            params = self.net(obs)
+        params = params if isinstance(params, tuple) else (params,)
         if self.closed_form is not None:
-            sample, log_prob = self.closed_form.sample(params if isinstance(params, tuple) else (params,))
+            sample, log_prob = self.closed_form.sample(params)
         else:
             dist = self.net.distribution(params, values.get(MASK_KEY))
             sample, log_prob = sample_and_log_prob(dist, torch.Size(), reparameterize=dist.has_rsample)
-        values.update(zip(self.param_keys, params if isinstance(params, tuple) else (params,), strict=True))
+        values.update(zip(self.param_keys, params, strict=True))
         values[keys.ACTION] = sample
         values[self.log_prob_key] = log_prob
 
@@ -296,8 +309,8 @@ class FastCollector:
     """
 
     def __init__(self, env: BuiltEnv, actor: nn.Module, frames_per_batch: int, total_frames: int,
-                 critic: nn.Module | None = None) -> None:
-        self.fast_env, self.fast_policy = FastEnv(env), FastPolicy(actor, critic)
+                 critic: nn.Module | None = None, device: torch.device | str = "cpu") -> None:
+        self.fast_env, self.fast_policy = FastEnv(env), FastPolicy(actor, critic, device)
         self.env, self.policy = env.env, actor
         n = self.fast_env.num_envs
         if frames_per_batch % n:

@@ -3,6 +3,7 @@
 Reads the env only through :class:`ppo_td.envs.EnvDescription`.
 """
 
+from ppo_td.models.device import resolve_device
 from ppo_td.models.distributions import ClosedForm, MaskedMultiCategorical
 from ppo_td.models.factory import make_actor, make_actor_critic, make_critic, wrap_policy, wrap_value
 from ppo_td.models.networks import GaussianHead, PolicyNet, ValueNet, init_orthogonal_, mlp
@@ -20,6 +21,7 @@ __all__ = [
     "make_critic",
     "mlp",
     "policy_net",
+    "resolve_device",
     "value_net",
     "wrap_policy",
     "wrap_value",

@@ -37,7 +37,7 @@ def _encoder(desc: EnvDescription, config: ModelConfig, encoder: EncoderFactory 
 
 
 def _policy_net(desc: EnvDescription, config: ModelConfig, head_in: int, trunk: nn.Module | None,
-                hidden: bool) -> PolicyNet:
+                hidden: bool, device: torch.device | None = None) -> PolicyNet:
     """The policy head for ``desc``'s actions: logits (masked where the env has a mask) or a Gaussian.
 
     ``hidden``: the head has ``config.hidden_sizes`` (else one linear layer, after a shared trunk)."""
@@ -56,7 +56,8 @@ def _policy_net(desc: EnvDescription, config: ModelConfig, head_in: int, trunk: 
         return PolicyNet(head_layers(desc.action_size), ("logits",), dist, kwargs, masked=masked, trunk=trunk)
     head = GaussianHead(head_layers(desc.action_size), desc.action_size, config.log_std_init)
     if config.squash_actions:
-        dist, kwargs = TanhNormal, {"low": torch.tensor(desc.action_low), "high": torch.tensor(desc.action_high)}
+        dist, kwargs = TanhNormal, {"low": torch.tensor(desc.action_low, device=device),
+                                "high": torch.tensor(desc.action_high, device=device)}
     else:  # the sample (and its log-prob) is stored unclipped; the env clips it (EnvConfig.clip_actions)
         dist, kwargs = IndependentNormal, {}
     return PolicyNet(head, ("loc", "scale"), dist, kwargs, trunk=trunk)
@@ -83,13 +84,14 @@ def wrap_value(net: ValueNet) -> ValueOperator:
 
 
 def make_actor(env: EnvDescription | EnvBase, config: ModelConfig,
-               encoder: EncoderFactory | None = None) -> ProbabilisticActor:
+               encoder: EncoderFactory | None = None, device: torch.device | str | None = None) -> ProbabilisticActor:
     """Policy: observation -> (encoder) -> MLP -> logits -> (masked) Categorical action, or -> (loc, scale) ->
     Gaussian action.
 
     Both write the action and its log-prob. ``env`` is an :class:`~ppo_td.envs.EnvDescription`
     (or a TorchRL env, described once). ``encoder(space) -> nn.Module`` replaces ``config.encoder``
-    (see :mod:`ppo_td.models.encoders`).
+    (see :mod:`ppo_td.models.encoders`). ``device``: where the parameters live (initialized on the CPU first,
+    so a seed gives the same initial weights on every device).
 
     Example:
         >>> actor = make_actor(built.description, ModelConfig())
@@ -98,19 +100,24 @@ def make_actor(env: EnvDescription | EnvBase, config: ModelConfig,
     """
     desc = _description(env)
     trunk, size = _encoder(desc, config, encoder)
-    return wrap_policy(_policy_net(desc, config, size, trunk=trunk, hidden=True))
+    return wrap_policy(_policy_net(desc, config, size, trunk=trunk, hidden=True, device=_device(device))).to(
+        _device(device))
 
 
 def make_critic(env: EnvDescription | EnvBase, config: ModelConfig,
-                encoder: EncoderFactory | None = None) -> ValueOperator:
-    """State-value network: observation -> (encoder) -> MLP -> ``state_value``."""
+                encoder: EncoderFactory | None = None, device: torch.device | str | None = None) -> ValueOperator:
+    """State-value network: observation -> (encoder) -> MLP -> ``state_value`` (parameters on ``device``)."""
     desc = _description(env)
     trunk, size = _encoder(desc, config, encoder)
-    return wrap_value(ValueNet(mlp(size, 1, config, config.value_head_gain), trunk=trunk))
+    return wrap_value(ValueNet(mlp(size, 1, config, config.value_head_gain), trunk=trunk)).to(_device(device))
 
 
-def make_actor_critic(env: EnvDescription | EnvBase, config: ModelConfig,
-                      encoder: EncoderFactory | None = None) -> tuple[ProbabilisticActor, ValueOperator]:
+def _device(device: torch.device | str | None) -> torch.device:
+    return torch.device("cpu") if device is None else torch.device(device)
+
+
+def make_actor_critic(env: EnvDescription | EnvBase, config: ModelConfig, encoder: EncoderFactory | None = None,
+                      device: torch.device | str | None = None) -> tuple[ProbabilisticActor, ValueOperator]:
     """Actor and critic for ``env``: separate networks (each with its own encoder), or one shared trunk (the
     encoder and the hidden layers) if ``config.shared_trunk``.
 
@@ -119,7 +126,7 @@ def make_actor_critic(env: EnvDescription | EnvBase, config: ModelConfig,
     """
     desc = _description(env)
     if not config.shared_trunk:
-        return make_actor(desc, config, encoder), make_critic(desc, config, encoder)
+        return make_actor(desc, config, encoder, device), make_critic(desc, config, encoder, device)
     encoding, size = _encoder(desc, config, encoder)
     layers = [] if encoding is None else [encoding]
     if config.hidden_sizes:
@@ -129,6 +136,6 @@ def make_actor_critic(env: EnvDescription | EnvBase, config: ModelConfig,
         raise ValueError("model.shared_trunk with no hidden layers and no encoder shares nothing: give "
                          "model.hidden_sizes, or set shared_trunk=False")
     trunk = layers[0] if len(layers) == 1 else nn.Sequential(*layers)
-    policy = _policy_net(desc, config, size, trunk=trunk, hidden=False)
+    policy = _policy_net(desc, config, size, trunk=trunk, hidden=False, device=_device(device))
     value = ValueNet(init_orthogonal_(nn.Linear(size, 1), 1.0, config.value_head_gain), trunk=trunk)
-    return wrap_policy(policy), wrap_value(value)
+    return wrap_policy(policy).to(_device(device)), wrap_value(value).to(_device(device))

@@ -18,7 +18,7 @@ from ppo_td.envs import EnvDescription, build_env
 from ppo_td.models import make_actor_critic
 from ppo_td.persist.runfolder import current_umask, remove_stale_temporaries
 from ppo_td.persist.snapshot import capture, inexact_reason, restore_snapshot
-from ppo_td.training import NonFiniteError, Pipeline, StopTraining, build_pipeline, make_train_env
+from ppo_td.training import NonFiniteError, Pipeline, StopTraining, build_pipeline, make_train_env, run_device
 
 FORMAT = "ppo_td.checkpoint"
 REQUIRED = ("config", "env_signature", "actor", "critic", "optimizer", "scheduler", "env_state", "obs_stats",
@@ -169,24 +169,29 @@ class Resumed(NamedTuple):
         return f"at iteration {self.iteration} ({self.frames} frames), {how}"
 
 
-def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = None) -> Resumed:
+def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = None,
+                    device: str | None = None) -> Resumed:
     """Rebuild a run's pipeline from its checkpoint, ready to continue: a :class:`Resumed`.
 
     ``collector`` changes where collection runs (``CollectorConfig`` fields such as
-    ``backend`` or ``num_workers``); everything else comes from the checkpoint. Pass the
+    ``backend`` or ``num_workers``) and ``device`` where the networks run (a GPU run resumed on a
+    machine without one); everything else comes from the checkpoint. Pass the
     result to :func:`ppo_td.training.run` with ``frames`` and ``iteration``.
     """
     state = load_checkpoint(path)
     config = checkpoint_config(state)
     if collector:
         config = dataclasses.replace(config, collector=dataclasses.replace(config.collector, **collector))
+    if device is not None:
+        config = dataclasses.replace(config, device=device)
     budget = config.num_iterations * config.frames_per_batch
     if state["frames"] >= budget:
         raise ValueError(f"{path} is at {state['frames']} of {budget} frames: the run is complete, nothing to resume")
     env = make_train_env(config)
     check_compatible(state, env.description)
-    actor, critic = make_actor_critic(env.description, config.model)
-    collector_ = make_collector(env, actor, config, done_frames=state["frames"], critic=critic)
+    where = run_device(config, env.description)
+    actor, critic = make_actor_critic(env.description, config.model, device=where)
+    collector_ = make_collector(env, actor, config, done_frames=state["frames"], critic=critic, device=where)
     try:
         pipeline = build_pipeline(config, env=env, actor=actor, critic=critic, collector=collector_)
         exact = restore(pipeline, state)

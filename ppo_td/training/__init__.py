@@ -10,6 +10,7 @@ from ppo_td.training.pipeline import (
     make_optimizer,
     make_scheduler,
     make_train_env,
+    run_device,
     trained_parameters,
 )
 
@@ -31,6 +32,7 @@ __all__ = [
     "make_scheduler",
     "make_train_env",
     "run",
+    "run_device",
     "run_episodes",
     "total_loss",
     "train",

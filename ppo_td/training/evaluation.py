@@ -7,9 +7,11 @@ action (or the reverse), so the final evaluation reports both.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import torch
+from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
 from torchrl.envs import EnvBase
 from torchrl.envs.utils import ExplorationType, set_exploration_type
@@ -34,7 +36,7 @@ def evaluate(actor: TensorDictModule, env_config: EnvConfig, episodes: int, seed
     try:
         if not sampled:
             return run_episodes(actor, env, env_config)
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=_gpus(actor)):
             torch.manual_seed(seed)
             return run_episodes(actor, env, env_config, ExplorationType.RANDOM)
     finally:
@@ -54,10 +56,10 @@ def evaluate_on(actor: TensorDictModule, env: EnvBase, episodes: int, seed: int,
     exploration = ExplorationType.RANDOM if sampled else ExplorationType.DETERMINISTIC
     returns: list[float] = []
     try:
-        with torch.random.fork_rng(devices=[]), torch.no_grad(), set_exploration_type(exploration):
+        with torch.random.fork_rng(devices=_gpus(actor)), torch.no_grad(), set_exploration_type(exploration):
             torch.manual_seed(seed)
             while len(returns) < episodes:
-                returns += _one_round(actor, env, limit)
+                returns += _one_round(acting_on_cpu(actor), env, limit)
     finally:
         for t in frozen:
             t.unfreeze()
@@ -80,6 +82,20 @@ def _one_round(actor: TensorDictModule, env: EnvBase, limit: int) -> list[float]
             return [float(r) for r in finished]
         td = next_td
     raise RuntimeError(f"evaluation episodes on the env passed in did not end within {limit} steps")
+
+
+def acting_on_cpu(actor: TensorDictModule) -> Callable[[TensorDictBase], TensorDictBase]:
+    """``actor`` as a policy for a CPU env: where its parameters are on a GPU, each step's input goes there and
+    its output comes back."""
+    device = next((q.device for q in actor.parameters()), torch.device("cpu"))
+    if device.type == "cpu":
+        return actor
+    return lambda td: actor(td.to(device, non_blocking=True)).to("cpu")
+
+
+def _gpus(actor: TensorDictModule) -> list[int]:
+    """The CUDA devices ``actor`` samples on, whose RNG an evaluation forks (and restores) besides the CPU's."""
+    return sorted({q.device.index or 0 for q in actor.parameters() if q.device.type == "cuda"})
 
 
 def make_eval_env(env_config: EnvConfig, episodes: int, seed: int,
@@ -114,6 +130,7 @@ def run_episodes(actor: TensorDictModule, env: EnvBase, env_config: EnvConfig,
     """
     copies = env.batch_size.numel()
     limit = episode_limit(env_config) or DEFAULT_STEP_CAP
+    actor = acting_on_cpu(actor)
     returns: list[float | None] = [None] * copies
     with torch.no_grad(), set_exploration_type(exploration):
         td = env.reset()

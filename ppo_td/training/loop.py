@@ -126,6 +126,8 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
         for batch in batches(p.collector):  # a dead worker surfaces as WorkerError
             collected = time.perf_counter()
             gather_statistics(p.collector, p.env)  # worker collectors: their normalization data, merged
+            if p.device.type != "cpu":  # collected on the CPU; GAE and the update run on the device
+                batch = batch.to(p.device, non_blocking=True)
             iteration += 1
             frames += batch.numel()
             with torch.no_grad():

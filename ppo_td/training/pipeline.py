@@ -25,7 +25,7 @@ from ppo_td.collect import adopt_collector, make_collector, torchrl_env
 from ppo_td.config import OptimConfig, TrainConfig
 from ppo_td.envs import BuiltEnv, EnvDescription, build_env, describe, observation_stats
 from ppo_td.envs.source import env_config_for
-from ppo_td.models import make_actor_critic
+from ppo_td.models import make_actor_critic, resolve_device
 from ppo_td.training.objective import make_advantage, make_loss
 
 
@@ -34,15 +34,16 @@ def make_train_env(config: TrainConfig) -> BuiltEnv:
     return build_env(config.env, seed=config.seed, gamma=config.loss.gamma)
 
 
-def make_buffer(config: TrainConfig) -> ReplayBuffer:
+def make_buffer(config: TrainConfig, device: torch.device | str = "cpu") -> ReplayBuffer:
     """One iteration's flattened batch, drawn without replacement.
 
     Each draw is a fresh permutation of the whole batch; the update cuts it into
     ``num_minibatches`` minibatches, so every epoch sees every transition once in a
-    new order (CleanRL's shuffled indices) for one buffer call per epoch.
+    new order (CleanRL's shuffled indices) for one buffer call per epoch. The storage is on ``device``
+    (the update's).
     """
     return ReplayBuffer(
-        storage=LazyTensorStorage(config.frames_per_batch),
+        storage=LazyTensorStorage(config.frames_per_batch, device=device),
         sampler=SamplerWithoutReplacement(drop_last=True),
         batch_size=config.frames_per_batch,
     )
@@ -79,6 +80,9 @@ class Pipeline:
     loss: LossModule
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
+    device: torch.device = torch.device("cpu")
+    """Where the networks and the update run (``config.device`` resolved); batches move here once per
+    iteration, envs stay on the CPU."""
 
     @property
     def rebuildable(self) -> bool:
@@ -200,8 +204,10 @@ def build_pipeline(
         env = make_train_env(config)
     built = env if isinstance(env, BuiltEnv) else None
     description = describe(torchrl_env(env))  # the env as it is now (a transform may have been appended)
+    device = run_device(config, description)
+    _check_devices(device, actor=actor, critic=critic, loss=loss)
     if actor is None or critic is None:
-        default_actor, default_critic = make_actor_critic(description, config.model, encoder)
+        default_actor, default_critic = make_actor_critic(description, config.model, encoder, device)
         actor = actor if actor is not None else default_actor
         critic = critic if critic is not None else default_critic
     advantage = advantage if advantage is not None else make_advantage(critic, config.loss)
@@ -216,10 +222,33 @@ def build_pipeline(
         actor=actor,
         critic=critic,
         collector=(adopt_collector(collector) if collector is not None
-                   else make_collector(env, actor, config, critic=critic)),
-        buffer=buffer if buffer is not None else make_buffer(config),
+                   else make_collector(env, actor, config, critic=critic, device=device)),
+        buffer=buffer if buffer is not None else make_buffer(config, device),
         advantage=advantage,
         loss=loss,
         optimizer=optimizer,
         scheduler=make_scheduler(optimizer, config),
+        device=device,
     )
+
+
+def run_device(config: TrainConfig, description: EnvDescription) -> torch.device:
+    """``config.device`` resolved for this env on this machine (:func:`~ppo_td.models.resolve_device`; ``auto``
+    means the CPU when workers collect)."""
+    space = description.observation_space
+    images = space is not None and bool(space.images()) and config.collector.backend == "inprocess"
+    return resolve_device(config.device, images=images)
+
+
+def _check_devices(device: torch.device, **parts: torch.nn.Module | None) -> None:
+    """Parts passed in hold their parameters on the run's device (moving them here would leave an optimizer the
+    caller built on the old tensors)."""
+    for name, part in parts.items():
+        if part is None:
+            continue
+        elsewhere = {str(q.device) for q in part.parameters() if q.device != device}
+        if elsewhere:
+            raise ValueError(f"{name}= has parameters on {', '.join(sorted(elsewhere))}, but the run's device is "
+                             f"{device} (config.device, resolved on this machine): move it with "
+                             f"{name}.to({str(device)!r}) before building its optimizer, or set config.device to "
+                             "where it is")

@@ -1,0 +1,43 @@
+"""Where the networks and the update run: ``TrainConfig.device`` resolved against this machine."""
+
+from __future__ import annotations
+
+import torch
+
+
+def resolve_device(name: str, images: bool = False) -> torch.device:
+    """The torch device ``name`` (``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``) stands for here.
+
+    ``auto`` picks a GPU (CUDA, else Apple's MPS) for image observations, where convolutions dominate both
+    halves of PPO, and the CPU otherwise: small MLP policies run faster on the CPU, whose per-operation
+    cost is lower than a GPU kernel launch and needs no transfer per env step (Stable-Baselines3's PPO
+    documentation gives the same advice). Envs always step on the CPU.
+
+    Raises:
+        ValueError: a GPU that torch cannot see here, naming what torch reports and the way out.
+    """
+    if name == "auto":
+        if images and torch.cuda.is_available():
+            return torch.device("cuda")
+        if images and _mps_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+            raise ValueError(f"device={name!r}, but torch {torch.__version__} ({build}) sees no CUDA GPU "
+                             "(torch.cuda.is_available() is False): use --device cpu, or auto (the GPU when "
+                             "there is one and the observations are images, else the CPU)")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"device={name!r}, but torch sees {torch.cuda.device_count()} CUDA GPU(s) "
+                             f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})")
+    elif device.type == "mps" and not _mps_available():
+        raise ValueError(f"device={name!r}, but torch {torch.__version__} has no Apple MPS backend here "
+                         "(torch.backends.mps.is_available() is False): use --device cpu, or auto")
+    return device
+
+
+def _mps_available() -> bool:
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())

@@ -1,0 +1,104 @@
+"""config.device: resolved against the machine, refused with a way out where it cannot be, and on a GPU the
+networks and the update run there while the envs step on the CPU (the CUDA tests run where there is one)."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from conftest import small_config
+from ppo_td.cli import main
+from ppo_td.config import CollectorConfig, EnvConfig, ModelConfig, TrainConfig
+from ppo_td.models import make_actor_critic, resolve_device
+from ppo_td.persist import load_checkpoint, resume_pipeline
+from ppo_td.presets import get_preset
+from ppo_td.training import build_pipeline, train
+
+CUDA = torch.cuda.is_available()
+needs_cuda = pytest.mark.skipif(not CUDA, reason="no CUDA GPU on this machine")
+without_cuda = pytest.mark.skipif(CUDA, reason="checks the refusal on a machine without CUDA")
+
+
+def test_device_values_are_checked_with_the_config():
+    with pytest.raises(ValueError, match="device='gpu'.*auto, cpu, cuda, cuda:N, mps"):
+        TrainConfig(device="gpu")
+    with pytest.raises(ValueError, match="worker processes act on the CPU.*backend='inprocess'"):
+        TrainConfig(device="cuda", collector=CollectorConfig(backend="process", num_workers=2),
+                    env=EnvConfig(num_envs=2))
+    assert TrainConfig(device="cuda:1").device == "cuda:1"  # checked against the machine when the run is built
+
+
+def test_auto_takes_a_gpu_only_for_images(monkeypatch):
+    assert resolve_device("auto") == torch.device("cpu")
+    assert resolve_device("cpu", images=True) == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a machine with a GPU, as auto sees it
+    assert resolve_device("auto", images=True) == torch.device("cuda")
+    assert resolve_device("auto", images=False) == torch.device("cpu")  # small MLPs: the CPU is faster
+
+
+@without_cuda
+def test_a_missing_gpu_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(ValueError, match="sees no CUDA GPU.*--device cpu"):
+        resolve_device("cuda")
+    with pytest.raises(ValueError, match="sees no CUDA GPU"):
+        build_pipeline(small_config(device="cuda"))
+    assert main(["train", "--preset", "cleanrl", "--device", "cuda", "--run-dir", str(tmp_path / "run")]) == 2
+    assert not (tmp_path / "run").exists()
+
+
+def test_parts_on_another_device_are_refused():
+    config = small_config(device="cpu")
+    p = build_pipeline(config)
+    p.collector.shutdown()
+    actor, _ = make_actor_critic(p.description, config.model, device="meta")  # parameters without storage
+    assert next(actor.parameters()).device.type == "meta"
+    with pytest.raises(ValueError, match=r"actor= has parameters on meta.*actor.to\('cpu'\)"):
+        build_pipeline(config, actor=actor)
+
+
+def test_cpu_and_auto_train_identically_here():
+    config = small_config(total_frames=128)
+    auto, cpu = train(config), train(dataclasses.replace(config, device="cpu"))
+    assert auto.pipeline.device == cpu.pipeline.device == torch.device("cpu")
+    assert [m["loss_policy"] for m in auto.history] == [m["loss_policy"] for m in cpu.history]
+
+
+def test_resume_may_change_the_device(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", "--preset", "cleanrl", "--total-frames", "1536", "--model.hidden-sizes", "16", "16",
+                 "--eval-episodes", "1", "--checkpoint-every", "1", "--run-dir", str(run), "--no-progress"]) == 0
+    state = load_checkpoint(run / "checkpoint.pt")
+    assert state["config"]["device"] == "auto"
+    capsys.readouterr()
+    main(["train", "--resume", str(run), "--device", "cpu"])  # accepted (the run is complete: nothing to do)
+    err = capsys.readouterr().err
+    assert "nothing to resume" in err and "drop" not in err
+    resumed = resume_pipeline(run / "checkpoints" / sorted(p.name for p in (run / "checkpoints").iterdir())[0],
+                              device="cpu")
+    resumed.pipeline.collector.shutdown()
+    assert resumed.pipeline.config.device == "cpu" and resumed.pipeline.device == torch.device("cpu")
+
+
+@needs_cuda
+@pytest.mark.parametrize("preset", ["cleanrl", "pendulum"])
+def test_training_on_the_gpu(preset, tmp_path):
+    """Networks, GAE and the update on the GPU; the batch collected on the CPU; evaluation, checkpoint and a
+    resume on the CPU all work (pendulum: a Gaussian; with squashed actions, TanhNormal's bounds on the GPU)."""
+    config = dataclasses.replace(get_preset(preset), total_frames=4 * get_preset(preset).frames_per_batch,
+                                 eval_episodes=2, device="cuda")
+    if preset == "pendulum":
+        config = dataclasses.replace(config, model=ModelConfig(squash_actions=True))
+    result = train(config)
+    p = result.pipeline
+    assert p.device.type == "cuda" and all(q.device.type == "cuda" for q in p.parameters)
+    assert len(result.eval_returns) == 2 and all(r == r for r in result.eval_returns)
+    batch = next(iter(build_pipeline(config).collector))
+    assert batch.device is None or batch.device.type == "cpu"
+    run = tmp_path / "run"
+    assert main(["train", "--preset", preset, "--device", "cuda", "--total-frames", str(config.total_frames),
+                 "--eval-episodes", "1", "--checkpoint-every", "1", "--run-dir", str(run), "--no-progress"]) == 0
+    assert main(["eval", str(run), "--episodes", "1"]) == 0
+    resumed = resume_pipeline(run / "checkpoints" / sorted(p.name for p in (run / "checkpoints").iterdir())[0],
+                              device="cpu")
+    resumed.pipeline.collector.shutdown()
+    assert all(q.device.type == "cpu" for q in resumed.pipeline.parameters)
