@@ -16,7 +16,7 @@ Every run is a separate process (benchmarks/worker.py), one at a time, with
 ``torch.set_num_threads(1)``; the libraries alternate seed by seed so machine noise hits
 both, and ratios are taken pairwise within a seed. Writes DIR/results.jsonl (one line
 per run), DIR/results.md (the tables) and DIR/*.png (return vs frames and vs seconds).
-Needs the ``bench`` extra (stable-baselines3).
+Needs the ``bench`` extra (stable-baselines3, skrl; skrl is timed where it is installed).
 """
 
 from __future__ import annotations
@@ -86,11 +86,21 @@ def cartpole_solve(seeds: list[int], out: Path) -> list[str]:
     return lines
 
 
+def _peers(preset: str) -> tuple[str, ...]:
+    """The libraries a throughput run times: ppo_td, SB3, and skrl where it is installed (not for Atari: skrl has no
+    Atari preprocessing of its own)."""
+    import importlib.util
+
+    skrl = importlib.util.find_spec("skrl") is not None and preset != "atari"
+    return ("ppo_td", "sb3", "skrl") if skrl else ("ppo_td", "sb3")
+
+
 def throughput(seeds: list[int], out: Path, preset: str, frames: int, title: str, eval_episodes: int = 1) -> list[str]:
     pairs = []
+    libraries = _peers(preset)
     for seed in seeds:
         pair = {}
-        for library in ("ppo_td", "sb3"):
+        for library in libraries:
             result = run(dict(library=library, preset=preset, seed=seed, total_frames=frames,
                               eval_episodes=eval_episodes))
             pair[library] = result
@@ -99,14 +109,23 @@ def throughput(seeds: list[int], out: Path, preset: str, frames: int, title: str
     lines = [f"{title} ({frames:,} frames per run)", "",
              "| library | total steps/s | collection steps/s | update seconds per 1k frames | peak RSS MB |",
              "|---|---|---|---|---|"]
-    for library in ("ppo_td", "sb3"):
+    for library in libraries:
         rs = [p[library] for p in pairs]
         lines.append(f"| {library} | {_median_range([r['frames'] / r['train_seconds'] for r in rs], ',.0f')} | "
                      f"{_median_range([r['frames'] / r['collect_seconds'] for r in rs], ',.0f')} | "
                      f"{_median_range([1e3 * r['update_seconds'] / r['frames'] for r in rs], '.3f')} | "
                      f"{_median_range([r['peak_rss_mb'] for r in rs], '.0f')} |")
-    ratio = [p["sb3"]["train_seconds"] / p["ppo_td"]["train_seconds"] for p in pairs]
-    lines.append(f"\nTotal steps/s, ppo_td / SB3, pairwise per seed: {_median_range(ratio, '.2f')}.")
+    lines.append("")
+    for peer, name in (("sb3", "SB3"), ("skrl", "skrl")):
+        if peer not in libraries:
+            continue
+        ratios = {what: _median_range([p[peer][what] / p["ppo_td"][what] for p in pairs], ".2f")
+                  for what in ("train_seconds", "collect_seconds", "update_seconds")}
+        lines.append(f"ppo_td / {name}, pairwise per seed: total {ratios['train_seconds']}, collection "
+                     f"{ratios['collect_seconds']}, update {ratios['update_seconds']} (speed ratios; above 1: ppo_td "
+                     "faster).")
+    if "skrl" in libraries:
+        lines.append("skrl has no return-based reward scaling: where the preset normalizes rewards, skrl runs without.")
     return lines
 
 

@@ -1,10 +1,10 @@
-"""One benchmark run in its own process: ppo_td or Stable-Baselines3, one config, one seed.
+"""One benchmark run in its own process: ppo_td, Stable-Baselines3 or skrl, one config, one seed.
 
 Run by the suites (``python -m benchmarks``) as ``python -m benchmarks.worker JSON``;
 prints one JSON result line. A separate process per run keeps peak memory and state
 apart and keeps import time out of the timed region.
 
-Spec keys: ``library`` ("ppo_td" | "sb3"), ``preset`` (a ppo_td preset: the config
+Spec keys: ``library`` ("ppo_td" | "sb3" | "skrl"), ``preset`` (a ppo_td preset: the config
 both libraries use), ``sb3_zoo`` (use RL-Zoo's tuned CartPole settings instead),
 ``seed``, ``total_frames`` (optional override), ``eval_episodes`` (0: none), ``step_loop`` and
 ``fast_forward`` (optional overrides of ``collector.step_loop`` and ``loss.fast_forward``), ``num_envs``
@@ -134,6 +134,107 @@ def run_sb3(config: TrainConfig, zoo: bool) -> dict[str, Any]:
             "train_seconds": seconds, "collect_seconds": record.collect, "update_seconds": seconds - record.collect}
 
 
+def run_skrl(config: TrainConfig) -> dict[str, Any]:
+    """skrl 2.x's PPO (``skrl.agents.torch.ppo``) at ``config``'s settings, with networks of the same shape.
+
+    The same rollout, epochs, minibatches, coefficients, annealed learning rate, gradient clipping, value clipping
+    and observation normalization (skrl's ``RunningStandardScaler``, clipped at ``env.obs_clip``); truncations
+    bootstrap as in ppo_td. skrl has no return-based reward scaling (its ``value_preprocessor`` standardizes
+    values instead), so ``env.normalize_rewards`` has no counterpart here: skrl does that much less work.
+    The update is timed around ``PPO.update`` (GAE included, as in ppo_td's update time); the rest is collection.
+    """
+    from skrl.agents.torch.ppo import PPO, PPO_CFG
+    from skrl.envs.wrappers.torch import wrap_env
+    from skrl.memories.torch import RandomMemory
+    from skrl.models.torch import CategoricalMixin, DeterministicMixin, GaussianMixin, Model
+    from skrl.resources.preprocessors.torch import RunningStandardScaler
+    from skrl.trainers.torch import SequentialTrainer
+    from skrl.utils import set_seed
+    from torch import nn
+
+    set_seed(config.seed)
+    act = nn.Tanh if config.model.activation == "tanh" else nn.ReLU
+
+    def mlp(inputs: int, outputs: int) -> nn.Sequential:
+        sizes = [inputs, *config.model.hidden_sizes]
+        layers: list[nn.Module] = []
+        for a, b in zip(sizes, sizes[1:], strict=False):
+            layers += [nn.Linear(a, b), act()]
+        return nn.Sequential(*layers, nn.Linear(sizes[-1], outputs))
+
+    class Policy(GaussianMixin, Model):
+        def __init__(self, observation_space, action_space):
+            Model.__init__(self, observation_space=observation_space, action_space=action_space, device="cpu")
+            GaussianMixin.__init__(self, clip_log_std=False, reduction="sum")
+            self.net = mlp(self.num_observations, self.num_actions)
+            self.log_std = nn.Parameter(torch.full((self.num_actions,), float(config.model.log_std_init)))
+
+        def compute(self, inputs, role=""):
+            return self.net(inputs["observations"]), {"log_std": self.log_std}
+
+    class Discrete(CategoricalMixin, Model):
+        def __init__(self, observation_space, action_space):
+            Model.__init__(self, observation_space=observation_space, action_space=action_space, device="cpu")
+            CategoricalMixin.__init__(self, unnormalized_log_prob=True)
+            self.net = mlp(self.num_observations, int(action_space.n))
+
+        def compute(self, inputs, role=""):
+            return self.net(inputs["observations"]), {}
+
+    class Value(DeterministicMixin, Model):
+        def __init__(self, observation_space, action_space):
+            Model.__init__(self, observation_space=observation_space, action_space=action_space, device="cpu")
+            DeterministicMixin.__init__(self)
+            self.net = mlp(self.num_observations, 1)
+
+        def compute(self, inputs, role=""):
+            return self.net(inputs["observations"]), {}
+
+    class TimedPPO(PPO):
+        update_seconds = 0.0
+
+        def update(self, *, timestep: int, timesteps: int) -> None:
+            started = time.perf_counter()
+            super().update(timestep=timestep, timesteps=timesteps)
+            TimedPPO.update_seconds += time.perf_counter() - started
+
+    n = config.env.num_envs
+    env = wrap_env(gym.make_vec(config.env.env_id, num_envs=n, vectorization_mode="sync"), wrapper="gymnasium")
+    policy_class = Policy if isinstance(env.action_space, gym.spaces.Box) else Discrete
+    models = {"policy": policy_class(env.observation_space, env.action_space),
+              "value": Value(env.observation_space, env.action_space)}
+    iterations = config.num_iterations
+    lr = config.optim.lr
+    cfg = PPO_CFG(
+        rollouts=config.steps_per_env, learning_epochs=config.optim.update_epochs,
+        mini_batches=config.optim.num_minibatches, discount_factor=config.loss.gamma,
+        gae_lambda=config.loss.gae_lambda, learning_rate=lr,
+        learning_rate_scheduler=torch.optim.lr_scheduler.LambdaLR if config.optim.anneal_lr else None,
+        learning_rate_scheduler_kwargs={"lr_lambda": lambda k: 1.0 - min(k, iterations - 1) / iterations}
+        if config.optim.anneal_lr else {},
+        observation_preprocessor=RunningStandardScaler if config.env.normalize_observations else None,
+        observation_preprocessor_kwargs={"size": env.observation_space, "clip_threshold": config.env.obs_clip,
+                                         "device": "cpu"} if config.env.normalize_observations else {},
+        grad_norm_clip=config.optim.max_grad_norm, ratio_clip=config.loss.clip_epsilon,
+        value_clip=config.loss.clip_value or 0.0, entropy_loss_scale=config.loss.entropy_coeff,
+        value_loss_scale=config.loss.critic_coeff, kl_threshold=0.0, time_limit_bootstrap=True)
+    cfg.experiment.write_interval = 0  # nothing written to disk: no TensorBoard, no checkpoints
+    cfg.experiment.checkpoint_interval = 0
+    memory = RandomMemory(memory_size=config.steps_per_env, num_envs=n, device="cpu")
+    agent = TimedPPO(models=models, memory=memory, observation_space=env.observation_space,
+                     action_space=env.action_space, device="cpu", cfg=cfg)
+    total = iterations * config.frames_per_batch
+    trainer = SequentialTrainer(env=env, agents=agent, cfg={"timesteps": total // n, "headless": True,
+                                                            "disable_progressbar": True,
+                                                            "close_environment_at_exit": False})
+    started = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - started
+    env.close()
+    return {"episodes": [], "eval_returns": [], "frames": total, "train_seconds": seconds,
+            "collect_seconds": seconds - TimedPPO.update_seconds, "update_seconds": TimedPPO.update_seconds}
+
+
 def _sb3_evaluate(model, config: TrainConfig, train_env) -> list[float]:
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
@@ -167,6 +268,8 @@ def main() -> None:
         config = dataclasses.replace(config, loss=dataclasses.replace(config.loss, fast_forward=spec["fast_forward"]))
     if spec["library"] == "ppo_td":
         out = run_ppo_td(config)
+    elif spec["library"] == "skrl":
+        out = run_skrl(config)
     else:
         out = run_sb3(config, zoo=spec.get("sb3_zoo", False))
     out.update(spec=spec, peak_rss_mb=_peak_rss_mb(),
