@@ -2,13 +2,17 @@
 
 import dataclasses
 
+import pytest
 import torch
 from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.modules import ValueOperator
+from torchrl.objectives.value import GAE
 
 from ppo_td.config import LossConfig
 from ppo_td.training import make_advantage
+from ppo_td.training.objective import OnePassGAE
 
 
 def reference_gae(value, next_value, reward, terminated, done, gamma, lam):
@@ -126,3 +130,20 @@ def test_truncation_bootstraps_but_termination_does_not():
 
     assert advantage(terminated=True) == 1.0 - 2.0  # r - V(s)
     assert advantage(terminated=False) == 1.0 + 0.5 * 2.0 - 2.0  # r + gamma V(s') - V(s)
+
+
+@pytest.mark.parametrize(("gamma", "lmbda"), [(0.0, 0.95), (0.99, 0.0), (1e-4, 1e-4), (0.99, 1.0), (1.0, 1.0)])
+def test_degenerate_discounts_give_the_reference_advantages(gamma, lmbda):
+    # the vectorized recursion cannot run with gamma * lambda of about 0: the step-by-step one does
+    g = torch.Generator().manual_seed(0)
+    value = torch.randn(2, 9, 1, generator=g)
+    batch = TensorDict({"observation": value,
+                        "next": {"observation": torch.randn(2, 9, 1, generator=g),
+                                 "reward": torch.randn(2, 9, 1, generator=g),
+                                 "done": torch.zeros(2, 9, 1, dtype=torch.bool),
+                                 "terminated": torch.zeros(2, 9, 1, dtype=torch.bool)}}, batch_size=[2, 9])
+    batch["next", "done"][0, 4] = batch["next", "terminated"][0, 4] = True
+    critic = TensorDictModule(lambda obs: obs, in_keys=["observation"], out_keys=["state_value"])
+    ours = OnePassGAE(critic, gamma=gamma, lmbda=lmbda)(batch.clone())
+    reference = GAE(gamma=gamma, lmbda=lmbda, value_network=critic, vectorized=False)(batch.clone())
+    torch.testing.assert_close(ours["advantage"], reference["advantage"], atol=1e-5, rtol=1e-5)
