@@ -9,7 +9,7 @@ import torch
 from conftest import small_config
 from ppo_td.cli import main
 from ppo_td.config import CollectorConfig, EnvConfig, ModelConfig, TrainConfig
-from ppo_td.models import make_actor_critic, resolve_device
+from ppo_td.models import make_actor_critic, resolve_device, same_device
 from ppo_td.persist import load_checkpoint, resume_pipeline
 from ppo_td.presets import get_preset
 from ppo_td.training import build_pipeline, train
@@ -32,7 +32,10 @@ def test_auto_takes_a_gpu_only_for_images(monkeypatch):
     assert resolve_device("auto") == torch.device("cpu")
     assert resolve_device("cpu", images=True) == torch.device("cpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a machine with a GPU, as auto sees it
-    assert resolve_device("auto", images=True) == torch.device("cuda")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert resolve_device("auto", images=True) == torch.device("cuda:0")  # indexed, as parameters report it
+    assert same_device(torch.device("cuda:0"), torch.device("cuda")) and not same_device(
+        torch.device("cuda:1"), torch.device("cuda"))
     assert resolve_device("auto", images=False) == torch.device("cpu")  # small MLPs: the CPU is faster
 
 
@@ -102,3 +105,17 @@ def test_training_on_the_gpu(preset, tmp_path):
                               device="cpu")
     resumed.pipeline.collector.shutdown()
     assert all(q.device.type == "cpu" for q in resumed.pipeline.parameters)
+
+
+def test_a_resume_on_another_device_is_not_called_exact():
+    from ppo_td.persist import capture
+    from ppo_td.persist.snapshot import inexact_reason
+
+    p = build_pipeline(small_config(device="cpu"))
+    next(iter(p.collector))
+    snapshot = capture(p)
+    assert snapshot["device"] == "cpu" and snapshot["device_rng"] is None
+    assert inexact_reason(p, snapshot) == ""
+    moved = dict(snapshot, device="cuda")  # written by the same run on a GPU
+    assert "moved from cuda to cpu" in inexact_reason(p, moved)
+    p.collector.shutdown()

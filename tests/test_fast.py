@@ -3,6 +3,8 @@ and the same state after) and the fast loss forward vs ClipPPOLoss.forward (the 
 
 import dataclasses
 
+import gymnasium as gym
+import numpy as np
 import pytest
 import test_masking  # noqa: F401 - registers ppo_td_test/MultiTarget-v0 (MultiDiscrete, masked)
 import torch
@@ -337,3 +339,56 @@ def test_a_transform_appended_before_building_sizes_the_networks():
     batch = next(iter(p.collector))
     assert batch["observation"].shape[-1] == 8
     p.collector.shutdown()
+
+
+class OneEntryDict(gym.Env):
+    """A Dict observation whose only entry is named "observation": no nesting, but Gymnasium hands out dicts."""
+
+    observation_space = gym.spaces.Dict({"observation": gym.spaces.Box(-1.0, 1.0, (3,), np.float32)})
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return {"observation": np.zeros(3, np.float32)}, {}
+
+    def step(self, action):
+        self.t += 1
+        obs = {"observation": np.full(3, self.t / 10, np.float32)}
+        return obs, float(action), self.t >= 5, False, {}
+
+
+def test_numpy_step_only_for_box_observations():
+    # a one-entry Dict keeps the tensor step (its outputs are dicts); the same batches as TorchRL's Collector
+    config = dataclasses.replace(small_config(), env=EnvConfig("test_fast:OneEntryDict", num_envs=2),
+                                 frames_per_batch=16, total_frames=32)
+    fast = build_pipeline(config)
+    assert isinstance(fast.collector, FastCollector) and fast.collector.fast_env._array_steps is None
+    batch = next(iter(fast.collector))
+    fast.collector.shutdown()
+    reference = build_pipeline(dataclasses.replace(config, collector=CollectorConfig(step_loop="torchrl")))
+    _assert_same(next(iter(reference.collector)), batch)
+    reference.collector.shutdown()
+    box = build_pipeline(small_config())  # CartPole: a Box
+    assert box.collector.fast_env._array_steps is not None
+    box.collector.shutdown()
+
+
+def test_minibatches_keep_every_entry_for_another_sampler():
+    from torchrl.data import LazyTensorStorage, ReplayBuffer
+    from torchrl.data.replay_buffers import RandomSampler
+
+    from ppo_td.training.loop import _loss_data
+
+    config = small_config()
+    default = build_pipeline(config)
+    batch = next(iter(default.collector))
+    default.collector.shutdown()
+    with torch.no_grad():
+        default.advantage(batch)
+    lean = _loss_data(default, batch)
+    assert ("next", "reward") not in lean.keys(True) and "advantage" in lean.keys()
+    custom = build_pipeline(config, buffer=ReplayBuffer(storage=LazyTensorStorage(64), sampler=RandomSampler(),
+                                                        batch_size=64))
+    custom.collector.shutdown()
+    assert set(_loss_data(custom, batch).keys(True)) == set(batch.keys(True))  # a sampler may read any entry

@@ -52,7 +52,7 @@ def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: Tra
         total_frames=total_frames,
         auto_register_policy_transforms=False,  # our actor is stateless: it needs no InitTracker
         **({} if torch.device(device).type == "cpu" else
-           {"policy_device": device, "env_device": "cpu", "storing_device": "cpu"}),
+           {"policy_device": device, "env_device": torchrl_env(env).device or "cpu", "storing_device": "cpu"}),
     )
 
 

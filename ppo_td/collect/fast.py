@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -209,7 +210,8 @@ class FastEnv:
         a fraction of a tensor operation) and become tensors once, without a copy. The same float operations
         in the same order, so the same bits as the tensor step (``tests/test_fast.py``)."""
         obs_spec, reward_spec = self.base.observation_spec.get(keys.OBSERVATION), self.base.reward_spec
-        if self.obs_keys != [keys.OBSERVATION] or obs_spec.dtype not in _NUMPY or reward_spec.dtype not in _NUMPY:
+        if (self.obs_keys != [keys.OBSERVATION] or obs_spec.dtype not in _NUMPY or reward_spec.dtype not in _NUMPY
+                or not isinstance(self.vec.single_observation_space, gym.spaces.Box)):  # e.g. a one-entry Dict
             return None
         self._array_layout = ((_NUMPY[obs_spec.dtype], tuple(obs_spec.shape)),
                               (_NUMPY[reward_spec.dtype], tuple(reward_spec.shape)))

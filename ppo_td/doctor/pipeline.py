@@ -22,6 +22,8 @@ def checkup(pipeline: Pipeline) -> Audit:
     actor, critic = policy_net(p.actor), value_net(p.critic)
     actor, critic = p.actor if actor is None else actor, p.critic if critic is None else critic
     batch = next(iter(p.collector))
+    if p.device.type != "cpu":  # as the training loop does: collected on the CPU, GAE and the update on the device
+        batch = batch.to(p.device)
     try:
         with audit(actor=actor, critic=critic, optimizers=[p.optimizer]) as a:
             a.check_rollout(batch)

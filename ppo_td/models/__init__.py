@@ -3,7 +3,7 @@
 Reads the env only through :class:`ppo_td.envs.EnvDescription`.
 """
 
-from ppo_td.models.device import resolve_device
+from ppo_td.models.device import resolve_device, same_device
 from ppo_td.models.distributions import ClosedForm, MaskedMultiCategorical
 from ppo_td.models.factory import make_actor, make_actor_critic, make_critic, wrap_policy, wrap_value
 from ppo_td.models.networks import GaussianHead, PolicyNet, ValueNet, init_orthogonal_, mlp
@@ -22,6 +22,7 @@ __all__ = [
     "mlp",
     "policy_net",
     "resolve_device",
+    "same_device",
     "value_net",
     "wrap_policy",
     "wrap_value",

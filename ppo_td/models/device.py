@@ -6,7 +6,8 @@ import torch
 
 
 def resolve_device(name: str, images: bool = False) -> torch.device:
-    """The torch device ``name`` (``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``) stands for here.
+    """The torch device ``name`` (``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``) stands for here, with its
+    index (``cuda`` is the current CUDA device, as tensors moved there report it).
 
     ``auto`` picks a GPU (CUDA, else Apple's MPS) for image observations, where convolutions dominate both
     halves of PPO, and the CPU otherwise: small MLP policies run faster on the CPU, whose per-operation
@@ -18,9 +19,9 @@ def resolve_device(name: str, images: bool = False) -> torch.device:
     """
     if name == "auto":
         if images and torch.cuda.is_available():
-            return torch.device("cuda")
+            return torch.device("cuda", torch.cuda.current_device())
         if images and _mps_available():
-            return torch.device("mps")
+            return torch.device("mps", 0)
         return torch.device("cpu")
     device = torch.device(name)
     if device.type == "cuda":
@@ -32,10 +33,18 @@ def resolve_device(name: str, images: bool = False) -> torch.device:
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise ValueError(f"device={name!r}, but torch sees {torch.cuda.device_count()} CUDA GPU(s) "
                              f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})")
-    elif device.type == "mps" and not _mps_available():
-        raise ValueError(f"device={name!r}, but torch {torch.__version__} has no Apple MPS backend here "
-                         "(torch.backends.mps.is_available() is False): use --device cpu, or auto")
+        return device if device.index is not None else torch.device("cuda", torch.cuda.current_device())
+    if device.type == "mps":
+        if not _mps_available():
+            raise ValueError(f"device={name!r}, but torch {torch.__version__} has no Apple MPS backend here "
+                             "(torch.backends.mps.is_available() is False): use --device cpu, or auto")
+        return torch.device("mps", 0)
     return device
+
+
+def same_device(a: torch.device, b: torch.device) -> bool:
+    """True for the same device, ``cuda`` and ``cuda:0`` alike (a tensor reports its device with an index)."""
+    return a.type == b.type and (a.index or 0) == (b.index or 0)
 
 
 def _mps_available() -> bool:

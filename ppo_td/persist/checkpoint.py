@@ -180,10 +180,12 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     """
     state = load_checkpoint(path)
     config = checkpoint_config(state)
+    changes: dict[str, Any] = {}
     if collector:
-        config = dataclasses.replace(config, collector=dataclasses.replace(config.collector, **collector))
+        changes["collector"] = dataclasses.replace(config.collector, **collector)
     if device is not None:
-        config = dataclasses.replace(config, device=device)
+        changes["device"] = device
+    config = dataclasses.replace(config, **changes)  # together: a GPU run moving to workers also moves to the CPU
     budget = config.num_iterations * config.frames_per_batch
     if state["frames"] >= budget:
         raise ValueError(f"{path} is at {state['frames']} of {budget} frames: the run is complete, nothing to resume")

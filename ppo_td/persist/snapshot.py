@@ -80,6 +80,8 @@ def capture(pipeline: Pipeline) -> dict[str, Any]:
         "exact": why is None,
         "why": why or "",
         "torch_rng": torch.get_rng_state(),
+        "device": pipeline.device.type,
+        "device_rng": _device_rng(pipeline.device),  # on a GPU, sampling and minibatch order draw from its RNG
         "env": env,
         "collector": pipeline.collector.state_dict() if why is None else None,
     }
@@ -92,6 +94,8 @@ def restore_snapshot(pipeline: Pipeline, snapshot: dict[str, Any]) -> bool:
     (else nothing of it is loaded and :func:`inexact_reason` says why).
     """
     torch.set_rng_state(snapshot["torch_rng"])
+    if snapshot.get("device_rng") is not None and snapshot.get("device") == pipeline.device.type:
+        _set_device_rng(pipeline.device, snapshot["device_rng"])
     if inexact_reason(pipeline, snapshot):
         return False
     load_state(pipeline.built.vector, snapshot["env"])
@@ -106,6 +110,10 @@ def inexact_reason(pipeline: Pipeline, snapshot: dict[str, Any]) -> str:
     why = _structural(pipeline)
     if why is not None:
         return why
+    saved = snapshot.get("device", "cpu")  # checkpoints before devices: the CPU
+    if saved != pipeline.device.type:
+        return (f"the run moved from {saved} to {pipeline.device.type}: the random numbers of sampling and of the "
+                "minibatch order come from another generator")
     try:
         check_fits(pipeline.built.vector, snapshot["env"])
     except StateMismatch as err:
@@ -113,3 +121,19 @@ def inexact_reason(pipeline: Pipeline, snapshot: dict[str, Any]) -> str:
     except Exception as err:  # noqa: BLE001 - a state this ppo_td cannot read: resume with fresh episodes
         return f"the checkpoint's env state cannot be checked against this env: {err}"
     return ""
+
+
+def _device_rng(device: torch.device) -> torch.Tensor | None:
+    """The RNG state of a GPU ``device`` (None on the CPU, whose state is ``torch_rng``)."""
+    if device.type == "cuda":
+        return torch.cuda.get_rng_state(device)
+    if device.type == "mps":
+        return torch.mps.get_rng_state()
+    return None
+
+
+def _set_device_rng(device: torch.device, state: torch.Tensor) -> None:
+    if device.type == "cuda":
+        torch.cuda.set_rng_state(state, device)
+    elif device.type == "mps":
+        torch.mps.set_rng_state(state)

@@ -6,6 +6,7 @@ action (or the reverse), so the final evaluation reports both.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable
 from typing import Any
@@ -36,7 +37,7 @@ def evaluate(actor: TensorDictModule, env_config: EnvConfig, episodes: int, seed
     try:
         if not sampled:
             return run_episodes(actor, env, env_config)
-        with torch.random.fork_rng(devices=_gpus(actor)):
+        with _forked_rng(actor):
             torch.manual_seed(seed)
             return run_episodes(actor, env, env_config, ExplorationType.RANDOM)
     finally:
@@ -56,7 +57,7 @@ def evaluate_on(actor: TensorDictModule, env: EnvBase, episodes: int, seed: int,
     exploration = ExplorationType.RANDOM if sampled else ExplorationType.DETERMINISTIC
     returns: list[float] = []
     try:
-        with torch.random.fork_rng(devices=_gpus(actor)), torch.no_grad(), set_exploration_type(exploration):
+        with _forked_rng(actor), torch.no_grad(), set_exploration_type(exploration):
             torch.manual_seed(seed)
             while len(returns) < episodes:
                 returns += _one_round(acting_on_cpu(actor), env, limit)
@@ -93,9 +94,16 @@ def acting_on_cpu(actor: TensorDictModule) -> Callable[[TensorDictBase], TensorD
     return lambda td: actor(td.to(device, non_blocking=True)).to("cpu")
 
 
-def _gpus(actor: TensorDictModule) -> list[int]:
-    """The CUDA devices ``actor`` samples on, whose RNG an evaluation forks (and restores) besides the CPU's."""
-    return sorted({q.device.index or 0 for q in actor.parameters() if q.device.type == "cuda"})
+def _forked_rng(actor: TensorDictModule) -> contextlib.ExitStack:
+    """The CPU's RNG forked (restored on exit), and the RNG of each GPU ``actor`` samples on: an evaluation seeds
+    them all, and leaves the caller's generators as they were."""
+    stack = contextlib.ExitStack()
+    devices = {q.device for q in actor.parameters()}
+    cuda = sorted({d.index or 0 for d in devices if d.type == "cuda"})
+    stack.enter_context(torch.random.fork_rng(devices=cuda))
+    if any(d.type == "mps" for d in devices):
+        stack.enter_context(torch.random.fork_rng(device_type="mps"))
+    return stack
 
 
 def make_eval_env(env_config: EnvConfig, episodes: int, seed: int,

@@ -10,14 +10,14 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
-from torchrl.objectives import ClipPPOLoss
+from torchrl.data.replay_buffers import SamplerWithoutReplacement
 from torchrl.objectives.common import AUTO_LOSS_MASK_KEYS
 
 from ppo_td import keys
 from ppo_td.collect import WorkerError, batches, gather_statistics, push_to_workers, shutdown
 from ppo_td.config import TrainConfig
 from ppo_td.training.evaluation import evaluate, evaluate_on
-from ppo_td.training.objective import explained_variance, total_loss
+from ppo_td.training.objective import PPOObjective, explained_variance, total_loss
 from ppo_td.training.pipeline import Pipeline, build_pipeline
 
 Callback = Callable[[dict[str, Any], Pipeline], None]
@@ -127,7 +127,8 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
             collected = time.perf_counter()
             gather_statistics(p.collector, p.env)  # worker collectors: their normalization data, merged
             if p.device.type != "cpu":  # collected on the CPU; GAE and the update run on the device
-                batch = batch.to(p.device, non_blocking=True)
+                batch = batch.to(p.device)  # blocking: the CPU batch is released at once (a non-blocking MPS copy
+                # of a freed source can read garbage)
             iteration += 1
             frames += batch.numel()
             with torch.no_grad():
@@ -222,17 +223,19 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
 
 
 def _loss_data(p: Pipeline, batch: TensorDictBase) -> TensorDictBase:
-    """What the update's minibatches carry. For a ``ClipPPOLoss`` given its advantages: the entries it reads
+    """What the update's minibatches carry. For ppo_td's loss given its advantages, and the default buffer's sampler:
+    the entries it reads
     (its ``in_keys``, the actor's and critic's inputs among them) without the next-step ones (it reads those
     only to estimate advantages the batch lacks, and GAE has written them), plus the advantage, value target,
     old value and loss-mask entries. Copied into the buffer and out of it every epoch, the minibatches then
     carry 8 entries instead of 22 on HalfCheetah, and image batches half their pixels."""
     loss = p.loss
-    if not isinstance(loss, ClipPPOLoss) or loss.tensor_keys.advantage not in batch.keys():
+    if (type(loss) is not PPOObjective or loss.tensor_keys.advantage not in batch.keys()
+            or type(p.buffer.sampler) is not SamplerWithoutReplacement):  # another sampler may read other keys
         return batch
     k = loss.tensor_keys
     mask = loss.loss_mask_key
-    masks = AUTO_LOSS_MASK_KEYS if mask == "auto" else () if mask is None else (mask,)
+    masks = (*AUTO_LOSS_MASK_KEYS, *(() if mask in ("auto", None) else (mask,)))  # shifted_valid is always read
     wanted = [key for key in loss.in_keys if not (isinstance(key, tuple) and key[0] == "next")]
     wanted += [k.advantage, k.value_target, k.value, *masks]
     present = batch.keys(True)

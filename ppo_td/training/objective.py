@@ -60,7 +60,12 @@ class OnePassGAE(GAE):
     def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
         with torch.no_grad():
             self.fill_values(tensordict)
-        return super().forward(tensordict, *args, **kwargs)
+        if tensordict.device is None or tensordict.device.type != "cuda":
+            return super().forward(tensordict, *args, **kwargs)
+        cudnn = torch.backends.cudnn  # the vectorized recursion is a convolution: in float32, not TF32 (1e-3)
+        with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark, deterministic=cudnn.deterministic,
+                         allow_tf32=False):
+            return super().forward(tensordict, *args, **kwargs)
 
     def fill_values(self, batch: TensorDictBase) -> None:
         """Write ``"state_value"`` and ``("next", "state_value")`` into ``batch`` (``[env, time]``)."""

@@ -25,7 +25,7 @@ from ppo_td.collect import adopt_collector, make_collector, torchrl_env
 from ppo_td.config import OptimConfig, TrainConfig
 from ppo_td.envs import BuiltEnv, EnvDescription, build_env, describe, observation_stats
 from ppo_td.envs.source import env_config_for
-from ppo_td.models import make_actor_critic, resolve_device
+from ppo_td.models import make_actor_critic, resolve_device, same_device
 from ppo_td.training.objective import make_advantage, make_loss
 
 
@@ -246,7 +246,7 @@ def _check_devices(device: torch.device, **parts: torch.nn.Module | None) -> Non
     for name, part in parts.items():
         if part is None:
             continue
-        elsewhere = {str(q.device) for q in part.parameters() if q.device != device}
+        elsewhere = {str(q.device) for q in part.parameters() if not same_device(q.device, device)}
         if elsewhere:
             raise ValueError(f"{name}= has parameters on {', '.join(sorted(elsewhere))}, but the run's device is "
                              f"{device} (config.device, resolved on this machine): move it with "
