@@ -11,6 +11,7 @@ import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
 from torchrl.data.replay_buffers import SamplerWithoutReplacement
+from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.common import AUTO_LOSS_MASK_KEYS
 
 from ppo_td import keys
@@ -223,16 +224,19 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
 
 
 def _loss_data(p: Pipeline, batch: TensorDictBase) -> TensorDictBase:
-    """What the update's minibatches carry. For ppo_td's loss given its advantages, and the default buffer's sampler:
-    the entries it reads
-    (its ``in_keys``, the actor's and critic's inputs among them) without the next-step ones (it reads those
-    only to estimate advantages the batch lacks, and GAE has written them), plus the advantage, value target,
-    old value and loss-mask entries. Copied into the buffer and out of it every epoch, the minibatches then
-    carry 8 entries instead of 22 on HalfCheetah, and image batches half their pixels."""
+    """What the update's minibatches carry, copied into the buffer and out of it every epoch.
+
+    For a ``ClipPPOLoss`` given its advantages: never the next observations (it reads them only to estimate
+    advantages the batch lacks, and GAE has written them), which halves an image batch. For ppo_td's own loss
+    with the default buffer's sampler: only what the loss reads (its ``in_keys``, the actor's and critic's inputs
+    among them, without the next-step ones), the advantage, value target, old value and loss-mask entries; 6
+    entries instead of 22 on HalfCheetah. Another loss or sampler may read any other entry: it gets them all.
+    """
     loss = p.loss
-    if (type(loss) is not PPOObjective or loss.tensor_keys.advantage not in batch.keys()
-            or type(p.buffer.sampler) is not SamplerWithoutReplacement):  # another sampler may read other keys
+    if not isinstance(loss, ClipPPOLoss) or loss.tensor_keys.advantage not in batch.keys():
         return batch
+    if type(loss) is not PPOObjective or type(p.buffer.sampler) is not SamplerWithoutReplacement:
+        return batch.exclude(("next", keys.OBSERVATION))
     k = loss.tensor_keys
     mask = loss.loss_mask_key
     masks = (*AUTO_LOSS_MASK_KEYS, *(() if mask in ("auto", None) else (mask,)))  # shifted_valid is always read
