@@ -98,10 +98,9 @@ def make_actor(env: EnvDescription | EnvBase, config: ModelConfig,
         >>> actor(built.env.reset())["action"].shape
         torch.Size([32])
     """
-    desc = _description(env)
+    desc, where = _description(env), _device(device)
     trunk, size = _encoder(desc, config, encoder)
-    return wrap_policy(_policy_net(desc, config, size, trunk=trunk, hidden=True, device=_device(device))).to(
-        _device(device))
+    return wrap_policy(_policy_net(desc, config, size, trunk=trunk, hidden=True, device=where)).to(where)
 
 
 def make_critic(env: EnvDescription | EnvBase, config: ModelConfig,
@@ -136,6 +135,7 @@ def make_actor_critic(env: EnvDescription | EnvBase, config: ModelConfig, encode
         raise ValueError("model.shared_trunk with no hidden layers and no encoder shares nothing: give "
                          "model.hidden_sizes, or set shared_trunk=False")
     trunk = layers[0] if len(layers) == 1 else nn.Sequential(*layers)
-    policy = _policy_net(desc, config, size, trunk=trunk, hidden=False, device=_device(device))
+    where = _device(device)
+    policy = _policy_net(desc, config, size, trunk=trunk, hidden=False, device=where)
     value = ValueNet(init_orthogonal_(nn.Linear(size, 1), 1.0, config.value_head_gain), trunk=trunk)
-    return wrap_policy(policy).to(_device(device)), wrap_value(value).to(_device(device))
+    return wrap_policy(policy).to(where), wrap_value(value).to(where)
