@@ -133,9 +133,25 @@ class ModelConfig:
     """Box actions: initial value of the state-independent log standard deviation (0: std 1)."""
     squash_actions: bool = False
     """Box actions: tanh-squashed Gaussian inside the bounds, instead of a Gaussian clipped for the env."""
+    recurrent: Literal["none", "lstm", "gru"] = "none"
+    """A memory between the encoder and the hidden layers (ppo_td.models.recurrent): TorchRL's LSTMModule or
+    GRUModule, its state carried from step to step in the TensorDict and reset where an episode starts; the update
+    backpropagates through time over sequences of optim.sequence_length steps. 'none': feed-forward."""
+    recurrent_size: int = 64
+    """Width of the recurrent state (RL Zoo's recurrent PPO presets: 64; sb3-contrib's default 256)."""
+    shared_recurrent: bool = False
+    """One recurrent core for actor and critic (CleanRL's ppo_atari_lstm); False gives the critic its own
+    (sb3-contrib's RecurrentPPO default, enable_critic_lstm), which the collector steps alongside the actor's."""
 
     def __post_init__(self) -> None:
         _check_types(self, "model.")
+        _check(self.recurrent in ("none", "lstm", "gru"), "model.recurrent", self.recurrent,
+               "'none', 'lstm' or 'gru'")
+        _check(self.recurrent_size >= 1, "model.recurrent_size", self.recurrent_size, ">= 1")
+        _check(not (self.shared_trunk and self.recurrent != "none" and not self.shared_recurrent),
+               "model.shared_trunk", self.shared_trunk,
+               "False with a recurrent model whose cores are separate: set model.shared_recurrent=True to share "
+               "the encoder, the core and the hidden layers")
         _check(all(h >= 1 for h in self.hidden_sizes), "model.hidden_sizes", self.hidden_sizes, "positive widths")
         module, sep, name = self.encoder.rpartition(":")
         _check(self.encoder in ("auto", "flat", "nature", "small") or bool(sep and module and name), "model.encoder",
@@ -201,6 +217,10 @@ class OptimConfig:
     """Global gradient-norm clip over all trained parameters."""
     target_kl: float | None = None
     """Stop the epochs of an update once the k3 approx-KL exceeds this; None never stops."""
+    sequence_length: int | None = None
+    """Recurrent models only: each env's rollout is cut into sequences of this many steps, each replayed from the
+    recurrent state stored when it was collected (backpropagation through time inside the sequence); minibatches
+    are sequences. None: the whole rollout of each env is one sequence (CleanRL's ppo_atari_lstm)."""
 
     def __post_init__(self) -> None:
         _check_types(self, "optim.")
@@ -211,6 +231,8 @@ class OptimConfig:
         _check(self.max_grad_norm > 0, "optim.max_grad_norm", self.max_grad_norm, "> 0")
         if self.target_kl is not None:
             _check(self.target_kl > 0, "optim.target_kl", self.target_kl, "> 0 or None")
+        if self.sequence_length is not None:
+            _check(self.sequence_length >= 1, "optim.sequence_length", self.sequence_length, ">= 1 or None")
 
 
 @dataclass(frozen=True)
@@ -297,6 +319,8 @@ class TrainConfig:
                "frames_per_batch", self.frames_per_batch,
                f"at least 2 x optim.num_minibatches={self.optim.num_minibatches} with loss.normalize_advantage "
                "(the standard deviation of a one-transition minibatch is undefined)")
+        if self.model.recurrent != "none":
+            self.check_sequences("model.recurrent")
         _check(self.total_frames >= self.frames_per_batch, "total_frames", self.total_frames,
                f">= frames_per_batch={self.frames_per_batch} (at least one iteration)")
         _check(self.eval_episodes >= 0, "eval_episodes", self.eval_episodes, ">= 0")
@@ -307,6 +331,30 @@ class TrainConfig:
                f"cpu or auto with collector.backend={self.collector.backend!r} (worker processes act on the CPU; "
                "a GPU update with worker collection is not supported yet): use collector.backend='inprocess' "
                "to train on the GPU")
+
+    def check_sequences(self, why: str) -> None:
+        """ValueError unless each env's rollout cuts into whole sequences that split into equal minibatches (for
+        a recurrent model: ``why`` names what made it one)."""
+        length, steps = self.sequence_length, self.steps_per_env
+        _check(length <= steps, "optim.sequence_length", length,
+               f"at most the rollout of each env, frames_per_batch / env.num_envs = {steps} steps, with {why} "
+               "(a longer sequence cannot be replayed from one batch)")
+        _check(steps % length == 0, "optim.sequence_length", length,
+               f"a divisor of the rollout of each env ({steps} steps) with {why}")
+        _check(self.num_sequences % self.optim.num_minibatches == 0, "optim.num_minibatches",
+               self.optim.num_minibatches,
+               f"a divisor of the {self.num_sequences} sequences per batch (env.num_envs x rollout / "
+               f"optim.sequence_length) with {why}: minibatches are whole sequences")
+
+    @property
+    def sequence_length(self) -> int:
+        """Steps per training sequence of a recurrent model (``optim.sequence_length``, None: the rollout)."""
+        return self.optim.sequence_length or self.steps_per_env
+
+    @property
+    def num_sequences(self) -> int:
+        """Training sequences per batch of a recurrent model."""
+        return self.frames_per_batch // self.sequence_length
 
     @property
     def minibatch_size(self) -> int:

@@ -14,6 +14,7 @@ from ppo_td.collect.fast import FastCollector, FastUnsupported
 from ppo_td.collect.workers import WorkerCollector, make_worker_collector
 from ppo_td.config import TrainConfig
 from ppo_td.envs import BuiltEnv
+from ppo_td.models.recurrent import collection_policy
 
 
 def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: TrainConfig, done_frames: int = 0,
@@ -33,7 +34,7 @@ def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: Tra
     """
     total_frames = config.num_iterations * config.frames_per_batch - done_frames
     if config.collector.backend != "inprocess":
-        return make_worker_collector(config, actor, total_frames)
+        return make_worker_collector(config, actor, total_frames, critic=critic)
     if config.collector.step_loop != "torchrl":
         try:
             return FastCollector(env, actor, frames_per_batch=config.frames_per_batch, total_frames=total_frames,
@@ -47,7 +48,7 @@ def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: Tra
         total_frames += config.frames_per_batch  # rebuild this one, and evaluates on it: the loop stops at the plan
     return Collector(
         torchrl_env(env),
-        actor,
+        collection_policy(actor, critic),  # with a critic that has a recurrent state of its own: both
         frames_per_batch=config.frames_per_batch,
         total_frames=total_frames,
         auto_register_policy_transforms=False,  # our actor is stateless: it needs no InitTracker

@@ -34,7 +34,16 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import expand_as_right
 from torch import nn
 from torchrl.data import Composite
-from torchrl.envs import ActionMask, Compose, DoubleToFloat, RewardClipping, RewardSum, StepCounter
+from torchrl.envs import (
+    ActionMask,
+    Compose,
+    DoubleToFloat,
+    InitTracker,
+    RewardClipping,
+    RewardSum,
+    StepCounter,
+    TensorDictPrimer,
+)
 from torchrl.modules.distributions.utils import sample_and_log_prob
 
 from ppo_td import keys
@@ -42,6 +51,7 @@ from ppo_td.envs import BuiltEnv, FiniteCheck, IndexObservations, MaskCheck, Ret
 from ppo_td.envs.masking import MASK_KEY
 from ppo_td.models import ClosedForm, PolicyNet, ValueNet, policy_net, value_net
 from ppo_td.models.networks import SharedFeatures
+from ppo_td.models.recurrent import IS_INIT, Recurrent, recurrent_parts
 
 Values = dict[str, torch.Tensor]
 
@@ -76,35 +86,74 @@ class FastPolicy:
     def __init__(self, actor: nn.Module, critic: nn.Module | None = None, device: torch.device | str = "cpu") -> None:
         self.device = torch.device(device)
         """Where the networks run: each step's observation goes there, its outputs come back to the CPU."""
-        net = policy_net(actor)
-        if net is None:
+        self.recurrent: Recurrent | None = recurrent_parts(actor)
+        """A recurrent actor's encoder, core and head (its state read from and written to the step's values)."""
+        net = self.recurrent.head if self.recurrent is not None else policy_net(actor)
+        if not isinstance(net, PolicyNet):
             raise FastUnsupported(f"the actor ({type(actor).__name__}) is not one that ppo_td.models.make_actor "
                                   "builds, so the fast collector cannot run it on plain tensors")
         self.net: PolicyNet = net
-        self.param_keys = list(actor.out_keys[: len(net.param_names)])
-        self.log_prob_key = actor.out_keys[-1]
-        self.out_keys = list(actor.out_keys)
+        dist_module = actor.module[1]
+        self.param_keys = list(actor.module[0].out_keys[-len(net.param_names):])
+        self.log_prob_key = dist_module.log_prob_key
+        self.out_keys = [*self.param_keys, keys.ACTION, self.log_prob_key]
         self.closed_form = ClosedForm.of(net.distribution_class, net.distribution_kwargs, net.masked)
-        value = value_net(critic) if critic is not None else None
-        self.value: ValueNet | None = value if value is not None and net.trunk is not None \
-            and value.trunk is net.trunk else None
-        """A critic sharing the actor's trunk: V(s) costs its head only here, so it is recorded as the batch's
-        ``("collector", "state_value")`` (GAE uses it once instead of that pass:
-        :class:`~ppo_td.training.objective.OnePassGAE`)."""
+        self.critic_core: Recurrent | None = None
+        """A recurrent critic with a core of its own: stepped with the actor, to carry its state."""
+        value: ValueNet | None = None
+        if self.recurrent is not None:
+            own = recurrent_parts(critic) if critic is not None else None
+            if critic is not None and own is None:
+                raise FastUnsupported("the critic is not one that ppo_td.models builds beside a recurrent actor")
+            if own is not None and own.core is self.recurrent.core:  # one core: V(s) from the actor's memory
+                value = own.head
+            elif own is not None:
+                self.critic_core = own
+        else:
+            value = value_net(critic) if critic is not None else None
+            value = value if value is not None and net.trunk is not None and value.trunk is net.trunk else None
+        self.value: ValueNet | None = value
+        """A critic reading the actor's features (a shared trunk or a shared recurrent core): V(s) costs its head
+        only here, so it is recorded as the batch's ``("collector", "state_value")`` (GAE uses it once instead of
+        that pass: :class:`~ppo_td.training.objective.OnePassGAE`). So is a recurrent critic's with a core of its
+        own, which runs every step anyway."""
+        self.states = [*(self.recurrent.state if self.recurrent else ()),
+                       *(self.critic_core.state if self.critic_core else ())]
+        """The recurrent states this policy reads and writes (``("next", key)``)."""
+        self.inputs = [keys.OBSERVATION, MASK_KEY, *((IS_INIT, *self.states) if self.recurrent else ())]
+
+    @property
+    def records_value(self) -> bool:
+        """Each step writes V(s) too."""
+        return self.value is not None or self.critic_core is not None
 
     def sample(self, values: Values) -> None:
-        """Write the parameters, ``"action"`` and its log-prob (and V(s), see :attr:`value`) into ``values`` (on
-        the CPU, wherever the networks run); call under no_grad."""
+        """Write the parameters, ``"action"`` and its log-prob (and V(s), see :attr:`value`, and the next
+        recurrent states) into ``values`` (on the CPU, wherever the networks run); call under no_grad."""
         if self.device.type == "cpu":
             self._sample(values)
             return
-        inputs = {k: v for k, v in values.items() if k in (keys.OBSERVATION, MASK_KEY)}
+        inputs = {k: v for k, v in values.items() if k in self.inputs}
         on_device = _Values({k: v.to(self.device, non_blocking=True) for k, v in inputs.items()})
         self._sample(on_device)
         values.update({k: v.to("cpu") for k, v in on_device.items() if k not in inputs})
 
-    def _sample(self, values: Values) -> None:
+    def _features(self, values: Values) -> torch.Tensor:
+        """What the policy head reads: the observation, or a recurrent actor's memory (next states written)."""
         obs = values[keys.OBSERVATION]
+        if self.recurrent is None:
+            return obs
+        is_init = values[IS_INIT]
+        if self.critic_core is not None:
+            memory, new = self.critic_core.step(obs, [values[k] for k in self.critic_core.state], is_init)
+            values[keys.STATE_VALUE] = self.critic_core.head(memory)
+            values.update({("next", k): v for k, v in zip(self.critic_core.state, new, strict=True)})
+        memory, new = self.recurrent.step(obs, [values[k] for k in self.recurrent.state], is_init)
+        values.update({("next", k): v for k, v in zip(self.recurrent.state, new, strict=True)})
+        return memory
+
+    def _sample(self, values: Values) -> None:
+        obs = self._features(values)
         if self.value is not None:
             self.net.shared_features = self.value.shared_features = SharedFeatures()
             try:
@@ -142,6 +191,10 @@ class FastEnv:
             raise FastUnsupported(f"the env's observation {nested[0]!r} has entries of its own (a Dict or Tuple "
                                   "space); the fast collector steps single-tensor observations")
         self.transforms = self.current_transforms()
+        self.memory: list[str] = []
+        """Keys a recurrent policy's transforms add (``"is_init"``, its states), carried from step to step."""
+        self.states: list[str] = []
+        """The recurrent states a primer adds: the policy writes their next values."""
         self._steps: list[Callable[[Values, Values], None]] = []
         self._resets: list[Callable[[Values, Values, torch.Tensor], None]] = []
         for t in self.transforms:
@@ -149,7 +202,8 @@ class FastEnv:
         self._array_steps = self._plan_arrays()
         kinds = {type(t) for t in self.transforms}
         counters = zip(_COUNTERS, (StepCounter, RewardSum), strict=True)
-        self.carried = self.obs_keys + [key for key, kind in counters if kind in kinds]  # kept from step to step
+        self.carried = self.obs_keys + [key for key, kind in counters if kind in kinds] + self.memory  # kept from
+        # step to step
 
     def _plan(self, t: Any) -> None:
         """Append ``t``'s step and reset operations (the same code as its step and reset)."""
@@ -199,6 +253,25 @@ class FastEnv:
         elif kind is ReturnScaling:
             self._steps.append(lambda cur, nxt: nxt.__setitem__("reward", t.scaled(nxt["reward"], nxt["done"])))
             self._resets.append(lambda cur, out, reset: t.reset_returns(self.num_envs, reset))
+        elif kind is InitTracker:
+            if t.init_key != IS_INIT:
+                raise FastUnsupported(f"InitTracker writing {t.init_key!r}; the fast collector runs it on {IS_INIT!r}")
+            self._steps.append(lambda cur, nxt: nxt.__setitem__(IS_INIT,
+                                                                torch.zeros(self.num_envs, 1, dtype=torch.bool)))
+            self._resets.append(lambda cur, out, reset: out.__setitem__(IS_INIT, reset.clone()))
+            self.memory.append(IS_INIT)
+        elif kind is TensorDictPrimer:
+            defaults = t.default_value.values() if isinstance(t.default_value, dict) else [t.default_value]
+            nested = any(isinstance(k, tuple) for k in t.primers.keys())
+            if t.random or any(v not in (None, 0) for v in defaults) or nested:
+                raise FastUnsupported("a TensorDictPrimer with random or non-zero defaults, or nested keys (the fast "
+                                      "collector runs the primer of a recurrent policy's states: zeros at a reset)")
+            for key in t.primers.keys():
+                spec = self.built.env.observation_spec[key]  # as the env has it: one per copy
+                self._resets.append(lambda cur, out, reset, key=key, spec=spec: out.__setitem__(
+                    key, torch.zeros(spec.shape, dtype=spec.dtype)))
+                self.memory.append(key)
+                self.states.append(key)
         else:
             raise FastUnsupported(f"the env has a {kind.__name__} transform, which the fast collector does not run")
 
@@ -234,6 +307,10 @@ class FastEnv:
                                                             cur["episode_reward"].numpy() + nxt["reward"]))
             elif kind is ReturnScaling:
                 ops.append(lambda cur, nxt, t=t: nxt.__setitem__("reward", t.scaled_array(nxt["reward"], nxt["done"])))
+            elif kind is InitTracker:
+                ops.append(lambda cur, nxt: nxt.__setitem__(IS_INIT, np.zeros((self.num_envs, 1), dtype=bool)))
+            elif kind is TensorDictPrimer:
+                continue  # the policy writes the next states
             else:  # RewardClipping's tensor bounds, masks, index observations: the tensor step
                 return None
         return ops
@@ -313,6 +390,10 @@ class FastCollector:
     def __init__(self, env: BuiltEnv, actor: nn.Module, frames_per_batch: int, total_frames: int,
                  critic: nn.Module | None = None, device: torch.device | str = "cpu") -> None:
         self.fast_env, self.fast_policy = FastEnv(env), FastPolicy(actor, critic, device)
+        if sorted(self.fast_env.states) != sorted(self.fast_policy.states):
+            raise FastUnsupported(f"the env carries the recurrent states {sorted(self.fast_env.states)}, the policy "
+                                  f"{sorted(self.fast_policy.states)}: build the env with "
+                                  "ppo_td.models.recurrent.add_memory(env, actor, critic)")
         self.env, self.policy = env.env, actor
         n = self.fast_env.num_envs
         if frames_per_batch % n:
@@ -375,12 +456,14 @@ class FastCollector:
             policy.sample(values)
             values.update(flags)
             nxt = env.step(values[keys.ACTION], cur)
+            for key in env.states:
+                nxt[key] = values["next", key]
             for key, store in root.items():
                 store.append(values[key])
             for key, store in nexts.items():
                 store.append(nxt[key])
             ids.append(traj_ids)
-            if policy.value is not None:
+            if policy.records_value:
                 state_values.append(values[keys.STATE_VALUE])
             cur = {k: nxt[k] for k in env.carried}
             flags = {k: nxt[k] for k in _FLAGS}

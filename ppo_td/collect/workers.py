@@ -31,6 +31,7 @@ from torchrl.envs import Compose, EnvBase, TransformedEnv
 from ppo_td.collect.failures import WorkerError, check_alive, reported_failures, watched
 from ppo_td.config import EnvConfig, TrainConfig
 from ppo_td.envs import RunningMoments, make_env, merge_moments, moments_since
+from ppo_td.models.recurrent import MemorySpec, collection_policy, memory_spec, memory_transforms
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,18 +46,23 @@ class WorkerEnv:
     seed: int
     gamma: float
     index: int
+    memory: MemorySpec = ()
+    """The recurrent states the policy carries (the env adds InitTracker and their primer)."""
 
     def __call__(self) -> TransformedEnv:
         torch.manual_seed(self.seed)
-        return make_env(self.config, seed=self.seed, gamma=self.gamma)
+        env = make_env(self.config, seed=self.seed, gamma=self.gamma)
+        for transform in memory_transforms(self.memory):
+            env.append_transform(transform)
+        return env
 
 
-def worker_envs(config: TrainConfig) -> list[WorkerEnv]:
+def worker_envs(config: TrainConfig, memory: MemorySpec = ()) -> list[WorkerEnv]:
     """One factory per worker; worker i's copies get seeds ``seed + i * copies_per_worker + k``, as in-process."""
     n = config.collector.workers
     per = config.env.num_envs // n
     env_config = dataclasses.replace(config.env, num_envs=per)
-    return [WorkerEnv(env_config, config.seed + i * per, config.loss.gamma, i) for i in range(n)]
+    return [WorkerEnv(env_config, config.seed + i * per, config.loss.gamma, i, memory) for i in range(n)]
 
 
 class ReportingCollector(Collector):
@@ -136,9 +142,13 @@ class WorkerCollector:
             ray.shutdown()  # disconnects this driver from the cluster; the cluster keeps running
 
 
-def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_frames: int) -> WorkerCollector:
-    """TorchRL's MultiSyncCollector ('process') or RayCollector ('ray') over :func:`worker_envs`."""
+def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_frames: int,
+                          critic: TensorDictModule | None = None) -> WorkerCollector:
+    """TorchRL's MultiSyncCollector ('process') or RayCollector ('ray') over :func:`worker_envs`. A recurrent
+    ``actor`` (and ``critic``, where it has a state of its own) steps in the workers with its states carried by
+    their envs."""
     c = config.collector
+    envs, policy = worker_envs(config, memory_spec(actor, critic)), collection_policy(actor, critic)
     if config.env.env_id.startswith("__main__:"):
         raise ValueError(f"env {config.env.env_id}: a factory defined in the script or notebook that trains cannot be "
                          "imported by worker processes; move it to a module (e.g. my_envs.py next to the script) "
@@ -151,7 +161,7 @@ def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_fr
         scheme = SharedMemWeightSyncScheme()  # TorchRL's default for a CPU policy, held here to be closed
         try:
             collector = Collector(
-                worker_envs(config), actor, num_collectors=c.workers, cat_results=0, use_buffers=True,  # [env, time]
+                envs, policy, num_collectors=c.workers, cat_results=0, use_buffers=True,  # [env, time]
                 num_threads=torch.get_num_threads(),  # keep the learner's threads (TorchRL would lower them)
                 collector_class=functools.partial(ReportingCollector, report_dir=report_dir),
                 weight_sync_schemes={"policy": scheme}, auto_register_policy_transforms=False,
@@ -166,7 +176,7 @@ def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_fr
     init, connected = _ray_init_config(config)  # connected: ppo_td joined a cluster, it leaves it at shutdown
     try:
         collector = Collector(
-            worker_envs(config), actor, backend="ray", postproc=_env_time,
+            envs, policy, backend="ray", postproc=_env_time,
             backend_options=dict(
                 ray_init_config=init,
                 remote_configs={"num_cpus": c.cpus_per_worker, "num_gpus": 0},  # TorchRL's default asks for a GPU

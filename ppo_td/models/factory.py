@@ -14,6 +14,7 @@ from ppo_td.envs import MASK_KEY, EnvDescription, describe, import_attr
 from ppo_td.models.distributions import MaskedMultiCategorical
 from ppo_td.models.encoders import EncoderFactory, check_encoder, features, make_encoder
 from ppo_td.models.networks import GaussianHead, PolicyNet, ValueNet, init_orthogonal_, mlp
+from ppo_td.models.recurrent import make_core, recurrent_actor, recurrent_critic
 
 
 def _description(env: EnvDescription | EnvBase) -> EnvDescription:
@@ -100,6 +101,10 @@ def make_actor(env: EnvDescription | EnvBase, config: ModelConfig,
     """
     desc, where = _description(env), _device(device)
     trunk, size = _encoder(desc, config, encoder)
+    if config.recurrent != "none":
+        core = _core(config, trunk, size, "actor")
+        net = _policy_net(desc, config, config.recurrent_size, trunk=None, hidden=True, device=where)
+        return recurrent_actor(net, trunk, core, _param_keys(net)).to(where)
     return wrap_policy(_policy_net(desc, config, size, trunk=trunk, hidden=True, device=where)).to(where)
 
 
@@ -108,7 +113,20 @@ def make_critic(env: EnvDescription | EnvBase, config: ModelConfig,
     """State-value network: observation -> (encoder) -> MLP -> ``state_value`` (parameters on ``device``)."""
     desc = _description(env)
     trunk, size = _encoder(desc, config, encoder)
+    if config.recurrent != "none":
+        core = _core(config, trunk, size, "critic")
+        net = ValueNet(mlp(config.recurrent_size, 1, config, config.value_head_gain))
+        return recurrent_critic(net, trunk, core).to(_device(device))
     return wrap_value(ValueNet(mlp(size, 1, config, config.value_head_gain), trunk=trunk)).to(_device(device))
+
+
+def _core(config: ModelConfig, encoder: nn.Module | None, size: int, prefix: str) -> nn.Module:
+    input_key = keys.OBSERVATION if encoder is None else f"{prefix}_features"
+    return make_core(config.recurrent, input_key, size, config.recurrent_size, prefix)
+
+
+def _param_keys(net: PolicyNet) -> list:
+    return [{"logits": keys.LOGITS, "loc": keys.LOC, "scale": keys.SCALE}[name] for name in net.param_names]
 
 
 def _device(device: torch.device | str | None) -> torch.device:
@@ -124,6 +142,8 @@ def make_actor_critic(env: EnvDescription | EnvBase, config: ModelConfig, encode
     tensors, trained by both losses.
     """
     desc = _description(env)
+    if config.recurrent != "none" and config.shared_recurrent:
+        return _shared_recurrent(desc, config, encoder, _device(device))
     if not config.shared_trunk:
         return make_actor(desc, config, encoder, device), make_critic(desc, config, encoder, device)
     encoding, size = _encoder(desc, config, encoder)
@@ -139,3 +159,21 @@ def make_actor_critic(env: EnvDescription | EnvBase, config: ModelConfig, encode
     policy = _policy_net(desc, config, size, trunk=trunk, hidden=False, device=where)
     value = ValueNet(init_orthogonal_(nn.Linear(size, 1), 1.0, config.value_head_gain), trunk=trunk)
     return wrap_policy(policy).to(where), wrap_value(value).to(where)
+
+
+def _shared_recurrent(desc: EnvDescription, config: ModelConfig, encoder: EncoderFactory | None,
+                      where: torch.device) -> tuple[ProbabilisticActor, nn.Module]:
+    """One encoder and one recurrent core in both networks; with ``shared_trunk`` the hidden layers too."""
+    encoding, size = _encoder(desc, config, encoder)
+    core = _core(config, encoding, size, "shared")
+    size = config.recurrent_size
+    if config.shared_trunk and config.hidden_sizes:
+        trunk = mlp(size, config.hidden_sizes[-1], config, None)
+        size = config.hidden_sizes[-1]
+        policy = _policy_net(desc, config, size, trunk=trunk, hidden=False, device=where)
+        value = ValueNet(init_orthogonal_(nn.Linear(size, 1), 1.0, config.value_head_gain), trunk=trunk)
+    else:
+        policy = _policy_net(desc, config, size, trunk=None, hidden=True, device=where)
+        value = ValueNet(mlp(size, 1, config, config.value_head_gain))
+    actor = recurrent_actor(policy, encoding, core, _param_keys(policy))
+    return actor.to(where), recurrent_critic(value, encoding, core).to(where)

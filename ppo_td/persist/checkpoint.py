@@ -16,6 +16,7 @@ from ppo_td.collect import make_collector, push_to_workers, shutdown
 from ppo_td.config import TrainConfig, from_dict, to_dict
 from ppo_td.envs import EnvDescription, build_env
 from ppo_td.models import make_actor_critic
+from ppo_td.models.recurrent import add_memory, is_recurrent
 from ppo_td.persist.runfolder import current_umask, remove_stale_temporaries
 from ppo_td.persist.snapshot import capture, inexact_reason, restore_snapshot
 from ppo_td.training import NonFiniteError, Pipeline, StopTraining, build_pipeline, make_train_env, run_device
@@ -115,14 +116,31 @@ def check_compatible(state: dict[str, Any], description: EnvDescription) -> None
         )
 
 
+def load_weights(module: torch.nn.Module, state: dict[str, Any], name: str) -> None:
+    """Load the checkpoint's ``name`` ("actor" or "critic") into ``module``; a network of another shape (a
+    recurrent checkpoint into a feed-forward model, other widths) is refused naming the two models."""
+    try:
+        module.load_state_dict(state[name])
+    except RuntimeError as err:
+        model = state["config"]["model"]
+        saved = (f"model.recurrent={model.get('recurrent', 'none')!r}, "
+                 f"model.hidden_sizes={tuple(model['hidden_sizes'])}, "
+                 f"model.recurrent_size={model.get('recurrent_size', '-')}")
+        here = "a recurrent" if is_recurrent(module) else "a feed-forward"
+        raise ValueError(f"the checkpoint's {name} does not fit this {name} ({here} network): the checkpoint was "
+                         f"trained with {saved}. Build the model from the checkpoint's config "
+                         f"(ppo_td.persist.checkpoint_config), or train a new one. ({str(err).splitlines()[0]})"
+                         ) from None
+
+
 def restore(pipeline: Pipeline, state: dict[str, Any]) -> bool:
     """Load a checkpoint's weights, optimizer, schedule, env state and snapshot into a built pipeline.
 
     Returns True when the run continues exactly (see :mod:`ppo_td.persist.snapshot`).
     """
     check_compatible(state, pipeline.description)
-    pipeline.actor.load_state_dict(state["actor"])
-    pipeline.critic.load_state_dict(state["critic"])
+    load_weights(pipeline.actor, state, "actor")
+    load_weights(pipeline.critic, state, "critic")
     pipeline.optimizer.load_state_dict(state["optimizer"])
     pipeline.scheduler.load_state_dict(state["scheduler"])
     pipeline.env.load_state_dict(state["env_state"])
@@ -144,7 +162,7 @@ def load_actor(path: str | os.PathLike) -> tuple[TrainConfig, TensorDictModule, 
         actor, _ = make_actor_critic(built.description, config.model)
     finally:
         built.close()
-    actor.load_state_dict(state["actor"])
+    load_weights(actor, state, "actor")
     return config, actor, state["obs_stats"]
 
 
@@ -193,6 +211,7 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     check_compatible(state, env.description)
     where = run_device(config, env.description)
     actor, critic = make_actor_critic(env.description, config.model, device=where)
+    add_memory(env.env, actor, critic)  # a recurrent model's states, before the collector plans its steps
     collector_ = make_collector(env, actor, config, done_frames=state["frames"], critic=critic, device=where)
     try:
         pipeline = build_pipeline(config, env=env, actor=actor, critic=critic, collector=collector_)

@@ -20,6 +20,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from ppo_td import keys
 from ppo_td.config import EnvConfig
 from ppo_td.envs import ReturnScaling, RunningObsNorm, build_env, episode_limit, find_transform
+from ppo_td.models.recurrent import add_memory
 
 DEFAULT_STEP_CAP = 100_000
 
@@ -31,9 +32,9 @@ def evaluate(actor: TensorDictModule, env_config: EnvConfig, episodes: int, seed
     result is reproducible and the caller's RNG is left as it was).
 
     See :func:`make_eval_env` for the env (frozen training statistics, raw rewards)
-    and :func:`run_episodes` for the episodes.
+    and :func:`run_episodes` for the episodes. A recurrent actor starts each episode from a zero state.
     """
-    env = make_eval_env(env_config, episodes, seed, obs_stats)
+    env = add_memory(make_eval_env(env_config, episodes, seed, obs_stats), actor)  # a recurrent actor's states
     try:
         if not sampled:
             return run_episodes(actor, env, env_config)

@@ -11,6 +11,7 @@ import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
 from torchrl.data.replay_buffers import SamplerWithoutReplacement
+from torchrl.modules import set_recurrent_mode
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.common import AUTO_LOSS_MASK_KEYS
 
@@ -183,15 +184,23 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     opt = p.config.optim
     params = p.parameters
     p.buffer.empty()
-    p.buffer.extend(_loss_data(p, batch).reshape(-1))
+    data = _loss_data(p, batch)
+    if p.sequence_length is None:
+        p.buffer.extend(data.reshape(-1))
+        size = p.config.minibatch_size
+    else:  # each env's row cut into sequences; minibatches of whole sequences, replayed in recurrent mode
+        p.buffer.extend(sequences(data, p.sequence_length))
+        size = p.config.num_sequences // opt.num_minibatches
+    replay = set_recurrent_mode(p.sequence_length is not None)
     records: list[dict[str, torch.Tensor]] = []
     epochs = 0
     for _ in range(opt.update_epochs):
         # one draw per epoch: a fresh permutation of the whole batch, cut into minibatches
         # (the same minibatches as num_minibatches draws, at a quarter of the buffer overhead)
-        for minibatch in p.buffer.sample().split(p.config.minibatch_size):
+        for minibatch in p.buffer.sample().split(size):
             try:
-                losses = p.loss(minibatch)
+                with replay:
+                    losses = p.loss(minibatch)
             except RuntimeError:  # e.g. a distribution refusing NaN parameters: name the overflowed parameter
                 _check_parameters(p, params, epochs)
                 raise
@@ -221,6 +230,13 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     out = {name: float(torch.stack([r[name] for r in records]).float().mean()) for name in records[0]}
     out["epochs"] = epochs
     return out
+
+
+def sequences(batch: TensorDictBase, length: int) -> TensorDictBase:
+    """An ``[env, time]`` batch as ``[env * time / length, length]`` sequences, each the consecutive steps of
+    one env copy (it stores the recurrent state each step acted from, so each sequence replays from its first)."""
+    envs, steps = batch.batch_size
+    return batch.rename(None, None).reshape(envs * (steps // length), length)
 
 
 def _loss_data(p: Pipeline, batch: TensorDictBase) -> TensorDictBase:

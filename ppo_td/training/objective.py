@@ -18,6 +18,7 @@ from ppo_td.config import LossConfig
 from ppo_td.envs import MASK_KEY
 from ppo_td.models import ClosedForm, MaskedMultiCategorical, PolicyNet, ValueNet, policy_net, value_net
 from ppo_td.models.networks import SharedFeatures
+from ppo_td.models.recurrent import IS_INIT, Recurrent, recurrent_parts
 
 # CleanRL ppo.py: (adv - adv.mean()) / (adv.std() + 1e-8), std with Bessel's correction.
 # TorchRL's own normalize_advantage uses the population std clamped at 1e-4.
@@ -177,8 +178,13 @@ class FastLoss:
     back to ``ClipPPOLoss``.
     """
 
-    def __init__(self, loss: PPOObjective, actor: PolicyNet, critic: ValueNet) -> None:
+    def __init__(self, loss: PPOObjective, actor: PolicyNet, critic: ValueNet,
+                 cores: tuple[Recurrent, Recurrent] | None = None) -> None:
         self.loss, self.actor, self.critic = loss, actor, critic
+        self.cores = cores
+        """A recurrent actor's and critic's encoder and core: minibatches are ``[sequences, steps]``, replayed
+        from each sequence's stored state (:meth:`~ppo_td.models.recurrent.Recurrent.sequence`), the heads run on
+        the memory, and the rest on the flattened steps."""
         self.keys = loss.tensor_keys
         self.closed_form = ClosedForm.of(actor.distribution_class, actor.distribution_kwargs, actor.masked)
         """A Gaussian or unmasked categorical policy is scored in closed form (torch's operations, no
@@ -192,10 +198,15 @@ class FastLoss:
     def plan(cls, loss: PPOObjective) -> FastLoss | None:
         """The fast forward of ``loss``, or None when its actor or critic is not ppo_td's own (or its
         distribution's entropy has no closed form: ClipPPOLoss estimates it by sampling)."""
-        actor, critic = policy_net(loss.actor_network), value_net(loss.critic_network)
-        if actor is None or critic is None or not issubclass(actor.distribution_class, _ANALYTIC_ENTROPY):
+        cores = recurrent_parts(loss.actor_network), recurrent_parts(loss.critic_network)
+        if cores[0] is not None and cores[1] is not None:
+            actor, critic = cores[0].head, cores[1].head
+        else:
+            actor, critic, cores = policy_net(loss.actor_network), value_net(loss.critic_network), None
+        if (not isinstance(actor, PolicyNet) or not isinstance(critic, ValueNet)
+                or not issubclass(actor.distribution_class, _ANALYTIC_ENTROPY)):
             return None
-        return cls(loss, actor, critic)
+        return cls(loss, actor, critic, cores)
 
     def applies(self, td: TensorDictBase) -> bool:
         """True when this forward computes what ``ClipPPOLoss.forward`` would for ``td``."""
@@ -212,21 +223,37 @@ class FastLoss:
 
     def __call__(self, td: TensorDictBase) -> TensorDict:
         if not self.shared:
-            return self._forward(td)
+            return self._inputs(td)
         self.actor.shared_features = self.critic.shared_features = SharedFeatures()
         try:
-            return self._forward(td)
+            return self._inputs(td)
         finally:
             self.actor.shared_features = self.critic.shared_features = None
 
-    def _forward(self, td: TensorDictBase) -> TensorDict:
+    def _inputs(self, td: TensorDictBase) -> TensorDict:
+        """The heads' inputs: the observations, or each network's memory over a recurrent minibatch's sequences
+        (computed once where the two share their core), with the minibatch's steps flattened."""
+        if self.cores is None:
+            obs = td.get(keys.OBSERVATION)
+            return self._forward(td, obs, obs)
+        if td.batch_dims != 2:
+            raise ValueError(f"a recurrent loss reads [sequences, steps] minibatches, got batch size {td.batch_size}")
+        obs, is_init = td.get(keys.OBSERVATION), td.get(IS_INIT).squeeze(-1)
+        memories = []
+        for core in self.cores:
+            if memories and core.core is self.cores[0].core and core.encoder is self.cores[0].encoder:
+                memories.append(memories[0])
+            else:
+                memories.append(core.sequence(obs, [td.get(key) for key in core.state], is_init).flatten(0, 1))
+        return self._forward(td.reshape(-1), *memories)
+
+    def _forward(self, td: TensorDictBase, actor_in: torch.Tensor, critic_in: torch.Tensor) -> TensorDict:
         loss, k = self.loss, self.keys
         advantage = td.get(k.advantage)
         if loss.normalize_advantage_per_minibatch:
             advantage = normalized_advantage(advantage)
         # _log_weight: the actor's distribution at the stored observations, scoring the stored actions
-        obs = td.get(keys.OBSERVATION)
-        params = self.actor(obs)
+        params = self.actor(actor_in)
         prev_log_prob = td.get(k.sample_log_prob)
         if prev_log_prob.requires_grad:
             raise RuntimeError(f"tensordict stored {k.sample_log_prob} requires grad.")  # as ClipPPOLoss
@@ -258,7 +285,7 @@ class FastLoss:
                 entropy = dist.entropy()
             out["entropy"] = entropy.detach().mean()
             out["loss_entropy"] = -loss.entropy_coeff * entropy
-        out.update(self._critic_terms(td, obs))
+        out.update(self._critic_terms(td, critic_in))
         out["ESS"] = ess / batch
         with torch.no_grad():
             ratio = log_weight.exp()

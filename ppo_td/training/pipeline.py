@@ -26,6 +26,7 @@ from ppo_td.config import OptimConfig, TrainConfig
 from ppo_td.envs import BuiltEnv, EnvDescription, build_env, describe, observation_stats
 from ppo_td.envs.source import env_config_for
 from ppo_td.models import make_actor_critic, resolve_device, same_device
+from ppo_td.models.recurrent import add_memory, is_recurrent
 from ppo_td.training.objective import make_advantage, make_loss
 
 
@@ -34,18 +35,20 @@ def make_train_env(config: TrainConfig) -> BuiltEnv:
     return build_env(config.env, seed=config.seed, gamma=config.loss.gamma)
 
 
-def make_buffer(config: TrainConfig, device: torch.device | str = "cpu") -> ReplayBuffer:
+def make_buffer(config: TrainConfig, device: torch.device | str = "cpu", sequences: bool = False) -> ReplayBuffer:
     """One iteration's flattened batch, drawn without replacement.
 
     Each draw is a fresh permutation of the whole batch; the update cuts it into
     ``num_minibatches`` minibatches, so every epoch sees every transition once in a
     new order (CleanRL's shuffled indices) for one buffer call per epoch. The storage is on ``device``
-    (the update's).
+    (the update's). ``sequences`` (a recurrent model): the items are ``config.sequence_length``-step sequences,
+    ``config.num_sequences`` of them, shuffled as wholes.
     """
+    size = config.num_sequences if sequences else config.frames_per_batch
     return ReplayBuffer(
-        storage=LazyTensorStorage(config.frames_per_batch, device=device),
+        storage=LazyTensorStorage(size, device=device),
         sampler=SamplerWithoutReplacement(drop_last=True),
-        batch_size=config.frames_per_batch,
+        batch_size=size,
     )
 
 
@@ -83,6 +86,9 @@ class Pipeline:
     device: torch.device = torch.device("cpu")
     """Where the networks and the update run (``config.device`` resolved); batches move here once per
     iteration, envs stay on the CPU."""
+    sequence_length: int | None = None
+    """Recurrent actor or critic: steps per training sequence (``config.sequence_length``); None: feed-forward,
+    minibatches of single steps."""
 
     @property
     def rebuildable(self) -> bool:
@@ -210,6 +216,10 @@ def build_pipeline(
         default_actor, default_critic = make_actor_critic(description, config.model, encoder, device)
         actor = actor if actor is not None else default_actor
         critic = critic if critic is not None else default_critic
+    recurrent = is_recurrent(actor) or is_recurrent(critic)
+    if recurrent:
+        config.check_sequences("a recurrent actor or critic")
+        add_memory(torchrl_env(env), actor, critic)  # InitTracker and the states' primer, where missing
     advantage = advantage if advantage is not None else make_advantage(critic, config.loss)
     loss = loss if loss is not None else make_loss(actor, critic, config.loss)
     if optimizer is None:
@@ -223,12 +233,13 @@ def build_pipeline(
         critic=critic,
         collector=(adopt_collector(collector) if collector is not None
                    else make_collector(env, actor, config, critic=critic, device=device)),
-        buffer=buffer if buffer is not None else make_buffer(config, device),
+        buffer=buffer if buffer is not None else make_buffer(config, device, sequences=recurrent),
         advantage=advantage,
         loss=loss,
         optimizer=optimizer,
         scheduler=make_scheduler(optimizer, config),
         device=device,
+        sequence_length=config.sequence_length if recurrent else None,
     )
 
 

@@ -1,0 +1,101 @@
+"""Partially observed tasks that need memory, registered with Gymnasium when this module is imported.
+
+``import ppo_td`` does not import this module (importing ppo_td registers nothing); Gymnasium's
+``module:EnvId`` form imports it for you: ``ppo-td train --env.env-id ppo_td.envs.partial:ppo_td/CartPoleNoVel-v1``,
+or the ``cartpole-novel`` and ``pendulum-novel`` presets.
+
+- ``ppo_td/CartPoleNoVel-v1``: CartPole-v1 showing the cart position and pole angle only, as RL Zoo's
+  ``CartPoleNoVel-v1`` (sb3-contrib's recurrent PPO benchmark): the velocities must be inferred from
+  successive observations.
+- ``ppo_td/PendulumNoVel-v1``: Pendulum-v1 showing cos and sin of the angle only (RL Zoo's ``PendulumNoVel-v1``).
+- ``ppo_td/CueRecall-v0``: a cue (+1 or -1) is shown at the first step only; at the last step of ``length`` the
+  agent must name it (+1 reward when right, -1 when wrong). The best a memoryless policy can expect is 0.
+- ``ppo_td/MaskedCueRecall-v0``: the same with three actions and ``info["action_mask"]``: "wait" is the only
+  legal action before the last step and illegal at it; an illegal action raises. Needs memory and masking.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.classic_control import CartPoleEnv, PendulumEnv
+
+
+class KeepEntries(gym.ObservationWrapper):
+    """A ``Box`` observation reduced to the entries at ``indices``."""
+
+    def __init__(self, env: gym.Env, indices: tuple[int, ...]) -> None:
+        super().__init__(env)
+        self.indices = np.asarray(indices)
+        space = env.observation_space
+        self.observation_space = gym.spaces.Box(space.low[self.indices], space.high[self.indices],
+                                                dtype=space.dtype)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        return observation[self.indices]
+
+
+def cartpole_no_velocity(**kwargs: Any) -> gym.Env:
+    """CartPole with the cart position and the pole angle only (the velocities, entries 1 and 3, removed)."""
+    return KeepEntries(CartPoleEnv(**kwargs), (0, 2))
+
+
+def pendulum_no_velocity(**kwargs: Any) -> gym.Env:
+    """Pendulum with cos and sin of the angle only (the angular velocity, entry 2, removed)."""
+    return KeepEntries(PendulumEnv(**kwargs), (0, 1))
+
+
+class CueRecall(gym.Env):
+    """See the module docstring. Observation: ``[cue at the first step else 0, 1 at the last step else 0]``."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, length: int = 8, masked: bool = False) -> None:
+        if length < 2:
+            raise ValueError(f"length={length} must be >= 2 (a cue step and a recall step)")
+        self.length, self.masked = length, masked
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.action_space = gym.spaces.Discrete(3 if masked else 2)
+        self.t, self.cue = 0, 1
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self.cue if self.t == 0 else 0.0, float(self.t == self.length - 1)], dtype=np.float32)
+
+    def _info(self) -> dict:
+        if not self.masked:
+            return {}
+        last = self.t == self.length - 1
+        return {"action_mask": np.array([last, last, not last], dtype=np.int8)}
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.t, self.cue = 0, int(self.np_random.choice((-1, 1)))
+        return self._obs(), self._info()
+
+    def step(self, action: Any):
+        action = int(action)
+        if self.masked and not self._info()["action_mask"][action]:
+            raise ValueError(f"illegal action {action} at step {self.t} of MaskedCueRecall (the mask was ignored)")
+        reward = 0.0
+        if self.t == self.length - 1:
+            reward = 1.0 if action == int(self.cue > 0) else -1.0
+            self.t += 1
+            return self._obs(), reward, True, False, self._info()
+        self.t += 1
+        return self._obs(), reward, False, False, self._info()
+
+    def state_dict(self) -> dict:
+        """The episode's state, for an exact resume (the env's RNG ppo_td records itself)."""
+        return {"t": self.t, "cue": self.cue}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.t, self.cue = int(state["t"]), int(state["cue"])
+
+
+gym.register("ppo_td/CartPoleNoVel-v1", entry_point=cartpole_no_velocity, max_episode_steps=500,
+             reward_threshold=475.0)
+gym.register("ppo_td/PendulumNoVel-v1", entry_point=pendulum_no_velocity, max_episode_steps=200)
+gym.register("ppo_td/CueRecall-v0", entry_point=CueRecall)
+gym.register("ppo_td/MaskedCueRecall-v0", entry_point=CueRecall, kwargs={"masked": True})
