@@ -9,6 +9,8 @@ Suites:
   atari   ALE/Pong-v5 throughput at CleanRL's Atari settings, ppo_td vs SB3's PPO("CnnPolicy") (``.[atari]``).
   scaling frames/s and peak RSS of ppo_td and SB3 for 1, 4, 16, 64 CartPole copies (CleanRL's settings) and
           1, 8 HalfCheetah copies, a table and a plot (``python -m benchmarks.scaling`` is the worker-process one).
+  recurrent  ppo_td's recurrent PPO vs sb3-contrib's RecurrentPPO on CartPole and Pendulum without velocities (the
+          cartpole-novel and pendulum-novel presets): frames/s, frames to solve, returns.  About an hour.
   doctor  the cost of the doctor's audit per update.
   soak    RSS over a long CartPole run and its slope after warm-up (``--minutes 5``).
 
@@ -16,7 +18,7 @@ Every run is a separate process (benchmarks/worker.py), one at a time, with
 ``torch.set_num_threads(1)``; the libraries alternate seed by seed so machine noise hits
 both, and ratios are taken pairwise within a seed. Writes DIR/results.jsonl (one line
 per run), DIR/results.md (the tables) and DIR/*.png (return vs frames and vs seconds).
-Needs the ``bench`` extra (stable-baselines3, skrl; skrl is timed where it is installed).
+Needs the ``bench`` extra (stable-baselines3, sb3-contrib, skrl; skrl is timed where it is installed).
 """
 
 from __future__ import annotations
@@ -126,6 +128,42 @@ def throughput(seeds: list[int], out: Path, preset: str, frames: int, title: str
                      "faster).")
     if "skrl" in libraries:
         lines.append("skrl has no return-based reward scaling: where the preset normalizes rewards, skrl runs without.")
+    return lines
+
+
+def recurrent(seeds: list[int], out: Path) -> list[str]:
+    """ppo_td's recurrent PPO and sb3-contrib's RecurrentPPO, the same tasks and settings (the ``cartpole-novel`` and
+    ``pendulum-novel`` presets, RL Zoo's tuned ppo_lstm settings): frames/s, frames to solve, final returns."""
+    lines = []
+    for preset, task, solve in (("cartpole-novel", "CartPole-v1 without velocities", True),
+                                ("pendulum-novel", "Pendulum-v1 without angular velocity", False)):
+        pairs = []
+        for seed in seeds:
+            pair = {}
+            for library in ("ppo_td", "sb3"):
+                result = run(dict(library=library, preset=preset, seed=seed, eval_episodes=10))
+                result["solve"] = time_to_solve(result) if solve else None
+                pair[library] = result
+                _log(out, f"recurrent_{preset}", library, result)
+            pairs.append(pair)
+        lines += [f"### {task} (`{preset}` preset, {pairs[0]['ppo_td']['frames']:,} frames)", "",
+                  "| library | total frames/s | collection frames/s | update s per 1k frames | deterministic eval "
+                  "| mean of last 20 training episodes | solved (last 20 >= 475) at frames |",
+                  "|---|---|---|---|---|---|---|"]
+        for library, name in (("ppo_td", "ppo_td"), ("sb3", "sb3-contrib RecurrentPPO")):
+            rs = [p[library] for p in pairs]
+            last = [statistics.fmean(e[2] for e in r["episodes"][-WINDOW:]) for r in rs]
+            solved = [r["solve"][0] for r in rs if r["solve"]]
+            lines.append(f"| {name} | {_median_range([r['frames'] / r['train_seconds'] for r in rs], ',.0f')} | "
+                         f"{_median_range([r['frames'] / r['collect_seconds'] for r in rs], ',.0f')} | "
+                         f"{_median_range([1e3 * r['update_seconds'] / r['frames'] for r in rs], '.3f')} | "
+                         f"{_median_range([r['eval_mean'] for r in rs], '.1f')} | {_median_range(last, '.1f')} | "
+                         + (f"{len(solved)}/{len(rs)}: {_median_range(solved, ',.0f')} |" if solve else "- |"))
+        ratios = {what: _median_range([p["sb3"][what] / p["ppo_td"][what] for p in pairs], ".2f")
+                  for what in ("train_seconds", "collect_seconds", "update_seconds")}
+        lines += ["", f"ppo_td / sb3-contrib, pairwise per seed: total {ratios['train_seconds']}, collection "
+                  f"{ratios['collect_seconds']}, update {ratios['update_seconds']} (speed ratios; above 1: ppo_td "
+                  "faster).", ""]
     return lines
 
 
@@ -239,7 +277,7 @@ def main() -> None:
         soak.main()
         return
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
-    parser.add_argument("suite", choices=["quick", "mujoco", "atari", "scaling", "doctor"])
+    parser.add_argument("suite", choices=["quick", "mujoco", "atari", "scaling", "recurrent", "doctor"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--out", default="bench_results")
     parser.add_argument("--full", action="store_true", help="mujoco: also the 1M-frame runs")
@@ -265,6 +303,8 @@ def main() -> None:
             sections += ["## 1M frames", "", *[ln for ln in proc.stdout.splitlines() if ln.startswith("|")], ""]
     elif args.suite == "scaling":
         sections += ["## Frames/s against env copies", "", *env_scaling(args.seeds, out), ""]
+    elif args.suite == "recurrent":
+        sections += ["## Recurrent PPO: ppo_td vs sb3-contrib's RecurrentPPO", "", *recurrent(args.seeds, out), ""]
     elif args.suite == "atari":
         sections += ["## Atari (ALE/Pong-v5) throughput, CleanRL's Atari settings", "",
                      *throughput(args.seeds, out, "atari", 10_240,

@@ -4,7 +4,7 @@ Run by the suites (``python -m benchmarks``) as ``python -m benchmarks.worker JS
 prints one JSON result line. A separate process per run keeps peak memory and state
 apart and keeps import time out of the timed region.
 
-Spec keys: ``library`` ("ppo_td" | "sb3" | "skrl"), ``preset`` (a ppo_td preset: the config
+Spec keys: ``library`` ("ppo_td" | "sb3" | "skrl"; a recurrent preset runs sb3-contrib's RecurrentPPO as "sb3"), ``preset`` (a ppo_td preset: the config
 both libraries use), ``sb3_zoo`` (use RL-Zoo's tuned CartPole settings instead),
 ``seed``, ``total_frames`` (optional override), ``eval_episodes`` (0: none), ``step_loop`` and
 ``fast_forward`` (optional overrides of ``collector.step_loop`` and ``loss.fast_forward``), ``num_envs``
@@ -71,6 +71,17 @@ def _sb3_kwargs(config: TrainConfig) -> dict[str, Any]:
     )
 
 
+def _recurrent_kwargs(config: TrainConfig) -> dict[str, Any]:
+    """sb3-contrib's RecurrentPPO at ``config``'s settings: an LSTM of the same size per network (one shared with
+    ``model.shared_recurrent``), the same layers after it; RL Zoo's ``ortho_init=False`` (its recurrent presets,
+    which ppo_td's recurrent presets follow). sb3-contrib replays each env's rollout cut at episode starts."""
+    kwargs = _sb3_kwargs(config)
+    model = config.model
+    kwargs["policy_kwargs"].update(lstm_hidden_size=model.recurrent_size, ortho_init=False,
+                                   shared_lstm=model.shared_recurrent, enable_critic_lstm=not model.shared_recurrent)
+    return kwargs
+
+
 def run_sb3(config: TrainConfig, zoo: bool) -> dict[str, Any]:
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
@@ -122,7 +133,15 @@ def run_sb3(config: TrainConfig, zoo: bool) -> dict[str, Any]:
                     self.episodes.append((self.num_timesteps, time.perf_counter() - self.start, info["episode"]["r"]))
             return True
 
-    model = PPO(policy, env, seed=config.seed, device="cpu", verbose=0, **kwargs)
+    if config.model.recurrent != "none":
+        from sb3_contrib import RecurrentPPO
+
+        if config.model.recurrent != "lstm":
+            raise ValueError("sb3-contrib's RecurrentPPO has an LSTM only")
+        model = RecurrentPPO("MlpLstmPolicy", env, seed=config.seed, device="cpu", verbose=0,
+                             **_recurrent_kwargs(config))
+    else:
+        model = PPO(policy, env, seed=config.seed, device="cpu", verbose=0, **kwargs)
     record = Record()
     started = time.perf_counter()
     model.learn(total_timesteps=total, callback=record)
@@ -240,7 +259,8 @@ def _sb3_evaluate(model, config: TrainConfig, train_env) -> list[float]:
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import VecNormalize
 
-    eval_env = make_vec_env(config.env.env_id, n_envs=1, seed=config.seed + 10_000)
+    eval_env = make_vec_env(config.env.env_id, n_envs=1, seed=config.seed + 10_000)  # recurrent: evaluate_policy
+    # carries the LSTM state and resets it per episode
     if isinstance(train_env, VecNormalize):
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False, clip_obs=config.env.obs_clip)
         eval_env.obs_rms = train_env.obs_rms

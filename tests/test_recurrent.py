@@ -3,6 +3,7 @@ replay of stored states (first-epoch log-probs equal the collected ones), resets
 bad input, and the memory tasks: a cue recalled (memory needed) and a masked cue recalled (memory and masks)."""
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 import torch
@@ -178,6 +179,43 @@ def test_a_custom_recurrent_actor_is_trained_through_time():
     assert tuple(p.buffer.sample().batch_size) == (config.num_sequences, 8)
 
 
+def test_a_feed_forward_critic_beside_a_recurrent_actor_runs_on_the_fast_paths():
+    config = _config()
+    description = build_pipeline(config).description
+    actor = make_actor_critic(description, config.model)[0]
+    critic = make_actor_critic(description, ModelConfig(hidden_sizes=(16,)))[1]
+    p = build_pipeline(config, actor=actor, critic=critic)
+    assert isinstance(p.collector, FastCollector) and p.loss.fast is not None and p.loss.fast.cores[1] is None
+    batch = next(iter(p.collector))
+    with torch.no_grad():
+        p.advantage(batch)
+    data = sequences(_loss_data(p, batch), 8)
+    with set_recurrent_mode(True):
+        fast = p.loss(data)
+        p.loss.fast, reference = None, None
+        reference = p.loss(data)
+    for key in ("loss_objective", "loss_critic", "kl_approx"):
+        torch.testing.assert_close(fast[key], reference[key], rtol=1e-5, atol=1e-6)
+    assert abs(float(fast["mean_ratio"]) - 1) < 1e-5
+
+
+@pytest.mark.slow
+def test_worker_processes_carry_the_recurrent_states():
+    """TorchRL's MultiSyncCollector over worker envs with InitTracker and the primer: the batch stores the state
+    each step acted from, so its sequences replay to the collected log-probs."""
+    config = _config(collector=CollectorConfig(backend="process", num_workers=2))
+    p = build_pipeline(config)
+    try:
+        batch = next(iter(p.collector))
+    finally:
+        p.collector.shutdown()
+    assert batch["is_init"][:, 1:].any() and {"actor_h", "critic_c"} <= set(batch.keys())
+    data = sequences(batch, 8)
+    with torch.no_grad(), set_recurrent_mode(True):
+        replayed = p.actor.get_dist(data.clone()).log_prob(data["action"])
+    torch.testing.assert_close(replayed, data["action_log_prob"], rtol=1e-5, atol=1e-6)
+
+
 def test_bad_recurrent_settings_are_refused_with_the_fix():
     with pytest.raises(ValueError, match="at most the rollout of each env"):
         _config(optim=OptimConfig(num_minibatches=2, sequence_length=32))
@@ -216,6 +254,15 @@ def test_masked_memory_task_needs_both():
     result = train(_cue("lstm", seed=1, masked=True))
     assert sum(result.eval_returns) / len(result.eval_returns) >= 0.9
     assert is_recurrent(result.actor)
+
+
+@pytest.mark.slow
+def test_the_composition_example_in_docs_recurrent_runs(capsys):
+    """docs/recurrent.md's example, a recurrent actor and critic from TorchRL's parts, as written."""
+    text = (Path(__file__).parent.parent / "docs" / "recurrent.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/recurrent.md", "exec"), {"__name__": "docs_example"})
+    assert capsys.readouterr().out.strip().startswith("[")
 
 
 def test_evaluation_starts_each_episode_from_a_zero_state():

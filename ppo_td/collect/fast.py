@@ -51,7 +51,7 @@ from ppo_td.envs import BuiltEnv, FiniteCheck, IndexObservations, MaskCheck, Ret
 from ppo_td.envs.masking import MASK_KEY
 from ppo_td.models import ClosedForm, PolicyNet, ValueNet, policy_net, value_net
 from ppo_td.models.networks import SharedFeatures
-from ppo_td.models.recurrent import IS_INIT, Recurrent, recurrent_parts
+from ppo_td.models.recurrent import IS_INIT, Recurrent, is_recurrent, recurrent_parts
 
 Values = dict[str, torch.Tensor]
 
@@ -102,9 +102,10 @@ class FastPolicy:
         """A recurrent critic with a core of its own: stepped with the actor, to carry its state."""
         value: ValueNet | None = None
         if self.recurrent is not None:
-            own = recurrent_parts(critic) if critic is not None else None
-            if critic is not None and own is None:
-                raise FastUnsupported("the critic is not one that ppo_td.models builds beside a recurrent actor")
+            own = recurrent_parts(critic) if critic is not None else None  # None: a feed-forward critic (its
+            # values come from GAE's pass) or one the collector does not step (TorchRL's Collector runs it then)
+            if own is None and is_recurrent(critic):
+                raise FastUnsupported("the recurrent critic is not one that ppo_td.models builds")
             if own is not None and own.core is self.recurrent.core:  # one core: V(s) from the actor's memory
                 value = own.head
             elif own is not None:

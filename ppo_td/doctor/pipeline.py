@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import torch
+from torchrl.modules import set_recurrent_mode
 
 from ppo_td import keys
 from ppo_td.doctor.watch import Audit, audit
 from ppo_td.models import policy_net, value_net
 from ppo_td.training import Pipeline, update
+from ppo_td.training.loop import sequences
 
 
 def checkup(pipeline: Pipeline) -> Audit:
@@ -29,10 +31,12 @@ def checkup(pipeline: Pipeline) -> Audit:
             a.check_rollout(batch)
             with torch.no_grad():
                 p.advantage(batch)
-                p.buffer.empty()
-                p.buffer.extend(batch.reshape(-1))
-                first = p.buffer.sample()[: p.config.minibatch_size]
-                new = p.actor.get_dist(first).log_prob(first.get(keys.ACTION))
+                if p.sequence_length is None:
+                    first = batch.reshape(-1)[torch.randperm(batch.numel())[: p.config.minibatch_size]]
+                else:  # a recurrent model: whole sequences, replayed from their stored states through time
+                    first = sequences(batch, p.sequence_length)[: p.config.num_sequences // p.config.optim.num_minibatches]
+                with set_recurrent_mode(p.sequence_length is not None):
+                    new = p.actor.get_dist(first).log_prob(first.get(keys.ACTION))
                 a.check_ratio(new - first.get(p.loss.tensor_keys.sample_log_prob))
             update(p, batch)
     finally:

@@ -18,7 +18,7 @@ from ppo_td.config import LossConfig
 from ppo_td.envs import MASK_KEY
 from ppo_td.models import ClosedForm, MaskedMultiCategorical, PolicyNet, ValueNet, policy_net, value_net
 from ppo_td.models.networks import SharedFeatures
-from ppo_td.models.recurrent import IS_INIT, Recurrent, recurrent_parts
+from ppo_td.models.recurrent import IS_INIT, Recurrent, is_recurrent, recurrent_parts
 
 # CleanRL ppo.py: (adv - adv.mean()) / (adv.std() + 1e-8), std with Bessel's correction.
 # TorchRL's own normalize_advantage uses the population std clamped at 1e-4.
@@ -179,7 +179,7 @@ class FastLoss:
     """
 
     def __init__(self, loss: PPOObjective, actor: PolicyNet, critic: ValueNet,
-                 cores: tuple[Recurrent, Recurrent] | None = None) -> None:
+                 cores: tuple[Recurrent, Recurrent | None] | None = None) -> None:
         self.loss, self.actor, self.critic = loss, actor, critic
         self.cores = cores
         """A recurrent actor's and critic's encoder and core: minibatches are ``[sequences, steps]``, replayed
@@ -199,8 +199,9 @@ class FastLoss:
         """The fast forward of ``loss``, or None when its actor or critic is not ppo_td's own (or its
         distribution's entropy has no closed form: ClipPPOLoss estimates it by sampling)."""
         cores = recurrent_parts(loss.actor_network), recurrent_parts(loss.critic_network)
-        if cores[0] is not None and cores[1] is not None:
-            actor, critic = cores[0].head, cores[1].head
+        if cores[0] is not None and (cores[1] is not None or not is_recurrent(loss.critic_network)):
+            actor = cores[0].head
+            critic = cores[1].head if cores[1] is not None else value_net(loss.critic_network)
         else:
             actor, critic, cores = policy_net(loss.actor_network), value_net(loss.critic_network), None
         if (not isinstance(actor, PolicyNet) or not isinstance(critic, ValueNet)
@@ -241,7 +242,9 @@ class FastLoss:
         obs, is_init = td.get(keys.OBSERVATION), td.get(IS_INIT).squeeze(-1)
         memories = []
         for core in self.cores:
-            if memories and core.core is self.cores[0].core and core.encoder is self.cores[0].encoder:
+            if core is None:  # a feed-forward critic beside the recurrent actor
+                memories.append(obs.flatten(0, 1))
+            elif memories and core.core is self.cores[0].core and core.encoder is self.cores[0].encoder:
                 memories.append(memories[0])
             else:
                 memories.append(core.sequence(obs, [td.get(key) for key in core.state], is_init).flatten(0, 1))

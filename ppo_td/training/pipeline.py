@@ -26,7 +26,7 @@ from ppo_td.config import OptimConfig, TrainConfig
 from ppo_td.envs import BuiltEnv, EnvDescription, build_env, describe, observation_stats
 from ppo_td.envs.source import env_config_for
 from ppo_td.models import make_actor_critic, resolve_device, same_device
-from ppo_td.models.recurrent import add_memory, is_recurrent
+from ppo_td.models.recurrent import IS_INIT, add_memory, is_recurrent, memory_spec
 from ppo_td.training.objective import make_advantage, make_loss
 
 
@@ -155,6 +155,8 @@ def _check_parts(config: TrainConfig, **parts: Any) -> None:
                          "read it): use ValueOperator(net, in_keys=['observation'])")
     if isinstance(env, (BuiltEnv, EnvBase)) and actor is not None:
         provided = set(torchrl_env(env).observation_spec.keys(True))
+        if is_recurrent(actor):  # its states and "is_init": added to the env by build_pipeline
+            provided |= {IS_INIT, *(key for key, _ in memory_spec(actor))}
         missing = [k for k in actor.in_keys if k not in provided]
         if missing:
             raise ValueError(f"the actor reads {missing}, which the env does not provide (it has "
