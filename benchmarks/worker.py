@@ -4,8 +4,8 @@ Run by the suites (``python -m benchmarks``) as ``python -m benchmarks.worker JS
 prints one JSON result line. A separate process per run keeps peak memory and state
 apart and keeps import time out of the timed region.
 
-Spec keys: ``library`` ("ppo_td" | "sb3" | "skrl"; a recurrent preset runs sb3-contrib's RecurrentPPO as "sb3"), ``preset`` (a ppo_td preset: the config
-both libraries use), ``sb3_zoo`` (use RL-Zoo's tuned CartPole settings instead),
+Spec keys: ``library`` ("ppo_td" | "sb3" | "skrl"; with a recurrent preset "sb3" is sb3-contrib's RecurrentPPO),
+``preset`` (a ppo_td preset: the config both libraries use), ``sb3_zoo`` (use RL-Zoo's tuned CartPole settings instead),
 ``seed``, ``total_frames`` (optional override), ``eval_episodes`` (0: none), ``step_loop`` and
 ``fast_forward`` (optional overrides of ``collector.step_loop`` and ``loss.fast_forward``), ``num_envs``
 (env copies; each keeps the preset's steps per copy, or with ``keep_steps: false`` the batch keeps its size).
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import json
 import logging
 import resource
@@ -51,6 +52,18 @@ def run_ppo_td(config: TrainConfig) -> dict[str, Any]:
         "collect_seconds": sum(m["collect_seconds"] for m in result.history),
         "update_seconds": sum(m["update_seconds"] for m in result.history),
     }
+
+
+def _sb3_env_id(config: TrainConfig) -> Any:
+    """What SB3's make_vec_env takes: the Gymnasium id, or for ppo_td's ``module:function`` form the factory (with
+    ``env.kwargs``)."""
+    from ppo_td.envs import env_factory
+
+    factory = env_factory(config.env.env_id)
+    if factory is None:
+        return config.env.env_id
+    kwargs = {k: ast.literal_eval(v) for k, v in (item.split("=", 1) for item in config.env.kwargs)}
+    return functools.partial(factory, **kwargs)
 
 
 def _sb3_kwargs(config: TrainConfig) -> dict[str, Any]:
@@ -108,7 +121,7 @@ def run_sb3(config: TrainConfig, zoo: bool) -> dict[str, Any]:
                             n_stack=4)
         policy = "CnnPolicy"  # the Nature CNN, shared by actor and critic, heads on its 512 features
     else:
-        env = make_vec_env(config.env.env_id, n_envs=n_envs, seed=config.seed)
+        env = make_vec_env(_sb3_env_id(config), n_envs=n_envs, seed=config.seed)
     if config.env.normalize_observations or config.env.normalize_rewards:
         env = VecNormalize(env, norm_obs=config.env.normalize_observations, norm_reward=config.env.normalize_rewards,
                            clip_obs=config.env.obs_clip, clip_reward=config.env.reward_clip, gamma=config.loss.gamma)
@@ -259,7 +272,7 @@ def _sb3_evaluate(model, config: TrainConfig, train_env) -> list[float]:
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import VecNormalize
 
-    eval_env = make_vec_env(config.env.env_id, n_envs=1, seed=config.seed + 10_000)  # recurrent: evaluate_policy
+    eval_env = make_vec_env(_sb3_env_id(config), n_envs=1, seed=config.seed + 10_000)  # recurrent: evaluate_policy
     # carries the LSTM state and resets it per episode
     if isinstance(train_env, VecNormalize):
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False, clip_obs=config.env.obs_clip)

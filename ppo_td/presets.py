@@ -131,7 +131,7 @@ ATARI = TrainConfig(
 # deterministic evaluation over 10 episodes): whole rollouts in one minibatch 2 of 3 seeds >= 475; 16-step
 # sequences in one minibatch 5 of 6; 8-step 5 of 6; 16-step in 2 minibatches 4 of 4 (seeds 1-4).
 CARTPOLE_NOVEL = TrainConfig(
-    env=EnvConfig(env_id="ppo_td.envs.partial:ppo_td/CartPoleNoVel-v1", num_envs=8, normalize_observations=True),
+    env=EnvConfig(env_id="ppo_td.envs.partial:cartpole_no_velocity", num_envs=8, normalize_observations=True),
     model=ModelConfig(hidden_sizes=(64,), activation="relu", recurrent="lstm", recurrent_size=64),
     loss=LossConfig(gamma=0.98, gae_lambda=0.8, clip_epsilon=0.2, clip_value=None, entropy_coeff=0.0,
                     critic_coeff=0.25),
@@ -149,7 +149,7 @@ CARTPOLE_NOVEL = TrainConfig(
 # 10 episodes): -189, -188, -191; RL Zoo's layout (4 envs x 1024, sequences of 128, 32 minibatches): -212, -332,
 # -235; sequences of 32: -218, -255, -208; one shared core with 8-step sequences: -207, -249, -222.
 PENDULUM_NOVEL = TrainConfig(
-    env=EnvConfig(env_id="ppo_td.envs.partial:ppo_td/PendulumNoVel-v1", num_envs=8, normalize_observations=True,
+    env=EnvConfig(env_id="ppo_td.envs.partial:pendulum_no_velocity", num_envs=8, normalize_observations=True,
                   normalize_rewards=True),
     model=ModelConfig(hidden_sizes=(64,), activation="relu", recurrent="lstm", recurrent_size=64),
     loss=LossConfig(gamma=0.9, gae_lambda=0.95, clip_epsilon=0.2, clip_value=None, entropy_coeff=0.0,

@@ -12,7 +12,6 @@ from test_resume import _equal, _interrupt_and_resume, _strip
 from torchrl.collectors import Collector
 from torchrl.modules import set_recurrent_mode
 
-import ppo_td.envs.partial  # noqa: F401 - registers ppo_td/CueRecall-v0 and the other memory tasks
 from ppo_td.collect import FastCollector
 from ppo_td.config import CollectorConfig, EnvConfig, LossConfig, ModelConfig, OptimConfig, TrainConfig
 from ppo_td.models import is_recurrent, make_actor_critic, recurrent_parts
@@ -35,7 +34,7 @@ def _config(kind="lstm", shared=False, **changes):
 
 def _cue(kind, seed, masked=False, length=6):
     """The CI-sized memory task: 16 envs x 16 steps, 12k frames."""
-    env_id = "ppo_td.envs.partial:ppo_td/" + ("MaskedCueRecall-v0" if masked else "CueRecall-v0")
+    env_id = "ppo_td.envs.partial:" + ("masked_cue_recall" if masked else "CueRecall")
     return TrainConfig(env=EnvConfig(env_id, num_envs=16, kwargs=(f"length={length}",)),
                        model=ModelConfig(hidden_sizes=(32,), recurrent=kind, recurrent_size=32),
                        loss=LossConfig(gamma=0.99, gae_lambda=0.95, entropy_coeff=0.01, clip_value=None),
@@ -177,6 +176,26 @@ def test_a_custom_recurrent_actor_is_trained_through_time():
         p.advantage(batch)
     update(p, batch)
     assert tuple(p.buffer.sample().batch_size) == (config.num_sequences, 8)
+
+
+@pytest.mark.parametrize(("env", "step_loop"), [
+    (EnvConfig("FrozenLake-v1", num_envs=4, max_episode_steps=12), "fast"),  # Discrete observations: one-hot
+    (EnvConfig("examples.trading:ppo_td/Trading-v0", num_envs=4, max_episode_steps=12), "fast"),  # masked Dict
+    (EnvConfig("examples.trading:ppo_td/Trading-v0", num_envs=4, max_episode_steps=12), "torchrl"),
+])
+def test_an_encoder_sits_in_front_of_the_core(env, step_loop):
+    """Observations that need an encoder (one-hot) reach the core through it, masks from a Dict observation reach
+    the masked head; the replay through time gives back the collected log-probs on either collector."""
+    p = build_pipeline(_config(env=env, collector=CollectorConfig(step_loop=step_loop)))
+    assert isinstance(p.collector, FastCollector if step_loop == "fast" else Collector)
+    assert (recurrent_parts(p.actor).encoder is not None) == (env.env_id == "FrozenLake-v1")  # Trading: floats
+    batch = next(iter(p.collector))
+    p.collector.shutdown()
+    assert batch["is_init"][:, 1:].any()
+    data = sequences(batch, 8)
+    with torch.no_grad(), set_recurrent_mode(True):
+        replayed = p.actor.get_dist(data.clone()).log_prob(data["action"])
+    torch.testing.assert_close(replayed, data["action_log_prob"], rtol=1e-5, atol=1e-6)
 
 
 def test_a_feed_forward_critic_beside_a_recurrent_actor_runs_on_the_fast_paths():

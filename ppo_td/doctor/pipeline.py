@@ -34,7 +34,8 @@ def checkup(pipeline: Pipeline) -> Audit:
                 if p.sequence_length is None:
                     first = batch.reshape(-1)[torch.randperm(batch.numel())[: p.config.minibatch_size]]
                 else:  # a recurrent model: whole sequences, replayed from their stored states through time
-                    first = sequences(batch, p.sequence_length)[: p.config.num_sequences // p.config.optim.num_minibatches]
+                    size = p.config.num_sequences // p.config.optim.num_minibatches
+                    first = sequences(batch, p.sequence_length)[:size]
                 with set_recurrent_mode(p.sequence_length is not None):
                     new = p.actor.get_dist(first).log_prob(first.get(keys.ACTION))
                 a.check_ratio(new - first.get(p.loss.tensor_keys.sample_log_prob))

@@ -1,17 +1,18 @@
-"""Partially observed tasks that need memory, registered with Gymnasium when this module is imported.
+"""Partially observed tasks that need memory, as env factories (nothing is registered with Gymnasium).
 
-``import ppo_td`` does not import this module (importing ppo_td registers nothing); Gymnasium's
-``module:EnvId`` form imports it for you: ``ppo-td train --env.env-id ppo_td.envs.partial:ppo_td/CartPoleNoVel-v1``,
-or the ``cartpole-novel`` and ``pendulum-novel`` presets.
+ppo_td's ``module:function`` env form builds them: ``ppo-td train --env.env-id
+ppo_td.envs.partial:cartpole_no_velocity``, or the ``cartpole-novel`` and ``pendulum-novel`` presets;
+``--env.kwargs length=12`` passes keyword arguments.
 
-- ``ppo_td/CartPoleNoVel-v1``: CartPole-v1 showing the cart position and pole angle only, as RL Zoo's
+- ``cartpole_no_velocity``: CartPole-v1 (500 steps) showing the cart position and pole angle only, as RL Zoo's
   ``CartPoleNoVel-v1`` (sb3-contrib's recurrent PPO benchmark): the velocities must be inferred from
   successive observations.
-- ``ppo_td/PendulumNoVel-v1``: Pendulum-v1 showing cos and sin of the angle only (RL Zoo's ``PendulumNoVel-v1``).
-- ``ppo_td/CueRecall-v0``: a cue (+1 or -1) is shown at the first step only; at the last step of ``length`` the
-  agent must name it (+1 reward when right, -1 when wrong). The best a memoryless policy can expect is 0.
-- ``ppo_td/MaskedCueRecall-v0``: the same with three actions and ``info["action_mask"]``: "wait" is the only
-  legal action before the last step and illegal at it; an illegal action raises. Needs memory and masking.
+- ``pendulum_no_velocity``: Pendulum-v1 (200 steps) showing cos and sin of the angle only (RL Zoo's
+  ``PendulumNoVel-v1``).
+- ``CueRecall``: a cue (+1 or -1) is shown at the first step only; at the last step of ``length`` the agent must
+  name it (+1 reward when right, -1 when wrong). The best a memoryless policy can expect is 0.
+- ``masked_cue_recall``: the same with three actions and ``info["action_mask"]``: "wait" is the only legal action
+  before the last step and illegal at it; an illegal action raises. Needs memory and masking.
 """
 
 from __future__ import annotations
@@ -38,13 +39,15 @@ class KeepEntries(gym.ObservationWrapper):
 
 
 def cartpole_no_velocity(**kwargs: Any) -> gym.Env:
-    """CartPole with the cart position and the pole angle only (the velocities, entries 1 and 3, removed)."""
-    return KeepEntries(CartPoleEnv(**kwargs), (0, 2))
+    """CartPole with the cart position and the pole angle only (the velocities, entries 1 and 3, removed), cut at
+    500 steps as CartPole-v1."""
+    return gym.wrappers.TimeLimit(KeepEntries(CartPoleEnv(**kwargs), (0, 2)), 500)
 
 
 def pendulum_no_velocity(**kwargs: Any) -> gym.Env:
-    """Pendulum with cos and sin of the angle only (the angular velocity, entry 2, removed)."""
-    return KeepEntries(PendulumEnv(**kwargs), (0, 1))
+    """Pendulum with cos and sin of the angle only (the angular velocity, entry 2, removed), cut at 200 steps as
+    Pendulum-v1."""
+    return gym.wrappers.TimeLimit(KeepEntries(PendulumEnv(**kwargs), (0, 1)), 200)
 
 
 class CueRecall(gym.Env):
@@ -94,8 +97,6 @@ class CueRecall(gym.Env):
         self.t, self.cue = int(state["t"]), int(state["cue"])
 
 
-gym.register("ppo_td/CartPoleNoVel-v1", entry_point=cartpole_no_velocity, max_episode_steps=500,
-             reward_threshold=475.0)
-gym.register("ppo_td/PendulumNoVel-v1", entry_point=pendulum_no_velocity, max_episode_steps=200)
-gym.register("ppo_td/CueRecall-v0", entry_point=CueRecall)
-gym.register("ppo_td/MaskedCueRecall-v0", entry_point=CueRecall, kwargs={"masked": True})
+def masked_cue_recall(length: int = 8) -> CueRecall:
+    """:class:`CueRecall` with the wait action and its mask."""
+    return CueRecall(length, masked=True)
