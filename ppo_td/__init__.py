@@ -2,7 +2,8 @@
 
 Layers, each importing only the ones below it (``docs/architecture.md``)::
 
-    cli                 ppo-td train / eval / doctor
+    cli                 ppo-td train / eval / export / doctor
+    deploy              a trained policy in use: Policy, exports, videos
     doctor | persist    the autograd audit | checkpoints, run folders, logs
     training            objective (GAE + ClipPPOLoss), pipeline, the one loop, evaluation
     collect             the fast in-process collector, worker processes, Ray
@@ -37,12 +38,24 @@ def train(config: TrainConfig, *, callbacks: Any = (), run_dir: str | None = Non
     return train_in_folder(config, run_dir, callbacks=callbacks, **parts)
 
 
+def load_policy(path: str, **kwargs: Any) -> Any:
+    """The trained policy of a run folder or checkpoint as a :class:`ppo_td.deploy.Policy`: raw observations in,
+    actions for the env out (see :func:`ppo_td.deploy.load_policy`)."""
+    from ppo_td.deploy import load_policy as load
+
+    return load(path, **kwargs)
+
+
 def __getattr__(name: str) -> Any:
-    """``ppo_td.TrainResult`` loads the training layer (and TorchRL) on first use."""
+    """``ppo_td.TrainResult`` and ``ppo_td.Policy`` load their layers (and TorchRL) on first use."""
     if name == "TrainResult":
         from ppo_td import training
 
         return getattr(training, name)
+    if name == "Policy":
+        from ppo_td import deploy
+
+        return deploy.Policy
     raise AttributeError(f"module 'ppo_td' has no attribute {name!r}")
 
 __all__ = [
@@ -52,9 +65,11 @@ __all__ = [
     "LossConfig",
     "ModelConfig",
     "OptimConfig",
+    "Policy",
     "TrainConfig",
     "TrainResult",
     "get_preset",
+    "load_policy",
     "train",
 ]
 __version__ = "0.2.0"

@@ -222,13 +222,8 @@ def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
     The per-copy envs are made without Gymnasium's ``TimeLimit``: :class:`StepLimit` takes its place (same
     semantics, public step count), so a checkpoint can record where each episode is.
     """
-    factory = env_factory(config.env_id)
-    limit = episode_limit(config)
-    env_kwargs, user_wrappers = env_kwargs_of(config), [import_attr(path, "env.wrappers") for path in config.wrappers]
-    plain = not (env_kwargs or user_wrappers) and factory is None  # Gymnasium's numpy env takes neither
-    auto_numpy = config.vectorization == "auto" and plain and numpy_vectorized(config.env_id)
-    if config.vectorization == "numpy" or auto_numpy:
-        if not plain or not numpy_vectorized(config.env_id):
+    if config.vectorization == "numpy" or (config.vectorization == "auto" and _plain_numpy(config)):
+        if not _plain_numpy(config):
             raise ValueError(f"env {config.env_id!r} has no numpy-vectorized implementation ppo_td can step "
                              "(Gymnasium 1.x has one for CartPole-v1, without env.kwargs or env.wrappers); use "
                              "env.vectorization='sync'")
@@ -236,40 +231,54 @@ def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
         vec = gym.make_vec(config.env_id, num_envs=config.num_envs, vectorization_mode="vector_entry_point",
                            **kwargs)
         return PartialResetCartPole(vec)
-    if config.atari:
-        user_wrappers.append(partial(atari_wrappers, episodic_life=config.episodic_life))
-    wrappers: list = []  # ppo_td's, around the user's (which make_one applies)
-    wrappers += [partial(StepLimit, max_episode_steps=limit)] if limit is not None else []
-    wrappers.append(partial(StepErrorContext, env_id=config.env_id))
+    wrappers: list = [partial(StepErrorContext, env_id=config.env_id)]  # ppo_td's, around the user's env
     if config.clip_actions:
         wrappers.append(clip_box_actions)
-    if factory is None:
-        spec = dataclasses.replace(gym.spec(config.env_id.rpartition(":")[2]), max_episode_steps=None)
-
-        def make_one() -> gym.Env:
-            env = gym.make(spec, disable_env_checker=True, **env_kwargs)
-            for wrapper in user_wrappers:
-                env = wrapper(env)
-            return env
-    else:
-        def make_one() -> gym.Env:
-            env = factory(**env_kwargs)
-            if not isinstance(env, gym.Env):
-                raise TypeError(f"env factory {config.env_id} returned a {type(env).__name__}; it must return one "
-                                "gymnasium.Env (ppo_td makes env.num_envs copies)")
-            for wrapper in user_wrappers:
-                env = wrapper(env)
-            return env
-    if config.action_mask in ("auto", "info") and _mask_in_info(config, make_one):
+    if config.action_mask in ("auto", "info") and _mask_in_info(config, partial(gym_env, config)):
         wrappers.append(lambda e: InfoMaskToObservation(e, _mask_size(e.action_space)))
     wrappers.append(_nest_if_needed)
 
     def make_copy() -> gym.Env:
-        env = make_one()
+        env = gym_env(config)
         for wrapper in wrappers:
             env = wrapper(env)
         return env
     return gym.vector.SyncVectorEnv([make_copy] * config.num_envs, autoreset_mode=AutoresetMode.DISABLED)
+
+
+def _plain_numpy(config: EnvConfig) -> bool:
+    """Gymnasium's numpy-vectorized env applies: an id it has one for, without kwargs, wrappers or a factory."""
+    return (not (config.kwargs or config.wrappers or config.atari) and env_factory(config.env_id) is None
+            and numpy_vectorized(config.env_id))
+
+
+def gym_env(config: EnvConfig, render_mode: str | None = None) -> gym.Env:
+    """One copy of the env as the user sees it: the registered env or the factory's, with ``env.kwargs``, the
+    user's ``env.wrappers`` (and the Atari preprocessing) and the time limit, but none of ppo_td's adapters.
+
+    Its observations are what :class:`ppo_td.deploy.Policy` takes and its actions what the policy gives; ppo_td's
+    vector env adds error context, action clipping, the mask lift and nesting around copies of it.
+    ``render_mode`` (e.g. ``"rgb_array"`` for videos) is passed to ``gymnasium.make`` or the factory.
+    """
+    _check_env_id(config.env_id)
+    factory = env_factory(config.env_id)
+    limit = episode_limit(config)
+    kwargs = env_kwargs_of(config)
+    if render_mode is not None:
+        kwargs["render_mode"] = render_mode
+    if factory is None:
+        spec = dataclasses.replace(gym.spec(config.env_id.rpartition(":")[2]), max_episode_steps=None)
+        env = gym.make(spec, disable_env_checker=True, **kwargs)
+    else:
+        env = factory(**kwargs)
+        if not isinstance(env, gym.Env):
+            raise TypeError(f"env factory {config.env_id} returned a {type(env).__name__}; it must return one "
+                            "gymnasium.Env (ppo_td makes env.num_envs copies)")
+    for path in config.wrappers:
+        env = import_attr(path, "env.wrappers")(env)
+    if config.atari:
+        env = atari_wrappers(env, episodic_life=config.episodic_life)
+    return StepLimit(env, max_episode_steps=limit) if limit is not None else env
 
 
 def _multi_discrete_entries(space: gym.Space, key: tuple[str, ...] = ()) -> dict:

@@ -118,7 +118,7 @@ class NestObservation(gym.ObservationWrapper):
         space = env.observation_space
         entries = dict(space.spaces) if isinstance(space, gym.spaces.Dict) else {"observation": space}
         mask = entries.pop(MASK_KEY, None)
-        self._inner = set(entries) != {"observation"}  # the entries go under "observation"
+        self._inner = nests_entries(space)
         inner = gym.spaces.Dict(entries) if self._inner else entries["observation"]
         out = {"observation": _as_dict(inner)}
         if mask is not None:
@@ -126,15 +126,25 @@ class NestObservation(gym.ObservationWrapper):
         self.observation_space = gym.spaces.Dict(out)
 
     def observation(self, observation: Any) -> dict[str, Any]:
-        if isinstance(observation, dict):
-            entries = dict(observation)
-        else:
-            entries = {"observation": observation}
-        mask = entries.pop(MASK_KEY, None)
-        out = {"observation": _dict_of(entries if self._inner else entries["observation"])}
-        if mask is not None:
-            out[MASK_KEY] = mask
-        return out
+        return nest_observation(observation, self._inner)
+
+
+def nests_entries(space: gym.Space) -> bool:
+    """Whether :class:`NestObservation` puts the entries of ``space`` under ``"observation"`` (a Dict other than
+    ``{"observation": X}`` plus the mask), rather than keeping its ``"observation"`` entry as it is."""
+    entries = set(space.spaces) - {MASK_KEY} if isinstance(space, gym.spaces.Dict) else {"observation"}
+    return entries != {"observation"}
+
+
+def nest_observation(observation: Any, inner: bool) -> dict[str, Any]:
+    """:class:`NestObservation`'s observation (one or a batch: the structure is the same), ``inner`` as
+    :func:`nests_entries` of its space."""
+    entries = dict(observation) if isinstance(observation, dict) else {"observation": observation}
+    mask = entries.pop(MASK_KEY, None)
+    out = {"observation": _dict_of(entries if inner else entries["observation"])}
+    if mask is not None:
+        out[MASK_KEY] = mask
+    return out
 
 
 def _key(key: str, keys: Any) -> str:

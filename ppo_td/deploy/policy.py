@@ -1,0 +1,323 @@
+"""A trained policy as a plain callable: raw observations in, actions in the env's action space out.
+
+:func:`load_policy` reads a run folder or checkpoint; :class:`Policy` does what ppo_td's env pipeline did around
+the actor in training, from the observation the env emits to the action it takes: the mask lifted from the info
+(passed as ``action_mask=``), Dict and Tuple observations nested, dtypes cast, the observation normalizer frozen at
+its checkpointed statistics, the actor run in TorchRL's deterministic or random exploration mode, Box actions
+clipped to their bounds as the env clipped them in training, and a recurrent actor's state carried between calls.
+It runs the very TorchRL actor module evaluation runs, so its actions are evaluation's actions
+(``tests/test_deploy.py`` checks this step by step).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModuleBase
+from torch import nn
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+from ppo_td import keys
+from ppo_td.config import TrainConfig
+from ppo_td.envs import MASK_KEY, BuiltEnv, RunningObsNorm, build_env, gym_env
+from ppo_td.envs.wrappers import needs_nesting, nest_observation, nests_entries
+from ppo_td.models import make_actor_critic
+from ppo_td.models.device import resolve_device
+from ppo_td.models.plain import policy_net
+from ppo_td.models.recurrent import memory_spec, recurrent_parts
+
+IS_INIT = "is_init"
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One tensor the actor reads: its TensorDict key, the shape and dtype of one observation's value."""
+
+    key: str | tuple[str, ...]
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    @property
+    def name(self) -> str:
+        return self.key if isinstance(self.key, str) else ".".join(self.key)
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """How the env's raw observation becomes the actor's TensorDict (read once from the env ppo_td builds)."""
+
+    entries: tuple[Entry, ...]
+    mask_from_info: bool
+    """The mask comes from ``info["action_mask"]``: the caller passes it as ``action_mask=``."""
+    nest: bool | None
+    """None: the observation is read as it is; else it is nested as ppo_td's ``NestObservation`` does (``inner``)."""
+    masked: bool
+    """The actor reads an ``"action_mask"`` entry."""
+    observation_space: gym.Space
+    action_space: gym.Space
+    clip_actions: bool
+
+    @classmethod
+    def of(cls, built: BuiltEnv, config: TrainConfig) -> Layout:
+        user = gym_env(config.env)  # the env as the caller makes it: its spaces
+        try:
+            observation_space, action_space = user.observation_space, user.action_space
+        finally:
+            user.close()
+        masked = built.description.action_mask
+        in_obs = isinstance(observation_space, gym.spaces.Dict) and MASK_KEY in observation_space.spaces
+        mask_from_info = masked and not in_obs
+        lifted = (gym.spaces.Dict({"observation": observation_space, MASK_KEY: gym.spaces.MultiBinary(1)})
+                  if mask_from_info else observation_space)
+        nest = nests_entries(lifted) if needs_nesting(lifted) else None
+        spec = built.env.observation_spec  # the dtypes after the env's casts; the keys the env itself emits
+        entries = tuple(Entry(k, tuple(spec[k].shape[1:]), spec[k].dtype)
+                        for k in built.env.base_env.observation_spec.keys(True, True)
+                        if not (k == MASK_KEY and not masked))
+        return cls(entries, mask_from_info, nest, masked, observation_space, action_space,
+                   config.env.clip_actions and isinstance(action_space, gym.spaces.Box))
+
+
+class Policy(nn.Module):
+    """A trained actor that takes observations as the env emits them and returns actions for the env.
+
+    ``policy(obs)`` takes one observation or a batch (leading dimension), as numpy arrays, torch tensors, Python
+    numbers, or the dicts and tuples of them a ``Dict``/``Tuple`` space gives; it returns the action(s) as the
+    env takes them: numpy (an ``int`` for one ``Discrete`` action) for numpy input, a tensor for tensor input.
+    ``action_mask=``: the legal actions, where the env gives them in ``info`` (in the observation, they are read
+    from there). ``deterministic``: the policy's mode (default) or an action sampled from it (with torch's RNG:
+    ``torch.manual_seed`` makes it reproducible).
+
+    A recurrent policy carries its state from call to call, one per row of the batch: call :meth:`reset` when an
+    episode starts (all rows, or the rows in ``done``); the first call after it starts from a zero state.
+
+    Example:
+        >>> policy = load_policy("runs/cartpole")
+        >>> env = policy.make_env()
+        >>> obs, _ = env.reset(seed=0)
+        >>> env.step(policy(obs))
+    """
+
+    def __init__(self, actor: TensorDictModuleBase, config: TrainConfig, layout: Layout,
+                 obs_stats: dict[str, Any] | None = None, device: str | torch.device = "cpu",
+                 deterministic: bool = True) -> None:
+        super().__init__()
+        self.config, self.layout, self.deterministic = config, layout, deterministic
+        self.device = resolve_device(str(device)) if not isinstance(device, torch.device) else device
+        self.actor = actor.to(self.device).eval()
+        self.obs_norm: RunningObsNorm | None = None
+        if config.env.normalize_observations:
+            if obs_stats is None:
+                raise ValueError("this policy was trained on normalized observations and no statistics were given: "
+                                 "load it with ppo_td.load_policy(run folder or checkpoint)")
+            size = int(obs_stats["mean"].numel())
+            self.obs_norm = RunningObsNorm(size, clip=config.env.obs_clip)
+            self.obs_norm.load_state_dict(obs_stats)
+            self.obs_norm.freeze()
+        self._memory = dict(memory_spec(self.actor))  # a recurrent actor's state keys -> per-copy shape
+        self._state: dict[str, torch.Tensor] = {}
+        self._fresh: torch.Tensor | None = None
+        for p in self.actor.parameters():
+            p.requires_grad_(False)
+        flat = {e.key for e in layout.entries} <= {keys.OBSERVATION, MASK_KEY}
+        self._net = policy_net(self.actor) if flat and not self._memory else None
+        self._recurrent = recurrent_parts(self.actor) if flat and self._memory else None
+        """The plain networks of a ppo_td-built actor: the deterministic action without the TensorDict round trip
+        (the same networks, distribution and mode, so the same action as the TorchRL module)."""
+
+    @property
+    def recurrent(self) -> bool:
+        return bool(self._memory)
+
+    def make_env(self, render_mode: str | None = None) -> gym.Env:
+        """One copy of the env this policy was trained on, as Gymnasium gives it (the user's wrappers and the time
+        limit included, none of ppo_td's adapters): the observations :meth:`forward` takes."""
+        return gym_env(self.config.env, render_mode=render_mode)
+
+    def reset(self, done: Any = None) -> None:
+        """Start new episodes: every row (``done=None``) or the rows where ``done`` is true (a recurrent policy's
+        state restarts from zeros there); nothing to do for a feed-forward policy."""
+        if done is None or self._fresh is None:
+            self._state, self._fresh = {}, None
+            return
+        rows = torch.as_tensor(np.asarray(done), dtype=torch.bool).reshape(-1)
+        if rows.numel() != self._fresh.shape[0]:
+            raise ValueError(f"reset(done) has {rows.numel()} entries for a batch of {self._fresh.shape[0]} states")
+        self._fresh |= rows.to(self._fresh.device).view_as(self._fresh)
+
+    @torch.no_grad()
+    def forward(self, observation: Any, action_mask: Any = None, deterministic: bool | None = None) -> Any:
+        as_numpy = not _has_tensor(observation)
+        values, single = self.observation_values(observation, action_mask)
+        mode = self.deterministic if deterministic is None else deterministic
+        rows = next(iter(values.values())).shape[0]
+        if self._memory:
+            self._carry(rows)
+        rec, net = self._recurrent, self._net
+        if mode and rec is not None:
+            features, state = rec.step(values[keys.OBSERVATION], [self._state[k] for k in rec.state], self._fresh)
+            action = _deterministic(rec.head.distribution(rec.head(features), values.get(MASK_KEY)))
+            self._state = dict(zip(rec.state, state, strict=True))
+        elif mode and net is not None:
+            action = _deterministic(net.distribution(net(values[keys.OBSERVATION]), values.get(MASK_KEY)))
+        else:
+            td = TensorDict(values, batch_size=[rows], device=self.device)
+            if self._memory:
+                td.update({IS_INIT: self._fresh.clone(), **self._state})
+            with set_exploration_type(ExplorationType.DETERMINISTIC if mode else ExplorationType.RANDOM):
+                out = self.actor(td)
+            self._state = {key: out.get(("next", key)) for key in self._memory}
+            action = out.get(keys.ACTION)
+        if self._memory:
+            self._fresh = torch.zeros_like(self._fresh)
+        if self.layout.clip_actions:
+            space = self.layout.action_space
+            action = action.clamp(torch.as_tensor(space.low, device=action.device),
+                                  torch.as_tensor(space.high, device=action.device))
+        if single:
+            action = action[0]
+        if not as_numpy:
+            return action
+        array = action.cpu().numpy().astype(self.layout.action_space.dtype, copy=False)
+        return array.item() if isinstance(self.layout.action_space, gym.spaces.Discrete) and single else array
+
+    def observation_values(self, observation: Any, action_mask: Any = None) -> tuple[dict, bool]:
+        """The actor's inputs for ``observation`` (TensorDict key -> ``[batch, ...]`` tensor, normalized where the
+        policy was trained on normalized observations), and whether it was one observation rather than a batch."""
+        layout = self.layout
+        if layout.mask_from_info:
+            if action_mask is None:
+                raise ValueError("this policy was trained with action masks from info['action_mask']: pass "
+                                 "action_mask=info['action_mask'] with the observation")
+            observation = {"observation": observation, MASK_KEY: action_mask}
+        elif action_mask is not None:
+            if not layout.masked:
+                raise ValueError("action_mask given, but this policy was trained without action masks (the env had "
+                                 "none, or env.action_mask='none'); call it without action_mask")
+            if not isinstance(observation, Mapping):
+                observation = {"observation": observation}
+            observation = {**observation, MASK_KEY: action_mask}
+        if layout.nest is not None:
+            observation = nest_observation(observation, layout.nest)
+        elif not isinstance(observation, Mapping):
+            observation = {"observation": observation}
+        batch: int | None = None
+        values: dict = {}
+        for entry in layout.entries:
+            value = _lookup(observation, entry, layout.observation_space)
+            tensor, rows = _as_tensor(value, entry, layout.observation_space)
+            if batch is not None and rows != batch:
+                raise ValueError(f"observation entries disagree on the batch: {entry.name!r} has "
+                                 f"{'one observation' if rows is None else f'{rows} rows'}, another "
+                                 f"{'one observation' if batch is None else f'{batch} rows'}")
+            batch = rows
+            values[entry.key] = tensor
+        single = batch is None
+        for key, tensor in values.items():
+            values[key] = (tensor.unsqueeze(0) if single else tensor).to(self.device)
+        if self.obs_norm is not None:
+            values[keys.OBSERVATION] = self.obs_norm.normalized(values[keys.OBSERVATION])
+        return values, single
+
+    def _carry(self, rows: int) -> None:
+        """Zero states for a new batch of ``rows`` episodes (refused while other episodes are under way)."""
+        if self._fresh is not None and self._fresh.shape[0] == rows:
+            return
+        if self._fresh is not None and not bool(self._fresh.all()):
+            raise ValueError(f"this recurrent policy holds the state of {self._fresh.shape[0]} episodes and got a "
+                             f"batch of {rows} observations: call policy.reset() first")
+        self._state = {key: torch.zeros(rows, *shape, device=self.device) for key, shape in self._memory.items()}
+        self._fresh = torch.ones(rows, 1, dtype=torch.bool, device=self.device)
+
+
+def _deterministic(dist: torch.distributions.Distribution) -> torch.Tensor:
+    """The action TorchRL's ``ExplorationType.DETERMINISTIC`` takes from ``dist``: its ``deterministic_sample``, else
+    the mode of a discrete distribution or the mean (tensordict's fallback for torch's own distributions)."""
+    if hasattr(dist, "deterministic_sample"):
+        return dist.deterministic_sample
+    return dist.mode if dist.has_enumerate_support else dist.mean
+
+
+def _has_tensor(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, Mapping):
+        return any(_has_tensor(v) for v in value.values())
+    if isinstance(value, tuple):
+        return any(_has_tensor(v) for v in value)
+    return False
+
+
+def _lookup(observation: Mapping, entry: Entry, space: gym.Space) -> Any:
+    path = (entry.key,) if isinstance(entry.key, str) else entry.key
+    value: Any = observation
+    for part in path:
+        if not isinstance(value, Mapping) or part not in value:
+            raise ValueError(f"the observation has no entry {entry.name!r}: the policy expects observations of "
+                             f"{space} (got {_describe(observation)})")
+        value = value[part]
+    return value
+
+
+def _as_tensor(value: Any, entry: Entry, space: gym.Space) -> tuple[torch.Tensor, int | None]:
+    """``value`` as a tensor of ``entry``'s dtype, and its rows (None for one observation)."""
+    tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+    extra = tensor.dim() - len(entry.shape)
+    if extra not in (0, 1) or tuple(tensor.shape[extra:]) != entry.shape:
+        raise ValueError(f"observation {entry.name!r} has shape {tuple(tensor.shape)} and dtype {_dtype(tensor)}; "
+                         f"the policy expects {entry.shape} (one observation) or (batch, *{entry.shape}) of "
+                         f"{_dtype_name(entry.dtype)}, as the env it was trained on emits ({space})")
+    if tensor.dtype.is_floating_point and not (entry.dtype.is_floating_point or entry.dtype == torch.bool):
+        raise ValueError(f"observation {entry.name!r} has dtype {_dtype(tensor)}; the policy expects "
+                         f"{_dtype_name(entry.dtype)} (shape {entry.shape}), as the env it was trained on emits: "
+                         f"pass the env's raw observation, not a scaled one")
+    return tensor.to(entry.dtype), (int(tensor.shape[0]) if extra else None)
+
+
+def _dtype(tensor: torch.Tensor) -> str:
+    return _dtype_name(tensor.dtype)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k!r}: {_describe(v)}" for k, v in value.items()) + "}"
+    shape = getattr(value, "shape", None)
+    return f"shape {tuple(shape)}" if shape is not None else type(value).__name__
+
+
+def load_policy(path: str | os.PathLike, *, device: str | torch.device = "cpu", deterministic: bool = True) -> Policy:
+    """The :class:`Policy` of a run folder (its ``checkpoint.pt``) or a checkpoint file: the actor and the frozen
+    observation statistics, checked against the env rebuilt from the checkpoint's config."""
+    from ppo_td.persist import checkpoint_config, load_checkpoint
+    from ppo_td.persist.checkpoint import check_compatible, load_weights
+
+    state = load_checkpoint(path)
+    config = checkpoint_config(state)
+    built = build_env(dataclasses.replace(config.env, num_envs=1))
+    try:
+        check_compatible(state, built.description)
+        actor, _ = make_actor_critic(built.description, config.model)
+        layout = Layout.of(built, config)
+    finally:
+        built.close()
+    load_weights(actor, state, "actor")
+    return Policy(actor, config, layout, state["obs_stats"], device=device, deterministic=deterministic)
+
+
+def policy_of(actor: TensorDictModuleBase, built: BuiltEnv, config: TrainConfig, **kwargs: Any) -> Policy:
+    """A :class:`Policy` of a live ``actor`` (a copy: training goes on undisturbed) trained on ``built``."""
+    import copy
+
+    stats = built.obs_norm.state_dict() if built.obs_norm is not None else None
+    return Policy(copy.deepcopy(actor), config, Layout.of(built, config), stats, **kwargs)

@@ -1,0 +1,166 @@
+"""Using a trained policy: ``load_policy`` against ppo_td's own evaluation, exports against ``Policy``, videos."""
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+import ppo_td
+from ppo_td import EnvConfig, get_preset
+from ppo_td.deploy import load_policy
+from ppo_td.models.recurrent import add_memory
+from ppo_td.persist import load_actor
+from ppo_td.training.evaluation import make_eval_env
+
+torch.set_num_threads(1)
+
+
+class DictGrid(gym.Env):
+    """A Dict observation (an HWC uint8 image, a Discrete, a Tuple of float64 Box and MultiBinary) with its action
+    mask in ``info``: every conversion ``Policy`` makes."""
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Dict({
+            "grid": gym.spaces.Box(0, 255, (5, 5, 1), np.uint8),
+            "pos": gym.spaces.Discrete(4),
+            "extra": gym.spaces.Tuple((gym.spaces.Box(-1, 1, (2,), np.float64), gym.spaces.MultiBinary(2))),
+        })
+        self.action_space = gym.spaces.Discrete(3)
+
+    def _info(self):
+        mask = np.ones(3, dtype=np.int8)
+        mask[self.np_random.integers(3)] = 0
+        return {"action_mask": mask}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.observation_space.seed(int(self.np_random.integers(2**31)))  # the observations follow reset's seed
+        self.t = 0
+        return self.observation_space.sample(), self._info()
+
+    def step(self, action):
+        self.t += 1
+        return self.observation_space.sample(), float(action == 1), False, self.t >= 15, self._info()
+
+
+def dict_grid(**kwargs):
+    return DictGrid()
+
+
+CASES = {  # a normalized continuous preset, masked discrete (mask in the observation / in info), recurrent, Dict
+    "pendulum": get_preset("pendulum"),
+    "trading": get_preset("trading"),
+    "trading-info": dataclasses.replace(get_preset("trading"), env=EnvConfig("ppo_td/TradingInfo-v0", num_envs=8)),
+    "cartpole-novel": get_preset("cartpole-novel"),
+    "dict": dataclasses.replace(get_preset("generic"), env=EnvConfig("test_deploy:dict_grid", num_envs=4)),
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A short training run of each case (a few iterations: the weights only need to be trained ones)."""
+    out = {}
+    for name, config in CASES.items():
+        config = dataclasses.replace(config, total_frames=2 * config.frames_per_batch, eval_episodes=1)
+        out[name] = tmp_path_factory.mktemp(name)
+        ppo_td.train(config, run_dir=str(out[name]))
+    return out
+
+
+def evaluation_actions(run, seed: int, steps: int, sampled: bool = False) -> torch.Tensor:
+    """The actions ppo_td's evaluation takes in one episode of the eval env (TorchRL's rollout, the actor module)."""
+    config, actor, stats = load_actor(run)
+    env = add_memory(make_eval_env(config.env, 1, seed, stats), actor)
+    mode = ExplorationType.RANDOM if sampled else ExplorationType.DETERMINISTIC
+    torch.manual_seed(seed)
+    with torch.no_grad(), set_exploration_type(mode):
+        td = env.rollout(steps, actor, break_when_any_done=True)
+    env.close()
+    return td["action"][0]
+
+
+def policy_actions(policy, seed: int, steps: int) -> list:
+    env = policy.make_env()
+    env.reset(seed=seed)  # as TorchRL's set_seed seeds the eval env; its first episode is the next reset's
+    obs, info = env.reset()
+    out = []
+    for _ in range(steps):
+        mask = info["action_mask"] if policy.layout.mask_from_info else None
+        action = policy(obs, action_mask=mask)
+        out.append(action)
+        obs, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            break
+    env.close()
+    return out
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_policy_acts_as_evaluation_does(runs, name):
+    policy = load_policy(runs[name])
+    for seed in (0, 1):
+        expected = evaluation_actions(runs[name], seed, 200)
+        policy.reset()
+        got = policy_actions(policy, seed, 200)
+        space = policy.layout.action_space
+        if isinstance(space, gym.spaces.Box):  # the env clipped evaluation's actions; the policy clips its own
+            expected = expected.clamp(torch.as_tensor(space.low), torch.as_tensor(space.high))
+        assert len(got) == len(expected)
+        assert all(space.contains(a) for a in got)
+        np.testing.assert_array_equal(np.stack([np.asarray(a) for a in got]), expected.numpy())
+
+
+def test_sampled_actions_follow_torch_seed(runs):
+    policy = load_policy(runs["trading"], deterministic=False)
+    expected = evaluation_actions(runs["trading"], 3, 100, sampled=True)
+    torch.manual_seed(3)
+    got = policy_actions(policy, 3, 100)
+    np.testing.assert_array_equal(np.array(got), expected.numpy())
+
+
+def test_one_observation_or_a_batch_numpy_or_torch(runs):
+    policy = load_policy(runs["pendulum"])
+    obs = np.stack([policy.make_env().reset(seed=s)[0] for s in range(5)])
+    batch = policy(obs)
+    assert batch.shape == (5, 1) and batch.dtype == np.float32
+    for i in range(5):  # a matrix product may round a batch's rows apart from one row's by an ulp
+        np.testing.assert_allclose(policy(obs[i]), batch[i], rtol=1e-5, atol=1e-7)
+    tensor = policy(torch.as_tensor(obs))
+    assert isinstance(tensor, torch.Tensor) and torch.equal(tensor, torch.as_tensor(batch))
+    discrete = load_policy(runs["trading"])
+    obs, _ = discrete.make_env().reset(seed=0)
+    assert isinstance(discrete(obs), int)
+
+
+def test_recurrent_policy_carries_and_resets_its_state(runs):
+    policy = load_policy(runs["cartpole-novel"])
+    obs = np.stack([policy.make_env().reset(seed=s)[0] for s in range(3)])
+    first = policy(obs)
+    policy.reset()
+    assert np.array_equal(policy(obs), first)  # from zeros again
+    with pytest.raises(ValueError, match="holds the state of 3 episodes and got a batch of 2"):
+        policy(obs[:2])
+    policy.reset(np.array([True, False, False]))
+    policy(obs)  # row 0 restarts, the others go on
+    policy.reset()
+    assert isinstance(policy(obs[0]), int)  # one observation, one Discrete action
+
+
+def test_wrong_observations_name_expected_and_received(runs):
+    policy = load_policy(runs["pendulum"])
+    with pytest.raises(ValueError, match=r"shape \(4,\) and dtype float64; the policy expects \(3,\)"):
+        policy(np.zeros(4))
+    grid = load_policy(runs["dict"])
+    obs, info = grid.make_env().reset(seed=0)
+    with pytest.raises(ValueError, match=r"action_mask=info\['action_mask'\]"):
+        grid(obs)
+    scaled = {**obs, "grid": obs["grid"] / 255.0}
+    with pytest.raises(ValueError, match="'observation.grid' has dtype float64; the policy expects uint8"):
+        grid(scaled, action_mask=info["action_mask"])
+    with pytest.raises(ValueError, match="no entry 'observation.pos'"):
+        grid({k: v for k, v in obs.items() if k != "pos"}, action_mask=info["action_mask"])
+    with pytest.raises(ValueError, match="trained without action masks"):
+        policy(np.zeros(3, np.float32), action_mask=np.ones(1))
