@@ -164,3 +164,129 @@ def test_wrong_observations_name_expected_and_received(runs):
         grid({k: v for k, v in obs.items() if k != "pos"}, action_mask=info["action_mask"])
     with pytest.raises(ValueError, match="trained without action masks"):
         policy(np.zeros(3, np.float32), action_mask=np.ones(1))
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+FORMATS = ["torchscript", "export",
+           pytest.param("onnx", marks=pytest.mark.skipif(not (_has("onnxscript") and _has("onnxruntime")),
+                                                         reason="the export extra (onnx, onnxscript, onnxruntime)"))]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_exported_files_act_as_the_policy_without_ppo_td(runs, tmp_path, fmt):
+    """Each case's file, loaded in a fresh process with plain torch or onnxruntime (ppo_td, tensordict and TorchRL
+    never imported), gives Policy's actions to 1e-5 on random observations of the env's space: 6 steps of a batch
+    of 5, the state fed back for the recurrent one."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ppo_td.deploy.export import export_inputs, export_policy
+
+    for name in CASES:
+        policy = load_policy(runs[name])
+        space = policy.layout.observation_space
+        space.seed(7)
+        steps = [[space.sample() for _ in range(5)] for _ in range(6)]
+        masks = [np.stack([np.eye(3, dtype=np.int8)[i % 3] ^ 1 for i in range(5)]) for _ in steps]
+        batches = [_stack(obs) for obs in steps]
+        mask = masks if policy.layout.mask_from_info else [None] * 6
+        expected = np.stack([policy(batches[t], action_mask=mask[t]) for t in range(6)])
+        arrays = [export_inputs(policy, batches[t], mask[t]) for t in range(6)]
+        data = {f"in{i}": np.stack([a[i].numpy() for a in arrays]) for i in range(len(arrays[0]))}
+        data.update({f"state{j}": np.zeros((5, *shape), np.float32) for j, shape in enumerate(policy.memory.values())})
+        np.savez(tmp_path / "in.npz", **data)
+        path = export_policy(policy, fmt, tmp_path / f"{name}.{fmt}")
+        script = Path(__file__).parent / "scripts" / "run_exported.py"
+        subprocess.run([sys.executable, str(script), fmt, str(path), str(tmp_path / "in.npz"),
+                        str(tmp_path / "out.npz")], check=True, timeout=300)
+        got = np.load(tmp_path / "out.npz")["action"]
+        assert got.shape == expected.shape, name
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def _stack(observations: list):
+    first = observations[0]
+    if isinstance(first, dict):
+        return {k: _stack([o[k] for o in observations]) for k in first}
+    if isinstance(first, tuple):
+        return tuple(_stack([o[i] for o in observations]) for i in range(len(first)))
+    return np.stack([np.asarray(o) for o in observations])
+
+
+def test_export_command_writes_checks_and_names_its_inputs(runs, tmp_path, capsys):
+    from ppo_td.cli import main
+
+    out = tmp_path / "masked.pt2"
+    assert main(["export", str(runs["trading"]), "--format", "export", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert out.is_file() and f"wrote {out} (export)" in printed
+    assert "inputs: observation, action_mask (a leading batch dimension); outputs: action" in printed
+    assert "match the policy's on 64 random observations" in printed
+    assert main(["export", str(runs["cartpole-novel"]), "--format", "torchscript"]) == 0
+    assert (runs["cartpole-novel"] / "policy.pt").is_file()  # default: in the run folder
+    assert "inputs: observation, actor_h, actor_c" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="2"):
+        main(["export", str(runs["trading"]), "--format", "tflite"])
+    assert "invalid choice: 'tflite'" in capsys.readouterr().err
+
+
+def test_export_refusals_name_the_way_out(runs, tmp_path, monkeypatch):
+    import importlib.util
+
+    from tensordict.nn import TensorDictModule
+    from torch import nn
+
+    from ppo_td.deploy import Policy
+    from ppo_td.deploy.export import ExportError, export_policy
+
+    policy = load_policy(runs["pendulum"])
+    custom = Policy(TensorDictModule(nn.Linear(3, 1), ["observation"], ["action"]), policy.config, policy.layout,
+                    policy.obs_norm.state_dict())
+    np.testing.assert_array_equal(custom(np.zeros((2, 3), np.float32)).shape, (2, 1))  # acts...
+    with pytest.raises(ExportError, match="TensorDictModule that ppo_td's factories did not build"):
+        export_policy(custom, "torchscript", tmp_path / "x.pt")  # ...but export bakes in ppo_td's networks only
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxscript" else real(name, *a))
+    with pytest.raises(ExportError, match=r"needs onnxscript: pip install 'ppo_td\[export\]'"):
+        export_policy(policy, "onnx", tmp_path / "x.onnx")
+    assert not (tmp_path / "x.onnx").exists() and not (tmp_path / "x.pt").exists()
+
+
+needs_video = pytest.mark.skipif(not (_has("moviepy") and _has("pygame")), reason="the video extra (moviepy, pygame)")
+
+
+@needs_video
+def test_videos_of_eval_and_training(runs, tmp_path, capsys, monkeypatch):
+    import imageio.v3 as iio
+
+    from ppo_td.cli import main
+
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    assert main(["eval", str(runs["pendulum"]), "--episodes", "2", "--video", str(tmp_path / "v"),
+                 "--video-episodes", "2"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("video: ")]
+    assert [line.split()[1] for line in lines] == [str(tmp_path / "v" / f"eval-episode-{i}.mp4") for i in range(2)]
+    frames = iio.imread(tmp_path / "v" / "eval-episode-0.mp4", plugin="pyav" if _has("av") else None)
+    assert frames.shape[0] >= 150 and frames.shape[-1] == 3  # Pendulum: 200 steps, RGB frames
+    run = tmp_path / "run"
+    assert main(["train", "--preset", "cleanrl", "--run-dir", str(run), "--total-frames", "2048",
+                 "--video-every", "2", "--no-progress", "--eval-episodes", "1"]) == 0
+    assert sorted(p.name for p in (run / "videos").iterdir()) == [f"iter_00000{i}-episode-0.mp4" for i in (2, 4)]
+
+
+def test_an_env_without_rgb_array_is_refused_before_anything_is_written(runs, tmp_path, capsys):
+    from ppo_td.cli import main
+
+    assert main(["eval", str(runs["trading"]), "--episodes", "1", "--video", str(tmp_path / "v")]) == 2
+    err = capsys.readouterr().err
+    assert "env 'examples.trading:ppo_td/Trading-v0' cannot render 'rgb_array' frames" in err
+    assert "its render modes are none" in err
+    run = tmp_path / "run"
+    assert main(["train", "--preset", "trading", "--run-dir", str(run), "--video-every", "1"]) == 2
+    assert "cannot render 'rgb_array'" in capsys.readouterr().err and not run.exists()

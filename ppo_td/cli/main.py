@@ -1,4 +1,4 @@
-"""Command line: ``ppo-td train`` and ``ppo-td eval``."""
+"""Command line: ``ppo-td train``, ``eval``, ``export`` and ``doctor``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import dataclasses
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import tyro
@@ -19,7 +20,8 @@ USAGE = """usage: ppo-td COMMAND [ARGS]
 
 commands:
   train   train PPO (no arguments: the tuned CartPole-v1 preset); --help lists every field
-  eval    run deterministic (or --sampled) episodes of a checkpoint and print mean +- std
+  eval    run deterministic (or --sampled) episodes of a checkpoint and print mean +- std; --video records them
+  export  write a trained policy as a file that runs without ppo_td (--format torchscript|export|onnx)
   doctor  audit your PPO script (SCRIPT.py [ARGS] [--steps N] [--json]), or one update of a pipeline,
           for autograd mistakes
 
@@ -27,6 +29,8 @@ examples:
   ppo-td train
   ppo-td train --preset cleanrl --optim.lr 3e-4 --env.num-envs 8 --frames-per-batch 1024
   ppo-td eval runs/cartpole-seed1 --episodes 20
+  ppo-td eval runs/cartpole-seed1 --video
+  ppo-td export runs/cartpole-seed1 --format onnx
   ppo-td doctor my_ppo.py --steps 10
   ppo-td doctor --preset cleanrl --loss my_project.losses:make_loss
 """
@@ -39,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0
     command, rest = argv[0], argv[1:]
-    commands = {"train": _train, "eval": _eval, "doctor": _doctor}
+    commands = {"train": _train, "eval": _eval, "export": _export, "doctor": _doctor}
     if command not in commands:
         print(f"ppo-td: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         return 2
@@ -93,6 +97,9 @@ class TrainCommand:
     from_zoo: str | None = None
     """An RL Zoo hyper-parameter file (hyperparams/ppo.yml): start from its entry for --env.env-id, mapped onto
     ppo_td's config over --preset (default generic); keys it cannot map are printed. Flags given still win."""
+    video_every: int = 0
+    """Record a video of one evaluation episode (the policy's mode) every N iterations into <run_dir>/videos
+    (0: none). Needs an env that renders rgb_array frames and the video extra (moviepy)."""
     overwrite: bool = False
     """Replace the run that --run-dir already holds (without it, a folder holding a run is refused)."""
     resume_device: tyro.conf.Suppress[str | None] = None
@@ -116,7 +123,8 @@ class TrainCommand:
 
 # what --resume may change: where collection runs, how the run is watched and checkpointed; never the config
 RESUME_FLAGS = {"--resume", "--collector", "--workers", "--ray-address", "--checkpoint-every", "--keep-checkpoints",
-                "--tensorboard", "--no-tensorboard", "--progress", "--no-progress", "--log-every", "--device"}
+                "--tensorboard", "--no-tensorboard", "--progress", "--no-progress", "--log-every", "--device",
+                "--video-every"}
 
 
 def _train(args: list[str]) -> int:
@@ -170,14 +178,62 @@ def _eval(args: list[str]) -> int:
     parser.add_argument("--episodes", type=int, default=10, help="episodes to run (default 10)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the evaluation envs (default 0)")
     parser.add_argument("--sampled", action="store_true", help="sample actions from the policy, as in training")
+    parser.add_argument("--video", nargs="?", const="", default=None, metavar="FOLDER",
+                        help="also record episodes as MP4 videos into FOLDER (default: <run folder>/videos); needs "
+                             "the env to render rgb_array frames and the video extra (moviepy)")
+    parser.add_argument("--video-episodes", type=int, default=1, help="episodes to record with --video (default 1)")
     ns = parser.parse_args(args)
     from ppo_td.cli.run import format_returns
     from ppo_td.persist import load_actor
     from ppo_td.training import evaluate
 
+    if ns.episodes < 1 or ns.video_episodes < 1:
+        raise ValueError("--episodes and --video-episodes must be >= 1")
     config, actor, obs_stats = load_actor(ns.checkpoint)
     returns = evaluate(actor, config.env, ns.episodes, seed=ns.seed, obs_stats=obs_stats, sampled=ns.sampled)
     print(format_returns(returns, "sampled" if ns.sampled else "deterministic"))
+    if ns.video is not None:
+        from ppo_td.deploy import load_policy
+        from ppo_td.deploy.video import headless_rendering, record_video
+
+        headless_rendering()
+        folder = ns.video or str(_run_folder(ns.checkpoint) / "videos")
+        policy = load_policy(ns.checkpoint, deterministic=not ns.sampled)
+        for path, total in record_video(policy, folder, episodes=ns.video_episodes, seed=ns.seed, name_prefix="eval"):
+            print(f"video: {path} (return {total:.1f})")
+    return 0
+
+
+def _run_folder(checkpoint: str) -> Path:
+    """The run folder of a checkpoint argument (itself, or the folder holding the file or its checkpoints/)."""
+    path = Path(checkpoint)
+    if path.is_dir():
+        return path
+    return path.parent.parent if path.parent.name == "checkpoints" else path.parent
+
+
+def _export(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ppo-td export", description="Write a trained policy as one file that runs without ppo_td: the "
+        "observation normalizer, the networks and the deterministic action baked in; batched inputs.")
+    parser.add_argument("checkpoint", help="checkpoint file, or a run folder holding checkpoint.pt")
+    parser.add_argument("--format", required=True, choices=["torchscript", "export", "onnx"],
+                        help="torchscript (torch.jit.load), export (torch.export.load) or onnx (onnxruntime; the "
+                             "export extra)")
+    parser.add_argument("--out", default=None, help="file to write (default: <run folder>/policy.pt, .pt2 or .onnx)")
+    ns = parser.parse_args(args)
+    from ppo_td.deploy import load_policy
+    from ppo_td.deploy.export import FORMATS, check_export, export_policy, input_names, output_names
+
+    policy = load_policy(ns.checkpoint)
+    out = Path(ns.out) if ns.out else _run_folder(ns.checkpoint) / f"policy{FORMATS[ns.format]}"
+    path = export_policy(policy, ns.format, out)
+    print(f"wrote {path} ({ns.format})")
+    print(f"inputs: {', '.join(input_names(policy))} (a leading batch dimension); outputs: "
+          f"{', '.join(output_names(policy))}")
+    error = check_export(policy, ns.format, path)
+    print("checked: " + (f"its actions match the policy's on 64 random observations (max difference {error:.2g})"
+                         if error is not None else "onnxruntime is not installed, so the file was not run here"))
     return 0
 
 

@@ -59,6 +59,7 @@ def run_training(cmd: TrainCommand) -> int:
             return _train_in(folder, cmd, resume=True)
     c = cmd.config
     _check_device(c.device)
+    _video_recorder(None, cmd, c)  # an env that cannot be recorded is refused before the run folder is made
     stamp = time.strftime("%Y%m%d-%H%M%S")
     folder = RunFolder(cmd.run_dir or f"runs/{c.env.env_id}-{cmd.preset}-seed{c.seed}-{stamp}")
     with folder.locked():
@@ -93,9 +94,10 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
         raise
     bar = Progress(config.num_iterations * config.frames_per_batch, config.num_iterations, initial=frames,
                    bar=cmd.progress, every=cmd.log_every)
+    videos = _video_recorder(out, cmd, config)
     with _stop_on_signals(checkpointer) as received:
         try:
-            result = run(pipeline, callbacks=[logger, bar, checkpointer], frames=frames, iteration=iteration,
+            result = run(pipeline, callbacks=[logger, bar, checkpointer, *videos], frames=frames, iteration=iteration,
                          elapsed=elapsed, evaluate_at_end=False)
         except NonFiniteError as err:
             kept = out / "checkpoint.pt"
@@ -120,6 +122,22 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
     sps = trained / (last["time"] - elapsed) if last["time"] > elapsed else 0.0
     print(f"trained {trained} frames in {last['time'] - elapsed:.1f} s ({sps:.0f} frames/s)")
     return _finish_complete_run(out, config, started)  # outside the signal guard: Ctrl-C acts at once
+
+
+def _video_recorder(out: Path | None, cmd: TrainCommand, config: TrainConfig) -> list:
+    """``--video-every``: the callback recording evaluation episodes into ``<out>/videos``, checked first (an env
+    that cannot render, or moviepy missing, is refused before training rather than mid-run); ``out=None`` only
+    checks."""
+    if cmd.video_every < 0:
+        raise ValueError(f"--video-every {cmd.video_every}: give the iterations between videos (>= 1), or 0 for none")
+    if not cmd.video_every:
+        return []
+    from ppo_td.deploy.video import VideoRecorder, headless_rendering
+
+    headless_rendering()
+    recorder = VideoRecorder(Path(out or ".") / "videos", cmd.video_every, seed=config.seed + 10_000)
+    recorder.check(config)
+    return [recorder] if out is not None else []
 
 
 def _record_exactness(folder, pipeline, resumed) -> None:

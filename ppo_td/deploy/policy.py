@@ -121,20 +121,20 @@ class Policy(nn.Module):
             self.obs_norm = RunningObsNorm(size, clip=config.env.obs_clip)
             self.obs_norm.load_state_dict(obs_stats)
             self.obs_norm.freeze()
-        self._memory = dict(memory_spec(self.actor))  # a recurrent actor's state keys -> per-copy shape
+        self.memory = dict(memory_spec(self.actor))  # a recurrent actor's state keys -> per-copy shape
         self._state: dict[str, torch.Tensor] = {}
         self._fresh: torch.Tensor | None = None
         for p in self.actor.parameters():
             p.requires_grad_(False)
         flat = {e.key for e in layout.entries} <= {keys.OBSERVATION, MASK_KEY}
-        self._net = policy_net(self.actor) if flat and not self._memory else None
-        self._recurrent = recurrent_parts(self.actor) if flat and self._memory else None
+        self.policy_net = policy_net(self.actor) if flat and not self.memory else None
+        self.recurrent_net = recurrent_parts(self.actor) if flat and self.memory else None
         """The plain networks of a ppo_td-built actor: the deterministic action without the TensorDict round trip
         (the same networks, distribution and mode, so the same action as the TorchRL module)."""
 
     @property
     def recurrent(self) -> bool:
-        return bool(self._memory)
+        return bool(self.memory)
 
     def make_env(self, render_mode: str | None = None) -> gym.Env:
         """One copy of the env this policy was trained on, as Gymnasium gives it (the user's wrappers and the time
@@ -158,9 +158,9 @@ class Policy(nn.Module):
         values, single = self.observation_values(observation, action_mask)
         mode = self.deterministic if deterministic is None else deterministic
         rows = next(iter(values.values())).shape[0]
-        if self._memory:
+        if self.memory:
             self._carry(rows)
-        rec, net = self._recurrent, self._net
+        rec, net = self.recurrent_net, self.policy_net
         if mode and rec is not None:
             features, state = rec.step(values[keys.OBSERVATION], [self._state[k] for k in rec.state], self._fresh)
             action = _deterministic(rec.head.distribution(rec.head(features), values.get(MASK_KEY)))
@@ -169,13 +169,13 @@ class Policy(nn.Module):
             action = _deterministic(net.distribution(net(values[keys.OBSERVATION]), values.get(MASK_KEY)))
         else:
             td = TensorDict(values, batch_size=[rows], device=self.device)
-            if self._memory:
+            if self.memory:
                 td.update({IS_INIT: self._fresh.clone(), **self._state})
             with set_exploration_type(ExplorationType.DETERMINISTIC if mode else ExplorationType.RANDOM):
                 out = self.actor(td)
-            self._state = {key: out.get(("next", key)) for key in self._memory}
+            self._state = {key: out.get(("next", key)) for key in self.memory}
             action = out.get(keys.ACTION)
-        if self._memory:
+        if self.memory:
             self._fresh = torch.zeros_like(self._fresh)
         if self.layout.clip_actions:
             space = self.layout.action_space
@@ -188,9 +188,11 @@ class Policy(nn.Module):
         array = action.cpu().numpy().astype(self.layout.action_space.dtype, copy=False)
         return array.item() if isinstance(self.layout.action_space, gym.spaces.Discrete) and single else array
 
-    def observation_values(self, observation: Any, action_mask: Any = None) -> tuple[dict, bool]:
+    def observation_values(self, observation: Any, action_mask: Any = None,
+                           normalized: bool = True) -> tuple[dict, bool]:
         """The actor's inputs for ``observation`` (TensorDict key -> ``[batch, ...]`` tensor, normalized where the
-        policy was trained on normalized observations), and whether it was one observation rather than a batch."""
+        policy was trained on normalized observations, unless ``normalized=False``), and whether it was one
+        observation rather than a batch."""
         layout = self.layout
         if layout.mask_from_info:
             if action_mask is None:
@@ -222,7 +224,7 @@ class Policy(nn.Module):
         single = batch is None
         for key, tensor in values.items():
             values[key] = (tensor.unsqueeze(0) if single else tensor).to(self.device)
-        if self.obs_norm is not None:
+        if self.obs_norm is not None and normalized:
             values[keys.OBSERVATION] = self.obs_norm.normalized(values[keys.OBSERVATION])
         return values, single
 
@@ -233,7 +235,7 @@ class Policy(nn.Module):
         if self._fresh is not None and not bool(self._fresh.all()):
             raise ValueError(f"this recurrent policy holds the state of {self._fresh.shape[0]} episodes and got a "
                              f"batch of {rows} observations: call policy.reset() first")
-        self._state = {key: torch.zeros(rows, *shape, device=self.device) for key, shape in self._memory.items()}
+        self._state = {key: torch.zeros(rows, *shape, device=self.device) for key, shape in self.memory.items()}
         self._fresh = torch.ones(rows, 1, dtype=torch.bool, device=self.device)
 
 
@@ -315,9 +317,13 @@ def load_policy(path: str | os.PathLike, *, device: str | torch.device = "cpu", 
     return Policy(actor, config, layout, state["obs_stats"], device=device, deterministic=deterministic)
 
 
-def policy_of(actor: TensorDictModuleBase, built: BuiltEnv, config: TrainConfig, **kwargs: Any) -> Policy:
-    """A :class:`Policy` of a live ``actor`` (a copy: training goes on undisturbed) trained on ``built``."""
+def policy_of(pipeline: Any, **kwargs: Any) -> Policy:
+    """A :class:`Policy` of a training pipeline's actor as it is now (a copy: training goes on undisturbed), with
+    its observation statistics of the moment. The pipeline's env must be one ppo_td built from its config."""
     import copy
 
-    stats = built.obs_norm.state_dict() if built.obs_norm is not None else None
-    return Policy(copy.deepcopy(actor), config, Layout.of(built, config), stats, **kwargs)
+    if pipeline.built is None:
+        raise ValueError("the pipeline's env was passed in, not built from its config: a Policy needs the env "
+                         "ppo_td builds from config.env (give the env as an id or factory in EnvConfig)")
+    layout = Layout.of(pipeline.built, pipeline.config)
+    return Policy(copy.deepcopy(pipeline.actor), pipeline.config, layout, pipeline.observation_stats(), **kwargs)

@@ -1,0 +1,241 @@
+"""A trained policy as a file that runs without ppo_td: TorchScript, ``torch.export`` or ONNX.
+
+The file holds the deterministic policy from the env's observation to its action: the observation normalizer
+at its checkpointed statistics, the encoder and networks, the distribution's deterministic action (the mode of
+a categorical, masked where the policy reads a mask; the mean of a Gaussian) and the clipping of Box actions to
+their bounds. Its inputs are batches (a leading batch dimension, of any size): the observation entries, in the
+order :func:`input_names` gives (one ``observation`` for a Box; the leaves of a Dict, ``observation.<key>``),
+then ``action_mask`` for a masked policy, then a recurrent policy's state (zeros at an episode's start; the file
+returns the next state after the action). ``tests/test_deploy.py`` loads each format with plain ``torch`` or
+``onnxruntime`` and checks its actions against :class:`~ppo_td.deploy.Policy`'s.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+from torch import nn
+
+from ppo_td import keys
+from ppo_td.deploy.policy import Policy, _deterministic
+from ppo_td.envs import MASK_KEY
+from ppo_td.models.plain import policy_net
+from ppo_td.models.recurrent import recurrent_parts, rnn
+
+FORMATS = {"torchscript": ".pt", "export": ".pt2", "onnx": ".onnx"}
+
+
+class ExportError(ValueError):
+    """A policy that cannot be exported in the format asked for; the message names the module and what to try."""
+
+
+class DeterministicPolicy(nn.Module):
+    """Plain tensors in, the deterministic action (and a recurrent policy's next state) out: what is exported."""
+
+    def __init__(self, policy: Policy) -> None:
+        super().__init__()
+        layout = policy.layout
+        self.entries = [e for e in layout.entries if e.key != MASK_KEY]
+        self.masked = layout.masked
+        self.flat = [e.key for e in self.entries] == [keys.OBSERVATION]
+        plain, rec = policy_net(policy.actor), recurrent_parts(policy.actor)
+        if plain is None and rec is None:
+            raise ExportError(f"the actor is a {type(policy.actor).__name__} that ppo_td's factories did not build "
+                              "(export bakes in ppo_td's own networks); export it yourself with torch.export.export "
+                              "on a module of plain tensors")
+        self.net = plain
+        self.recurrent = rec is not None
+        if rec is not None:  # the LSTM/GRU itself (not TorchRL's module around it), as Recurrent.step runs it
+            self.encoder, self.rnn, self.head, self.lstm = rec.encoder, rnn(rec.core), rec.head, rec.lstm
+        norm = policy.obs_norm
+        self.normalize = norm is not None
+        if norm is not None:
+            self.register_buffer("obs_mean", norm.mean.to(torch.float32))
+            self.register_buffer("obs_std", torch.sqrt(norm.var + norm.eps).to(torch.float32))
+            self.obs_clip = float(norm.clip)
+        self.clip = layout.clip_actions
+        if self.clip:
+            self.register_buffer("low", torch.as_tensor(layout.action_space.low))
+            self.register_buffer("high", torch.as_tensor(layout.action_space.high))
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        n = len(self.entries)
+        obs_inputs, rest = inputs[:n], list(inputs[n:])
+        mask = rest.pop(0).to(torch.bool) if self.masked else None
+        if self.flat:
+            obs = obs_inputs[0].to(self.entries[0].dtype)
+            if self.normalize:
+                obs = ((obs - self.obs_mean) / self.obs_std).clamp(-self.obs_clip, self.obs_clip)
+        else:
+            obs = TensorDict({e.key: x.to(e.dtype) for e, x in zip(self.entries, obs_inputs, strict=True)},
+                             batch_size=[obs_inputs[0].shape[0]]).get(keys.OBSERVATION)
+        if self.recurrent:  # Recurrent.step's operations, from the state given
+            x = obs if self.encoder is None else self.encoder(obs)
+            hidden = [s.transpose(0, 1).contiguous() for s in rest]
+            out, new = self.rnn(x.unsqueeze(1), (hidden[0], hidden[1]) if self.lstm else hidden[0])
+            state = list(new) if self.lstm else [new]
+            action = self._act(self.head, self.head(out.squeeze(1)), mask)
+            return (action, *[s.transpose(0, 1) for s in state])
+        return self._act(self.net, self.net(obs), mask)
+
+    def _act(self, net: nn.Module, params: Any, mask: torch.Tensor | None) -> torch.Tensor:
+        action = _deterministic(net.distribution(params, mask))
+        if self.clip:
+            action = torch.maximum(torch.minimum(action, self.high), self.low)
+        return action
+
+
+def input_names(policy: Policy) -> list[str]:
+    """The exported file's inputs, in order."""
+    names = [e.name for e in policy.layout.entries if e.key != MASK_KEY]
+    if policy.layout.masked:
+        names.append(MASK_KEY)
+    rec = recurrent_parts(policy.actor)
+    return names + (list(rec.state) if rec is not None else [])
+
+
+def output_names(policy: Policy) -> list[str]:
+    rec = recurrent_parts(policy.actor)
+    return ["action"] + ([f"next_{k}" for k in rec.state] if rec is not None else [])
+
+
+def export_inputs(policy: Policy, observation: Any, action_mask: Any = None) -> tuple[torch.Tensor, ...]:
+    """The exported file's observation and mask inputs for a batch of raw observations (as ``policy`` takes
+    them), without the state a recurrent file also takes."""
+    values, single = policy.observation_values(observation, action_mask, normalized=False)
+    if single:
+        raise ValueError("export_inputs takes a batch of observations (a leading batch dimension)")
+    names = input_names(policy)
+    rec = recurrent_parts(policy.actor)
+    names = names[: len(names) - len(rec.state)] if rec is not None else names
+    by_name = {(k if isinstance(k, str) else ".".join(k)): v for k, v in values.items()}
+    return tuple(by_name[name] for name in names)
+
+
+def example_inputs(policy: Policy, batch: int = 2,
+                   generator: torch.Generator | None = None) -> tuple[torch.Tensor, ...]:
+    """Random inputs of the exported file's kinds: observations within the env's space, an all-legal mask, zero
+    states (``batch`` rows)."""
+    space = policy.layout.observation_space
+    out = []
+    for entry in policy.layout.entries:
+        if entry.key == MASK_KEY:
+            continue
+        if entry.dtype.is_floating_point:
+            out.append(torch.randn(batch, *entry.shape, generator=generator).to(entry.dtype))
+        else:
+            high = _high(space, entry)
+            out.append(torch.randint(0, high, (batch, *entry.shape), generator=generator).to(entry.dtype))
+    if policy.layout.masked:
+        size = next(e.shape for e in policy.layout.entries if e.key == MASK_KEY)
+        out.append(torch.ones(batch, *size, dtype=torch.bool))
+    rec = recurrent_parts(policy.actor)
+    if rec is not None:
+        out += [torch.zeros(batch, *policy.memory[k]) for k in rec.state]
+    return tuple(out)
+
+
+def _high(space: Any, entry: Any) -> int:
+    """An exclusive upper bound for random integer values of ``entry`` (its space's, else 2)."""
+    import gymnasium as gym
+
+    sub = space
+    path = (entry.key,) if isinstance(entry.key, str) else entry.key
+    for part in path[1:]:
+        if isinstance(sub, gym.spaces.Dict) and part in sub.spaces:
+            sub = sub[part]
+        elif isinstance(sub, gym.spaces.Tuple) and part.isdigit():
+            sub = sub[int(part)]
+    if isinstance(sub, gym.spaces.Discrete):
+        return int(sub.n)
+    if isinstance(sub, gym.spaces.MultiDiscrete):
+        return int(sub.nvec.min())
+    if isinstance(sub, gym.spaces.Box):
+        return int(min(sub.high.min(), 255)) + 1
+    return 2
+
+
+def export_policy(policy: Policy, fmt: str, path: str | os.PathLike) -> Path:
+    """Write ``policy``'s deterministic form to ``path`` in format ``fmt`` (``torchscript``, ``export`` or
+    ``onnx``); the batch dimension stays dynamic. Returns the path. Raises :class:`ExportError` naming the module
+    that could not be traced and the format to try instead."""
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown export format {fmt!r}: choose one of {sorted(FORMATS)}")
+    if fmt == "onnx":
+        missing = [m for m in ("onnx", "onnxscript") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ExportError(f"ONNX export needs {' and '.join(missing)}: pip install 'ppo_td[export]' "
+                              "(or export --format torchscript / export, which need nothing more)")
+    module = DeterministicPolicy(policy).eval()
+    args = example_inputs(policy, batch=2)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with torch.no_grad():
+            _write(module, args, fmt, tmp, policy)
+        os.replace(tmp, path)
+    except ExportError:
+        raise
+    except Exception as err:  # noqa: BLE001 - each exporter fails its own way; name the module and the way out
+        other = "torchscript" if fmt != "torchscript" else "export"
+        raise ExportError(f"{fmt} export of {_describe(policy)} failed ({type(err).__name__}: "
+                          f"{str(err).splitlines()[0] if str(err) else ''}); try --format {other}") from err
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _write(module: nn.Module, args: tuple, fmt: str, path: Path, policy: Policy) -> None:
+    if fmt == "torchscript":
+        torch.jit.save(torch.jit.trace(module, args, check_trace=False), str(path))
+        return
+    batch = torch.export.Dim("batch", min=1, max=1 << 20)
+    dynamic = (tuple({0: batch} for _ in args),)  # forward(*inputs): one entry, for the inputs
+    if fmt == "export":
+        torch.export.save(torch.export.export(module, args, dynamic_shapes=dynamic, strict=False), str(path))
+        return
+    program = torch.onnx.export(module, args, dynamo=True, dynamic_shapes=dynamic,
+                                input_names=input_names(policy), output_names=output_names(policy))
+    program.save(str(path))
+
+
+def _describe(policy: Policy) -> str:
+    rec = recurrent_parts(policy.actor)
+    kind = f"a recurrent policy ({type(rec.core).__name__})" if rec is not None else "the policy"
+    inputs = ", ".join(input_names(policy))
+    return f"{kind} with inputs ({inputs})"
+
+
+def check_export(policy: Policy, fmt: str, path: str | os.PathLike, rows: int = 64) -> float | None:
+    """Run the file at ``path`` on ``rows`` random inputs beside ``policy`` and return the largest difference of
+    their actions (None for ONNX without onnxruntime). Raises :class:`ExportError` when they differ by more than
+    1e-5 (relative)."""
+    args = example_inputs(policy, batch=rows, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = DeterministicPolicy(policy).eval()(*args)
+        if fmt == "torchscript":
+            got = torch.jit.load(str(path))(*args)
+        elif fmt == "export":
+            got = torch.export.load(str(path)).module()(*args)
+        else:
+            if importlib.util.find_spec("onnxruntime") is None:
+                return None
+            import onnxruntime
+
+            session = onnxruntime.InferenceSession(str(path))
+            outs = session.run(None, {i.name: a.numpy() for i, a in zip(session.get_inputs(), args, strict=True)})
+            got = tuple(torch.from_numpy(o) for o in outs)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    got = got if isinstance(got, tuple) else (got,)
+    error = max(float((a.double() - b.double()).abs().max()) for a, b in zip(expected, got, strict=True))
+    scale = max(float(a.double().abs().max()) for a in expected)
+    if error > 1e-5 * max(1.0, scale):
+        raise ExportError(f"the {fmt} file {path} gives actions up to {error:.3g} away from the policy's on random "
+                          "inputs; try another --format")
+    return error
