@@ -11,6 +11,8 @@ Suites:
           1, 8 HalfCheetah copies, a table and a plot (``python -m benchmarks.scaling`` is the worker-process one).
   recurrent  ppo_td's recurrent PPO vs sb3-contrib's RecurrentPPO on CartPole and Pendulum without velocities (the
           cartpole-novel and pendulum-novel presets): frames/s, frames to solve, returns.  About an hour.
+  latency per-call latency of a trained Policy (and its exported files) on one observation beside SB3's predict
+          (``--calls``, ``--rounds``).  A few minutes.
   doctor  the cost of the doctor's audit per update.
   soak    RSS over a long CartPole run and its slope after warm-up (``--minutes 5``).
 
@@ -270,6 +272,12 @@ def _plot(results: dict[str, list[dict]], stem: Path) -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["latency"]:  # one process, its own options (python -m benchmarks latency --help)
+        from benchmarks import latency
+
+        sys.argv = ["python -m benchmarks latency", *sys.argv[2:]]
+        latency.main()
+        return
     if sys.argv[1:2] == ["soak"]:  # memory over a long run: its own options (python -m benchmarks soak --help)
         from benchmarks import soak
 

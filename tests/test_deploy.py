@@ -290,3 +290,21 @@ def test_an_env_without_rgb_array_is_refused_before_anything_is_written(runs, tm
     run = tmp_path / "run"
     assert main(["train", "--preset", "trading", "--run-dir", str(run), "--video-every", "1"]) == 2
     assert "cannot render 'rgb_array'" in capsys.readouterr().err and not run.exists()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_policy_on_cuda_acts_as_on_cpu(runs):
+    for name in ("pendulum", "trading", "cartpole-novel"):
+        cpu, gpu = load_policy(runs[name]), load_policy(runs[name], device="cuda")
+        obs = np.stack([cpu.make_env().reset(seed=s)[0]["observation"] if name == "trading" else
+                        cpu.make_env().reset(seed=s)[0] for s in range(4)])
+        mask = {"action_mask": np.ones((4, 3), np.int8)} if name == "trading" else {}
+        batch = {"observation": obs, **mask} if mask else obs
+        np.testing.assert_allclose(gpu(batch), cpu(batch), rtol=1e-5, atol=1e-5)
+
+
+def test_a_gpu_that_is_not_here_is_refused(runs):
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is here")
+    with pytest.raises(ValueError, match="cuda"):
+        load_policy(runs["pendulum"], device="cuda")

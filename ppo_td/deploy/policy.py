@@ -121,6 +121,12 @@ class Policy(nn.Module):
             self.obs_norm = RunningObsNorm(size, clip=config.env.obs_clip)
             self.obs_norm.load_state_dict(obs_stats)
             self.obs_norm.freeze()
+            self.obs_norm.to(self.device)
+            self._scale32 = (self.obs_norm.mean.to(torch.float32), torch.sqrt(self.obs_norm.var + self.obs_norm.eps)
+                             .to(torch.float32))  # RunningObsNorm.normalized's float32 operands, computed once
+        space, where = layout.action_space, self.device
+        self._bounds = ((torch.as_tensor(space.low, device=where), torch.as_tensor(space.high, device=where))
+                        if layout.clip_actions else None)  # Box actions clipped as the env clipped them in training
         self.memory = dict(memory_spec(self.actor))  # a recurrent actor's state keys -> per-copy shape
         self._state: dict[str, torch.Tensor] = {}
         self._fresh: torch.Tensor | None = None
@@ -177,10 +183,8 @@ class Policy(nn.Module):
             action = out.get(keys.ACTION)
         if self.memory:
             self._fresh = torch.zeros_like(self._fresh)
-        if self.layout.clip_actions:
-            space = self.layout.action_space
-            action = action.clamp(torch.as_tensor(space.low, device=action.device),
-                                  torch.as_tensor(space.high, device=action.device))
+        if self._bounds is not None:
+            action = action.clamp(*self._bounds)
         if single:
             action = action[0]
         if not as_numpy:
@@ -225,7 +229,12 @@ class Policy(nn.Module):
         for key, tensor in values.items():
             values[key] = (tensor.unsqueeze(0) if single else tensor).to(self.device)
         if self.obs_norm is not None and normalized:
-            values[keys.OBSERVATION] = self.obs_norm.normalized(values[keys.OBSERVATION])
+            obs = values[keys.OBSERVATION]
+            if obs.dtype == torch.float32:  # RunningObsNorm.normalized: the same operations on the same operands
+                mean, std = self._scale32
+                values[keys.OBSERVATION] = ((obs - mean) / std).clamp_(-self.obs_norm.clip, self.obs_norm.clip)
+            else:
+                values[keys.OBSERVATION] = self.obs_norm.normalized(obs)
         return values, single
 
     def _carry(self, rows: int) -> None:
