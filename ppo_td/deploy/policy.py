@@ -160,7 +160,8 @@ class Policy(nn.Module):
 
     @torch.no_grad()
     def forward(self, observation: Any, action_mask: Any = None, deterministic: bool | None = None) -> Any:
-        as_numpy = not _has_tensor(observation)
+        given = _tensor_in(observation)  # a tensor's device gets the actions back; else numpy
+        as_numpy = given is None
         values, single = self.observation_values(observation, action_mask)
         mode = self.deterministic if deterministic is None else deterministic
         rows = next(iter(values.values())).shape[0]
@@ -188,7 +189,7 @@ class Policy(nn.Module):
         if single:
             action = action[0]
         if not as_numpy:
-            return action
+            return action.to(given.device)
         array = action.cpu().numpy().astype(self.layout.action_space.dtype, copy=False)
         return array.item() if isinstance(self.layout.action_space, gym.spaces.Discrete) and single else array
 
@@ -256,14 +257,12 @@ def _deterministic(dist: torch.distributions.Distribution) -> torch.Tensor:
     return dist.mode if dist.has_enumerate_support else dist.mean
 
 
-def _has_tensor(value: Any) -> bool:
+def _tensor_in(value: Any) -> torch.Tensor | None:
+    """The first tensor in an observation (a tensor, or a dict or tuple holding one), else None."""
     if isinstance(value, torch.Tensor):
-        return True
-    if isinstance(value, Mapping):
-        return any(_has_tensor(v) for v in value.values())
-    if isinstance(value, tuple):
-        return any(_has_tensor(v) for v in value)
-    return False
+        return value
+    children = value.values() if isinstance(value, Mapping) else value if isinstance(value, tuple) else ()
+    return next((t for t in map(_tensor_in, children) if t is not None), None)
 
 
 def _lookup(observation: Mapping, entry: Entry, space: gym.Space) -> Any:
