@@ -164,6 +164,10 @@ def test_wrong_observations_name_expected_and_received(runs):
         grid({k: v for k, v in obs.items() if k != "pos"}, action_mask=info["action_mask"])
     with pytest.raises(ValueError, match="trained without action masks"):
         policy(np.zeros(3, np.float32), action_mask=np.ones(1))
+    with pytest.raises(ValueError, match=r"action_mask has shape \(4,\); the policy expects \(3,\)"):
+        grid(obs, action_mask=np.ones(4))
+    with pytest.raises(ValueError, match=r"allows no action in rows \[1\]"):
+        grid(_stack([obs, obs]), action_mask=np.array([[1, 0, 0], [0, 0, 0]]))
 
 
 def _has(module: str) -> bool:
@@ -192,7 +196,7 @@ def test_exported_files_act_as_the_policy_without_ppo_td(runs, tmp_path, fmt):
         policy = load_policy(runs[name])
         space = policy.layout.observation_space
         space.seed(7)
-        steps = [[space.sample() for _ in range(5)] for _ in range(6)]
+        steps = [[_legal(space.sample(), i) for i in range(5)] for _ in range(6)]
         masks = [np.stack([np.eye(3, dtype=np.int8)[i % 3] ^ 1 for i in range(5)]) for _ in steps]
         batches = [_stack(obs) for obs in steps]
         mask = masks if policy.layout.mask_from_info else [None] * 6
@@ -208,6 +212,13 @@ def test_exported_files_act_as_the_policy_without_ppo_td(runs, tmp_path, fmt):
         got = np.load(tmp_path / "out.npz")["action"]
         assert got.shape == expected.shape, name
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def _legal(obs, i: int):
+    """A sampled observation whose action mask (if it has one) allows at least action ``i % 3``."""
+    if isinstance(obs, dict) and "action_mask" in obs:
+        obs["action_mask"][i % 3] = 1
+    return obs
 
 
 def _stack(observations: list):
@@ -226,11 +237,11 @@ def test_export_command_writes_checks_and_names_its_inputs(runs, tmp_path, capsy
     assert main(["export", str(runs["trading"]), "--format", "export", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert out.is_file() and f"wrote {out} (export)" in printed
-    assert "inputs: observation, action_mask (a leading batch dimension); outputs: action" in printed
-    assert "match the policy's on 64 random observations" in printed
+    assert "inputs: observation float32 (batch, 4); action_mask bool (batch, 3)\noutputs: action\n" in printed
+    assert "match the policy's on 64 random inputs" in printed
     assert main(["export", str(runs["cartpole-novel"]), "--format", "torchscript"]) == 0
     assert (runs["cartpole-novel"] / "policy.pt").is_file()  # default: in the run folder
-    assert "inputs: observation, actor_h, actor_c" in capsys.readouterr().out
+    assert "inputs: observation float32 (batch, 2); actor_h float32 (batch, 1, 64); actor_c" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="2"):
         main(["export", str(runs["trading"]), "--format", "tflite"])
     assert "invalid choice: 'tflite'" in capsys.readouterr().err
@@ -270,8 +281,12 @@ def test_videos_of_eval_and_training(runs, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
     assert main(["eval", str(runs["pendulum"]), "--episodes", "2", "--video", str(tmp_path / "v"),
                  "--video-episodes", "2"]) == 0
-    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("video: ")]
+    printed = capsys.readouterr().out
+    lines = [line for line in printed.splitlines() if line.startswith("video: ")]
     assert [line.split()[1] for line in lines] == [str(tmp_path / "v" / f"eval-episode-{i}.mp4") for i in range(2)]
+    evaluation = load_actor(runs["pendulum"])
+    first = ppo_td.training.evaluate(evaluation[1], evaluation[0].env, 1, seed=0, obs_stats=evaluation[2])[0]
+    assert lines[0].endswith(f"(return {first:.1f})")  # the first video is evaluation's first episode
     frames = iio.imread(tmp_path / "v" / "eval-episode-0.mp4", plugin="pyav" if _has("av") else None)
     assert frames.shape[0] >= 150 and frames.shape[-1] == 3  # Pendulum: 200 steps, RGB frames
     run = tmp_path / "run"

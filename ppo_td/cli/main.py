@@ -199,7 +199,9 @@ def _eval(args: list[str]) -> int:
         headless_rendering()
         folder = ns.video or str(_run_folder(ns.checkpoint) / "videos")
         policy = load_policy(ns.checkpoint, deterministic=not ns.sampled)
-        for path, total in record_video(policy, folder, episodes=ns.video_episodes, seed=ns.seed, name_prefix="eval"):
+        videos = record_video(policy, folder, episodes=ns.video_episodes, seed=ns.seed, name_prefix="eval",
+                              as_evaluation=True)  # the first video is the first episode evaluated above
+        for path, total in videos:
             print(f"video: {path} (return {total:.1f})")
     return 0
 
@@ -223,16 +225,16 @@ def _export(args: list[str]) -> int:
     parser.add_argument("--out", default=None, help="file to write (default: <run folder>/policy.pt, .pt2 or .onnx)")
     ns = parser.parse_args(args)
     from ppo_td.deploy import load_policy
-    from ppo_td.deploy.export import FORMATS, check_export, export_policy, input_names, output_names
+    from ppo_td.deploy.export import FORMATS, check_export, export_policy, input_specs, output_names
 
     policy = load_policy(ns.checkpoint)
     out = Path(ns.out) if ns.out else _run_folder(ns.checkpoint) / f"policy{FORMATS[ns.format]}"
-    path = export_policy(policy, ns.format, out)
+    path = export_policy(policy, ns.format, out)  # checked against the policy before it is written
     print(f"wrote {path} ({ns.format})")
-    print(f"inputs: {', '.join(input_names(policy))} (a leading batch dimension); outputs: "
-          f"{', '.join(output_names(policy))}")
+    print(f"inputs: {'; '.join(input_specs(policy))}")
+    print(f"outputs: {', '.join(output_names(policy))}")
     error = check_export(policy, ns.format, path)
-    print("checked: " + (f"its actions match the policy's on 64 random observations (max difference {error:.2g})"
+    print("checked: " + (f"its actions match the policy's on 64 random inputs (max difference {error:.2g})"
                          if error is not None else "onnxruntime is not installed, so the file was not run here"))
     return 0
 

@@ -12,6 +12,7 @@ returns the next state after the action). ``tests/test_deploy.py`` loads each fo
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import os
 from pathlib import Path
@@ -131,12 +132,14 @@ def example_inputs(policy: Policy, batch: int = 2,
         else:
             high = _high(space, entry)
             out.append(torch.randint(0, high, (batch, *entry.shape), generator=generator).to(entry.dtype))
-    if policy.layout.masked:
+    if policy.layout.masked:  # random masks, each row with at least one legal action
         size = next(e.shape for e in policy.layout.entries if e.key == MASK_KEY)
-        out.append(torch.ones(batch, *size, dtype=torch.bool))
+        mask = torch.rand(batch, *size, generator=generator) < 0.5
+        mask[torch.arange(batch), torch.randint(0, size[-1], (batch,), generator=generator)] = True
+        out.append(mask)
     rec = recurrent_parts(policy.actor)
-    if rec is not None:
-        out += [torch.zeros(batch, *policy.memory[k]) for k in rec.state]
+    if rec is not None:  # a state in mid-episode
+        out += [torch.randn(batch, *policy.memory[k], generator=generator) * 0.5 for k in rec.state]
     return tuple(out)
 
 
@@ -171,21 +174,24 @@ def export_policy(policy: Policy, fmt: str, path: str | os.PathLike) -> Path:
         if missing:
             raise ExportError(f"ONNX export needs {' and '.join(missing)}: pip install 'ppo_td[export]' "
                               "(or export --format torchscript / export, which need nothing more)")
+    if policy.device.type != "cpu":
+        policy = copy.deepcopy(policy).to("cpu")  # traced on the CPU; the file runs wherever it is loaded
     module = DeterministicPolicy(policy).eval()
     args = example_inputs(policy, batch=2)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")  # the loaders read the suffix
     try:
         with torch.no_grad():
             _write(module, args, fmt, tmp, policy)
-        os.replace(tmp, path)
-    except ExportError:
-        raise
     except Exception as err:  # noqa: BLE001 - each exporter fails its own way; name the module and the way out
+        tmp.unlink(missing_ok=True)
         other = "torchscript" if fmt != "torchscript" else "export"
         raise ExportError(f"{fmt} export of {_describe(policy)} failed ({type(err).__name__}: "
                           f"{str(err).splitlines()[0] if str(err) else ''}); try --format {other}") from err
+    try:
+        check_export(policy, fmt, tmp)  # a file that does not act as the policy never reaches ``path``
+        os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
@@ -206,10 +212,30 @@ def _write(module: nn.Module, args: tuple, fmt: str, path: Path, policy: Policy)
 
 
 def _describe(policy: Policy) -> str:
+    """The modules a trace goes through, by class, and the settings that chose them."""
     rec = recurrent_parts(policy.actor)
-    kind = f"a recurrent policy ({type(rec.core).__name__})" if rec is not None else "the policy"
-    inputs = ", ".join(input_names(policy))
-    return f"{kind} with inputs ({inputs})"
+    net = policy_net(policy.actor)
+    encoder = rec.encoder if rec is not None else (net.trunk if net is not None else None)
+    parts = [f"encoder {type(encoder).__name__} (model.encoder={policy.config.model.encoder!r})"
+             if encoder is not None else "no encoder"]
+    if rec is not None:
+        parts.append(f"{type(rec.core).__name__} core (model.recurrent={policy.config.model.recurrent!r})")
+    head = rec.head if rec is not None else net
+    if head is not None:
+        parts.append(f"{type(head).__name__} with {head.distribution_class.__name__} actions")
+    return f"the policy ({', '.join(parts)}; inputs {', '.join(input_names(policy))})"
+
+
+def input_specs(policy: Policy) -> list[str]:
+    """Each input of the exported file with its dtype and shape (``batch`` leading)."""
+    specs = [(e.name, e.dtype, e.shape) for e in policy.layout.entries if e.key != MASK_KEY]
+    if policy.layout.masked:
+        specs.append((MASK_KEY, torch.bool, next(e.shape for e in policy.layout.entries if e.key == MASK_KEY)))
+    rec = recurrent_parts(policy.actor)
+    if rec is not None:
+        specs += [(k, torch.float32, policy.memory[k]) for k in rec.state]
+    return [f"{name} {str(dtype).removeprefix('torch.')} (batch, {', '.join(map(str, shape))})".replace(", )", ")")
+            for name, dtype, shape in specs]
 
 
 def check_export(policy: Policy, fmt: str, path: str | os.PathLike, rows: int = 64) -> float | None:

@@ -11,6 +11,7 @@ It runs the very TorchRL actor module evaluation runs, so its actions are evalua
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 from collections.abc import Mapping
@@ -63,10 +64,12 @@ class Layout:
     observation_space: gym.Space
     action_space: gym.Space
     clip_actions: bool
+    images: bool = False
+    """The observation holds images (``device="auto"`` then picks a GPU where there is one)."""
 
     @classmethod
     def of(cls, built: BuiltEnv, config: TrainConfig) -> Layout:
-        user = gym_env(config.env)  # the env as the caller makes it: its spaces
+        user = gym_env(acting_config(config.env))  # the env as the caller makes it: its spaces
         try:
             observation_space, action_space = user.observation_space, user.action_space
         finally:
@@ -82,7 +85,8 @@ class Layout:
                         for k in built.env.base_env.observation_spec.keys(True, True)
                         if not (k == MASK_KEY and not masked))
         return cls(entries, mask_from_info, nest, masked, observation_space, action_space,
-                   config.env.clip_actions and isinstance(action_space, gym.spaces.Box))
+                   config.env.clip_actions and isinstance(action_space, gym.spaces.Box),
+                   bool(built.description.observation_space.images()))
 
 
 class Policy(nn.Module):
@@ -110,33 +114,42 @@ class Policy(nn.Module):
                  deterministic: bool = True) -> None:
         super().__init__()
         self.config, self.layout, self.deterministic = config, layout, deterministic
-        self.device = resolve_device(str(device)) if not isinstance(device, torch.device) else device
-        self.actor = actor.to(self.device).eval()
+        where = resolve_device(str(device), images=layout.images)
+        self.actor = copy.deepcopy(actor).eval()  # a copy: the caller's module (a training actor) is left alone
+        for p in self.actor.parameters():
+            p.requires_grad_(False)
         self.obs_norm: RunningObsNorm | None = None
         if config.env.normalize_observations:
             if obs_stats is None:
                 raise ValueError("this policy was trained on normalized observations and no statistics were given: "
                                  "load it with ppo_td.load_policy(run folder or checkpoint)")
-            size = int(obs_stats["mean"].numel())
-            self.obs_norm = RunningObsNorm(size, clip=config.env.obs_clip)
+            self.obs_norm = RunningObsNorm(int(obs_stats["mean"].numel()), clip=config.env.obs_clip)
             self.obs_norm.load_state_dict(obs_stats)
             self.obs_norm.freeze()
-            self.obs_norm.to(self.device)
-            self._scale32 = (self.obs_norm.mean.to(torch.float32), torch.sqrt(self.obs_norm.var + self.obs_norm.eps)
-                             .to(torch.float32))  # RunningObsNorm.normalized's float32 operands, computed once
-        space, where = layout.action_space, self.device
-        self._bounds = ((torch.as_tensor(space.low, device=where), torch.as_tensor(space.high, device=where))
-                        if layout.clip_actions else None)  # Box actions clipped as the env clipped them in training
+            # RunningObsNorm.normalized's float32 operands, computed once (the same operations, so the same bits);
+            # buffers, so they follow .to(device) (the statistics themselves stay float64 in obs_norm)
+            self.register_buffer("obs_mean", self.obs_norm.mean.to(torch.float32), persistent=False)
+            self.register_buffer("obs_std", torch.sqrt(self.obs_norm.var + self.obs_norm.eps).to(torch.float32),
+                                 persistent=False)
+        space = layout.action_space
+        if layout.clip_actions:  # Box actions clipped as the env clipped them in training
+            self.register_buffer("action_low", torch.as_tensor(space.low), persistent=False)
+            self.register_buffer("action_high", torch.as_tensor(space.high), persistent=False)
+        self.register_buffer("anchor", torch.zeros(()), persistent=False)  # where the policy is: see device
         self.memory = dict(memory_spec(self.actor))  # a recurrent actor's state keys -> per-copy shape
         self._state: dict[str, torch.Tensor] = {}
         self._fresh: torch.Tensor | None = None
-        for p in self.actor.parameters():
-            p.requires_grad_(False)
         flat = {e.key for e in layout.entries} <= {keys.OBSERVATION, MASK_KEY}
         self.policy_net = policy_net(self.actor) if flat and not self.memory else None
         self.recurrent_net = recurrent_parts(self.actor) if flat and self.memory else None
         """The plain networks of a ppo_td-built actor: the deterministic action without the TensorDict round trip
         (the same networks, distribution and mode, so the same action as the TorchRL module)."""
+        self.to(where)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the networks run (``policy.to(device)`` moves them, as any module)."""
+        return self.anchor.device
 
     @property
     def recurrent(self) -> bool:
@@ -145,7 +158,7 @@ class Policy(nn.Module):
     def make_env(self, render_mode: str | None = None) -> gym.Env:
         """One copy of the env this policy was trained on, as Gymnasium gives it (the user's wrappers and the time
         limit included, none of ppo_td's adapters): the observations :meth:`forward` takes."""
-        return gym_env(self.config.env, render_mode=render_mode)
+        return gym_env(acting_config(self.config.env), render_mode=render_mode)
 
     def reset(self, done: Any = None) -> None:
         """Start new episodes: every row (``done=None``) or the rows where ``done`` is true (a recurrent policy's
@@ -153,13 +166,19 @@ class Policy(nn.Module):
         if done is None or self._fresh is None:
             self._state, self._fresh = {}, None
             return
-        rows = torch.as_tensor(np.asarray(done), dtype=torch.bool).reshape(-1)
+        rows = done if isinstance(done, torch.Tensor) else torch.as_tensor(np.asarray(done))
+        rows = rows.to(torch.bool).reshape(-1)
         if rows.numel() != self._fresh.shape[0]:
             raise ValueError(f"reset(done) has {rows.numel()} entries for a batch of {self._fresh.shape[0]} states")
         self._fresh |= rows.to(self._fresh.device).view_as(self._fresh)
 
     @torch.no_grad()
-    def forward(self, observation: Any, action_mask: Any = None, deterministic: bool | None = None) -> Any:
+    def forward(self, observation: Any, action_mask: Any = None, deterministic: bool | None = None,
+                episode_start: Any = None) -> Any:
+        """The action(s) for ``observation`` (see the class). ``episode_start``: the rows whose episode starts at
+        this observation (a recurrent policy starts them from a zero state; as ``reset(episode_start)`` first)."""
+        if episode_start is not None:
+            self.reset(episode_start)
         given = _tensor_in(observation)  # a tensor's device gets the actions back; else numpy
         as_numpy = given is None
         values, single = self.observation_values(observation, action_mask)
@@ -184,8 +203,8 @@ class Policy(nn.Module):
             action = out.get(keys.ACTION)
         if self.memory:
             self._fresh = torch.zeros_like(self._fresh)
-        if self._bounds is not None:
-            action = action.clamp(*self._bounds)
+        if self.layout.clip_actions:
+            action = torch.maximum(torch.minimum(action, self.action_high), self.action_low)
         if single:
             action = action[0]
         if not as_numpy:
@@ -227,15 +246,18 @@ class Policy(nn.Module):
             batch = rows
             values[entry.key] = tensor
         single = batch is None
+        mask = values.get(MASK_KEY)
+        if mask is not None and layout.masked:
+            empty = (~mask.reshape(-1, mask.shape[-1])).all(-1).nonzero().flatten().tolist()
+            if empty:
+                raise ValueError(f"the action mask allows no action{'' if single else f' in rows {empty}'}: every "
+                                 "step needs at least one legal action (the env's mask, as training checked it)")
         for key, tensor in values.items():
             values[key] = (tensor.unsqueeze(0) if single else tensor).to(self.device)
-        if self.obs_norm is not None and normalized:
-            obs = values[keys.OBSERVATION]
-            if obs.dtype == torch.float32:  # RunningObsNorm.normalized: the same operations on the same operands
-                mean, std = self._scale32
-                values[keys.OBSERVATION] = ((obs - mean) / std).clamp_(-self.obs_norm.clip, self.obs_norm.clip)
-            else:
-                values[keys.OBSERVATION] = self.obs_norm.normalized(obs)
+        if self.obs_norm is not None and normalized:  # RunningObsNorm.normalized on a float32 observation
+            obs = values[keys.OBSERVATION].to(torch.float32)
+            clip = self.obs_norm.clip
+            values[keys.OBSERVATION] = ((obs - self.obs_mean) / self.obs_std).clamp_(-clip, clip)
         return values, single
 
     def _carry(self, rows: int) -> None:
@@ -280,6 +302,9 @@ def _as_tensor(value: Any, entry: Entry, space: gym.Space) -> tuple[torch.Tensor
     """``value`` as a tensor of ``entry``'s dtype, and its rows (None for one observation)."""
     tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
     extra = tensor.dim() - len(entry.shape)
+    if entry.key == MASK_KEY and (extra not in (0, 1) or tuple(tensor.shape[extra:]) != entry.shape):
+        raise ValueError(f"action_mask has shape {tuple(tensor.shape)}; the policy expects {entry.shape} (one flag "
+                         f"per action choice) or (batch, *{entry.shape})")
     if extra not in (0, 1) or tuple(tensor.shape[extra:]) != entry.shape:
         raise ValueError(f"observation {entry.name!r} has shape {tuple(tensor.shape)} and dtype {_dtype(tensor)}; "
                          f"the policy expects {entry.shape} (one observation) or (batch, *{entry.shape}) of "
@@ -306,6 +331,11 @@ def _describe(value: Any) -> str:
     return f"shape {tuple(shape)}" if shape is not None else type(value).__name__
 
 
+def acting_config(env: Any) -> Any:
+    """The env config a trained policy acts in: as evaluation, whole games (no end of episode at a lost life)."""
+    return dataclasses.replace(env, episodic_life=False)
+
+
 def load_policy(path: str | os.PathLike, *, device: str | torch.device = "cpu", deterministic: bool = True) -> Policy:
     """The :class:`Policy` of a run folder (its ``checkpoint.pt``) or a checkpoint file: the actor and the frozen
     observation statistics, checked against the env rebuilt from the checkpoint's config."""
@@ -328,10 +358,8 @@ def load_policy(path: str | os.PathLike, *, device: str | torch.device = "cpu", 
 def policy_of(pipeline: Any, **kwargs: Any) -> Policy:
     """A :class:`Policy` of a training pipeline's actor as it is now (a copy: training goes on undisturbed), with
     its observation statistics of the moment. The pipeline's env must be one ppo_td built from its config."""
-    import copy
-
     if pipeline.built is None:
         raise ValueError("the pipeline's env was passed in, not built from its config: a Policy needs the env "
                          "ppo_td builds from config.env (give the env as an id or factory in EnvConfig)")
     layout = Layout.of(pipeline.built, pipeline.config)
-    return Policy(copy.deepcopy(pipeline.actor), pipeline.config, layout, pipeline.observation_stats(), **kwargs)
+    return Policy(pipeline.actor, pipeline.config, layout, pipeline.observation_stats(), **kwargs)

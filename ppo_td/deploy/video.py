@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import torch
 
 from ppo_td.config import EnvConfig
-from ppo_td.deploy.policy import Policy
+from ppo_td.deploy.policy import Policy, acting_config
 from ppo_td.envs import episode_limit, gym_env
 
 DEFAULT_STEP_CAP = 100_000
+MAX_FRAMES = 5_000
+"""Frames kept per video (RecordVideo holds them in memory until the file is written): 100 s at 50 frames/s."""
 
 
 class VideoError(ValueError):
@@ -43,38 +47,55 @@ def render_env(config: EnvConfig) -> gym.Env:
 
 
 def record_video(policy: Policy, folder: str | os.PathLike, *, episodes: int = 1, seed: int = 0,
-                 name_prefix: str = "episode", deterministic: bool | None = None) -> list[tuple[Path, float]]:
+                 name_prefix: str = "episode", deterministic: bool | None = None, as_evaluation: bool = False,
+                 max_frames: int = MAX_FRAMES) -> list[tuple[Path, float]]:
     """Run ``episodes`` episodes of ``policy`` on its env rendering ``rgb_array`` frames and write one video
-    each into ``folder`` (Gymnasium's ``RecordVideo``: MP4 through moviepy, the ``video`` extra). The first episode
-    starts from ``reset(seed=seed)``. Returns each video file with its episode's return."""
-    if episodes < 1:
-        raise ValueError(f"episodes={episodes} must be >= 1")
+    each into ``folder`` (Gymnasium's ``RecordVideo``: MP4 through moviepy, the ``video`` extra), named
+    ``{name_prefix}-episode-{i}.mp4`` (an earlier file of that name is replaced). Returns each video file with its
+    episode's return.
+
+    The first episode starts from ``reset(seed=seed)``; with ``as_evaluation``, the env is seeded as ppo_td's
+    evaluation seeds its first copy, so the first video is the first episode ``evaluate(..., seed=seed)`` runs.
+    Sampled actions (``deterministic=False``) come from torch's RNG seeded with ``seed`` (the caller's RNG is
+    restored). A video holds at most ``max_frames`` frames (the episode still runs to its end)."""
+    if episodes < 1 or max_frames < 1:
+        raise ValueError(f"episodes={episodes} and max_frames={max_frames} must be >= 1")
     folder = Path(folder)
-    env = render_env(policy.config.env)
+    env_id = policy.config.env.env_id
+    env = render_env(acting_config(policy.config.env))
     try:
+        if as_evaluation:
+            _reset(env, seed, env_id)  # as TorchRL's set_seed seeds an eval env: its episodes are the next resets
         env = gym.wrappers.RecordVideo(env, str(folder), episode_trigger=lambda _: True, name_prefix=name_prefix,
-                                       disable_logger=True)
+                                       video_length=max_frames, disable_logger=True)
     except gym.error.DependencyNotInstalled as err:
         env.close()
         raise VideoError(f"videos need moviepy: pip install 'ppo_td[video]' ({err})") from err
-    limit = episode_limit(policy.config.env) or DEFAULT_STEP_CAP
-    out: list[tuple[Path, float]] = []
-    try:
-        for episode in range(episodes):
-            before = set(folder.glob(f"{name_prefix}*.mp4"))
-            policy.reset()
-            obs, info = _reset(env, seed if episode == 0 else None, policy.config.env.env_id)
-            total = 0.0
-            for _ in range(limit):
-                obs, reward, terminated, truncated, info = env.step(_act(policy, obs, info, deterministic))
-                total += float(reward)
-                if terminated or truncated:
-                    break
-            env.stop_recording()  # writes the file now (not at the next reset)
-            written = sorted(set(folder.glob(f"{name_prefix}*.mp4")) - before)
-            out += [(path, total) for path in written]
-    finally:
+    except BaseException:
         env.close()
+        raise
+    limit = episode_limit(policy.config.env) or DEFAULT_STEP_CAP
+    sampled = not (policy.deterministic if deterministic is None else deterministic)
+    out: list[tuple[Path, float]] = []
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        try:
+            for episode in range(episodes):
+                policy.reset()
+                first = seed if episode == 0 and not as_evaluation else None
+                obs, info = _reset(env, first, env_id)
+                total = 0.0
+                for _ in range(limit):
+                    obs, reward, terminated, truncated, info = env.step(_act(policy, obs, info, not sampled))
+                    total += float(reward)
+                    if terminated or truncated:
+                        break
+                env.stop_recording()  # writes the file now (not at the next reset)
+                path = folder / f"{name_prefix}-episode-{episode}.mp4"  # RecordVideo's name: one reset per episode
+                if path.is_file():
+                    out.append((path, total))
+        finally:
+            env.close()
     return out
 
 
@@ -92,8 +113,8 @@ def headless_rendering() -> None:
     """For ppo-td's own commands (never on import): without a display, MuJoCo renders through EGL and pygame
     without a window system, unless the user chose otherwise (``MUJOCO_GL``, ``SDL_VIDEODRIVER``), so ``--video``
     works on a server as it does on a desktop."""
-    if os.environ.get("DISPLAY"):
-        return
+    if not sys.platform.startswith("linux") or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return  # a desktop (or macOS, Windows): the default backends
     os.environ.setdefault("MUJOCO_GL", "egl")
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame's frames (classic control) need no window system
 
@@ -113,6 +134,7 @@ class VideoRecorder:
             raise ValueError(f"video every={every} must be >= 1 iteration")
         self.folder, self.every, self.seed = Path(folder), every, seed
         self.written: list[Path] = []
+        self.failed = False
 
     def check(self, config: Any) -> None:
         """Refuse now what would fail at the first video: an env without ``rgb_array`` frames, no moviepy."""
@@ -120,13 +142,26 @@ class VideoRecorder:
 
         if importlib.util.find_spec("moviepy") is None:
             raise VideoError("videos need moviepy: pip install 'ppo_td[video]'")
-        render_env(config.env).close()
+        env = render_env(acting_config(config.env))
+        try:
+            _reset(env, 0, config.env.env_id)
+            env.render()  # pygame or an OpenGL backend missing shows here, not at the first video
+        finally:
+            env.close()
 
     def __call__(self, metrics: dict[str, Any], pipeline: Any) -> None:
         if metrics["iteration"] % self.every:
             return
         from ppo_td.deploy.policy import policy_of
 
-        policy = policy_of(pipeline)
+        if self.failed:
+            return
         prefix = f"iter_{metrics['iteration']:06d}"
-        self.written += [path for path, _ in record_video(policy, self.folder, seed=self.seed, name_prefix=prefix)]
+        try:
+            videos = record_video(policy_of(pipeline), self.folder, seed=self.seed, name_prefix=prefix)
+        except Exception as err:  # noqa: BLE001 - a video must never cost the training run
+            self.failed = True
+            print(f"warning: no more videos this run: the one at iteration {metrics['iteration']} failed "
+                  f"({type(err).__name__}: {err})", file=sys.stderr)
+            return
+        self.written += [path for path, _ in videos]
