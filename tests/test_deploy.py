@@ -323,3 +323,24 @@ def test_a_gpu_that_is_not_here_is_refused(runs):
         pytest.skip("CUDA is here")
     with pytest.raises(ValueError, match="cuda"):
         load_policy(runs["pendulum"], device="cuda")
+
+
+def test_episode_start_in_a_vector_env_restarts_exactly_those_rows(runs):
+    """The docs' NEXT_STEP pattern (episode_start = the previous step's done) on Gymnasium's default vector env:
+    at a new episode's first observation a row's state is the zero state's successor (what a fresh policy gives
+    for that observation alone); elsewhere it carries on."""
+    policy, fresh = load_policy(runs["cartpole-novel"]), load_policy(runs["cartpole-novel"])
+    envs = gym.vector.SyncVectorEnv([policy.make_env] * 3)  # NEXT_STEP autoreset, Gymnasium's default
+    obs, _ = envs.reset(seed=10)
+    done, starts, carried = np.ones(3, bool), 0, 0
+    for _ in range(300):
+        action = policy(obs, episode_start=done)
+        for i in range(3):
+            fresh.reset()
+            fresh(obs[i])
+            same = all(torch.allclose(policy.state[k][i], fresh.state[k][0], atol=1e-6) for k in policy.state)
+            assert same == bool(done[i]), (i, done)
+            starts, carried = starts + done[i], carried + (not done[i])
+        obs, _, terminated, truncated, _ = envs.step(action)
+        done = terminated | truncated
+    assert starts >= 6 and carried > 100  # episodes ended and began in every kind of row

@@ -152,6 +152,12 @@ class Policy(nn.Module):
         return self.anchor.device
 
     @property
+    def state(self) -> dict[str, torch.Tensor]:
+        """A recurrent policy's current state per key (``[batch, layers, size]``, after the last call); empty before
+        the first call after a reset, and for a feed-forward policy."""
+        return dict(self._state)
+
+    @property
     def recurrent(self) -> bool:
         return bool(self.memory)
 
