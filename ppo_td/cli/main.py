@@ -200,7 +200,7 @@ def _eval(args: list[str]) -> int:
         folder = ns.video or str(_run_folder(ns.checkpoint) / "videos")
         policy = load_policy(ns.checkpoint, deterministic=not ns.sampled)
         videos = record_video(policy, folder, episodes=ns.video_episodes, seed=ns.seed, name_prefix="eval",
-                              as_evaluation=True)  # the first video is the first episode evaluated above
+                              as_evaluation=True)  # seeded as the evaluation above seeded its first copy
         for path, total in videos:
             print(f"video: {path} (return {total:.1f})")
     return 0

@@ -55,7 +55,9 @@ def record_video(policy: Policy, folder: str | os.PathLike, *, episodes: int = 1
     episode's return.
 
     The first episode starts from ``reset(seed=seed)``; with ``as_evaluation``, the env is seeded as ppo_td's
-    evaluation seeds its first copy, so the first video is the first episode ``evaluate(..., seed=seed)`` runs.
+    evaluation seeds its first copy, so the first video is the first episode ``evaluate(..., seed=seed)`` runs
+    where evaluation steps each copy as its own env (not with Gymnasium's numpy-vectorized CartPole, which draws
+    all copies' start states at once).
     Sampled actions (``deterministic=False``) come from torch's RNG seeded with ``seed`` (the caller's RNG is
     restored). A video holds at most ``max_frames`` frames (the episode still runs to its end)."""
     if episodes < 1 or max_frames < 1:
