@@ -171,34 +171,60 @@ class Recurrent:
         new = list(new) if self.lstm else [new]
         return out.squeeze(1), [s.transpose(0, 1) for s in new]
 
-    def sequence(self, obs: torch.Tensor, state: list[torch.Tensor], is_init: torch.Tensor) -> torch.Tensor:
+    def sequence(self, obs: torch.Tensor, state: list[torch.Tensor], is_init: torch.Tensor,
+                 cut: Pieces | None = None) -> torch.Tensor:
         """Memory features of ``[B, L]`` sequences replayed from their first step's stored ``state`` (``[B, L,
         layers, size]``), starting from zeros wherever ``is_init`` (``[B, L]``) marks an episode's first step.
 
         One call of the LSTM/GRU: each sequence is cut at its episode starts and the pieces run side by side,
         padded to the longest (padding only follows a piece's steps, so it never reaches their outputs), as
         TorchRL's recurrent mode does; 2-5x faster than one call per stretch between episode starts when episodes
-        start inside the sequences (``benchmarks/recurrent.py`` times it)."""
+        start inside the sequences (``benchmarks/recurrent.py`` times it). ``cut``: :func:`pieces` of ``is_init``,
+        when the caller replays several networks over the same minibatch (computed here otherwise)."""
         batch, length = is_init.shape
         x = obs if self.encoder is None else self.encoder(obs.flatten(0, 1)).unflatten(0, (batch, length))
         run = rnn(self.core)
-        if not bool(is_init[:, 1:].any()):  # no episode starts inside: the sequences as they are
+        cut = pieces(is_init) if cut is None else cut
+        if cut is None:  # no episode starts inside: the sequences as they are
             hidden = [s[:, 0].transpose(0, 1) * (~is_init[:, 0]).view(1, -1, 1).to(s.dtype) for s in state]
             out, _ = run(x, tuple(hidden) if self.lstm else hidden[0])
             return out
-        starts = is_init.clone()
-        starts[:, 0] = True
-        starts = starts.flatten()
-        piece = starts.cumsum(0) - 1  # the piece each step belongs to
-        first = starts.nonzero().squeeze(1)  # each piece's first step
-        offset = torch.arange(batch * length, device=x.device) - first[piece]
-        lengths = torch.diff(first, append=first.new_tensor([batch * length]))
-        padded = x.new_zeros(first.numel(), int(lengths.max()), x.shape[-1])
-        padded[piece, offset] = x.flatten(0, 1)
-        keep = (~is_init.flatten()[first]).view(1, -1, 1)
-        hidden = [s.flatten(0, 1)[first].transpose(0, 1) * keep.to(s.dtype) for s in state]
+        padded = x.new_zeros(cut.count, cut.longest, x.shape[-1])
+        padded[cut.piece, cut.offset] = x.flatten(0, 1)
+        hidden = [s.flatten(0, 1)[cut.first].transpose(0, 1) * cut.keep.to(s.dtype) for s in state]
         out, _ = run(padded, tuple(hidden) if self.lstm else hidden[0])
-        return out[piece, offset].view(batch, length, -1)
+        return out[cut.piece, cut.offset].view(batch, length, -1)
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """``[B, L]`` sequences cut at their episode starts (see :meth:`Recurrent.sequence`): each step's piece and
+    offset in it, each piece's first step (flat index) and whether it carries the stored state (not an episode
+    start), the number of pieces and the longest."""
+
+    piece: torch.Tensor
+    offset: torch.Tensor
+    first: torch.Tensor
+    keep: torch.Tensor
+    count: int
+    longest: int
+
+
+def pieces(is_init: torch.Tensor) -> Pieces | None:
+    """The :class:`Pieces` of ``[B, L]`` sequences with episode starts ``is_init``; None when no episode starts
+    inside a sequence (each sequence is then one piece)."""
+    if not bool(is_init[:, 1:].any()):
+        return None
+    batch, length = is_init.shape
+    starts = is_init.clone()
+    starts[:, 0] = True
+    starts = starts.flatten()
+    piece = starts.cumsum(0) - 1  # the piece each step belongs to
+    first = starts.nonzero().squeeze(1)  # each piece's first step
+    offset = torch.arange(batch * length, device=is_init.device) - first[piece]
+    lengths = torch.diff(first, append=first.new_tensor([batch * length]))
+    keep = (~is_init.flatten()[first]).view(1, -1, 1)
+    return Pieces(piece, offset, first, keep, int(first.numel()), int(lengths.max()))
 
 
 def recurrent_parts(module: nn.Module) -> Recurrent | None:

@@ -18,7 +18,7 @@ from ppo_td.config import LossConfig
 from ppo_td.envs import MASK_KEY
 from ppo_td.models import ClosedForm, MaskedMultiCategorical, PolicyNet, ValueNet, policy_net, value_net
 from ppo_td.models.networks import SharedFeatures
-from ppo_td.models.recurrent import IS_INIT, Recurrent, is_recurrent, recurrent_parts
+from ppo_td.models.recurrent import IS_INIT, Recurrent, is_recurrent, pieces, recurrent_parts
 
 # CleanRL ppo.py: (adv - adv.mean()) / (adv.std() + 1e-8), std with Bessel's correction.
 # TorchRL's own normalize_advantage uses the population std clamped at 1e-4.
@@ -240,6 +240,7 @@ class FastLoss:
         if td.batch_dims != 2:
             raise ValueError(f"a recurrent loss reads [sequences, steps] minibatches, got batch size {td.batch_size}")
         obs, is_init = td.get(keys.OBSERVATION), td.get(IS_INIT).squeeze(-1)
+        cut = pieces(is_init)  # once for both networks: they replay the same sequences
         memories = []
         for core in self.cores:
             if core is None:  # a feed-forward critic beside the recurrent actor
@@ -247,8 +248,8 @@ class FastLoss:
             elif memories and core.core is self.cores[0].core and core.encoder is self.cores[0].encoder:
                 memories.append(memories[0])
             else:
-                memories.append(core.sequence(obs, [td.get(key) for key in core.state], is_init).flatten(0, 1))
-        return self._forward(td.reshape(-1), *memories)
+                memories.append(core.sequence(obs, [td.get(key) for key in core.state], is_init, cut).flatten(0, 1))
+        return self._forward(_Steps(td), *memories)
 
     def _forward(self, td: TensorDictBase, actor_in: torch.Tensor, critic_in: torch.Tensor) -> TensorDict:
         loss, k = self.loss, self.keys
@@ -325,6 +326,18 @@ class FastLoss:
                 out["explained_variance"] = 1.0 - resid / (torch.var(tgt, correction=0, dim=0)
                                                            + torch.finfo(tgt.dtype).eps)
         return out
+
+
+class _Steps:
+    """A ``[sequences, steps]`` minibatch read as its flattened steps, entry by entry: the loss reads six of its
+    entries, and reshaping the whole TensorDict (the stored states among them) cost a tenth of the forward."""
+
+    def __init__(self, td: TensorDictBase) -> None:
+        self.td = td
+
+    def get(self, key: Any, *default: Any) -> Any:
+        value = self.td.get(key, *default)
+        return value.flatten(0, 1) if isinstance(value, torch.Tensor) else value
 
 
 def make_loss(actor: TensorDictModule, critic: TensorDictModule, config: LossConfig) -> PPOObjective:
