@@ -133,12 +133,16 @@ def throughput(seeds: list[int], out: Path, preset: str, frames: int, title: str
     return lines
 
 
-def recurrent(seeds: list[int], out: Path) -> list[str]:
+RECURRENT_TASKS = {"cartpole-novel": ("CartPole-v1 without velocities", True),
+                   "pendulum-novel": ("Pendulum-v1 without angular velocity", False)}
+
+
+def recurrent(seeds: list[int], out: Path, presets: list[str] | None = None) -> list[str]:
     """ppo_td's recurrent PPO and sb3-contrib's RecurrentPPO, the same tasks and settings (the ``cartpole-novel`` and
     ``pendulum-novel`` presets, RL Zoo's tuned ppo_lstm settings): frames/s, frames to solve, final returns."""
     lines = []
-    for preset, task, solve in (("cartpole-novel", "CartPole-v1 without velocities", True),
-                                ("pendulum-novel", "Pendulum-v1 without angular velocity", False)):
+    for preset in presets or list(RECURRENT_TASKS):
+        task, solve = RECURRENT_TASKS[preset]
         pairs = []
         for seed in seeds:
             pair = {}
@@ -289,13 +293,16 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--out", default="bench_results")
     parser.add_argument("--full", action="store_true", help="mujoco: also the 1M-frame runs")
+    parser.add_argument("--presets", nargs="+", choices=["cartpole-novel", "pendulum-novel"], default=None,
+                        help="recurrent: only these tasks (default both)")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     machine = (f"{platform.machine()}, {torch.get_num_threads()} torch threads available, "
                f"Python {platform.python_version()}, torch {torch.__version__}")
+    presets = f" --presets {' '.join(args.presets)}" if args.presets else ""
     sections = [f"# ppo_td benchmarks: {args.suite}", "", f"Machine: {machine}. Command: "
-                f"`python -m benchmarks {args.suite} --seeds {' '.join(map(str, args.seeds))}`.", ""]
+                f"`python -m benchmarks {args.suite} --seeds {' '.join(map(str, args.seeds))}{presets}`.", ""]
     if args.suite == "quick":
         sections += ["## CartPole-v1: time to solve", "", *cartpole_solve(args.seeds, out), ""]
         sections += ["## Throughput at CleanRL's settings", "",
@@ -312,7 +319,8 @@ def main() -> None:
     elif args.suite == "scaling":
         sections += ["## Frames/s against env copies", "", *env_scaling(args.seeds, out), ""]
     elif args.suite == "recurrent":
-        sections += ["## Recurrent PPO: ppo_td vs sb3-contrib's RecurrentPPO", "", *recurrent(args.seeds, out), ""]
+        sections += ["## Recurrent PPO: ppo_td vs sb3-contrib's RecurrentPPO", "",
+                     *recurrent(args.seeds, out, args.presets), ""]
     elif args.suite == "atari":
         sections += ["## Atari (ALE/Pong-v5) throughput, CleanRL's Atari settings", "",
                      *throughput(args.seeds, out, "atari", 10_240,

@@ -278,7 +278,8 @@ def test_videos_of_eval_and_training(runs, tmp_path, capsys, monkeypatch):
 
     from ppo_td.cli import main
 
-    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")  # what the commands set without a display: restored after
+    monkeypatch.setenv("MUJOCO_GL", "egl")
     assert main(["eval", str(runs["pendulum"]), "--episodes", "2", "--video", str(tmp_path / "v"),
                  "--video-episodes", "2"]) == 0
     printed = capsys.readouterr().out
