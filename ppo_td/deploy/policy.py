@@ -31,8 +31,9 @@ from ppo_td.envs import MASK_KEY, BuiltEnv, RunningObsNorm, build_env, gym_env
 from ppo_td.envs.wrappers import needs_nesting, nest_observation, nests_entries
 from ppo_td.models import make_actor_critic
 from ppo_td.models.device import resolve_device
+from ppo_td.models.networks import PolicyNet
 from ppo_td.models.plain import policy_net
-from ppo_td.models.recurrent import memory_spec, recurrent_parts
+from ppo_td.models.recurrent import Recurrent, memory_spec, recurrent_parts
 
 IS_INIT = "is_init"
 
@@ -140,11 +141,22 @@ class Policy(nn.Module):
         self._state: dict[str, torch.Tensor] = {}
         self._fresh: torch.Tensor | None = None
         flat = {e.key for e in layout.entries} <= {keys.OBSERVATION, MASK_KEY}
-        self.policy_net = policy_net(self.actor) if flat and not self.memory else None
-        self.recurrent_net = recurrent_parts(self.actor) if flat and self.memory else None
-        """The plain networks of a ppo_td-built actor: the deterministic action without the TensorDict round trip
-        (the same networks, distribution and mode, so the same action as the TorchRL module)."""
+        # the plain networks of a ppo_td-built actor (inside self.actor: held in a tuple, so state_dict() lists
+        # them once), for the deterministic action without the TensorDict round trip
+        self._plain = (policy_net(self.actor) if flat and not self.memory else None,
+                       recurrent_parts(self.actor) if flat and self.memory else None)
         self.to(where)
+
+    @property
+    def policy_net(self) -> PolicyNet | None:
+        """The :class:`~ppo_td.models.PolicyNet` of a ppo_td-built feed-forward actor (None otherwise): the same
+        network, distribution and mode as the TorchRL module, so the same actions without its TensorDict."""
+        return self._plain[0]
+
+    @property
+    def recurrent_net(self) -> Recurrent | None:
+        """The plain :class:`~ppo_td.models.recurrent.Recurrent` form of a ppo_td-built recurrent actor."""
+        return self._plain[1]
 
     @property
     def device(self) -> torch.device:
