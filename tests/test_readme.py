@@ -15,6 +15,7 @@ def test_the_readme_composition_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # its run folder goes here
     namespace: dict = {}
     exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - the documentation's own code
-    assert min(namespace["result"].eval_returns) >= 475
+    returns = namespace["result"].eval_returns  # CartPole's "solved": a mean of 475 (one episode may fall short: the
+    assert sum(returns) / len(returns) >= 475, returns  # weights differ in their last bits from one CPU to another)
     assert namespace["step"] == 499 and not namespace["terminated"]  # the loaded policy held the pole 500 steps
     assert (tmp_path / "runs" / "cartpole" / "checkpoint.pt").is_file()
