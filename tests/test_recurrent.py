@@ -1,4 +1,4 @@
-"""Recurrent PPO: the fast paths against TorchRL's (collection bit for bit, the loss within float rounding), the
+"""Recurrent PPO: the fast paths against TorchRL's (collection and the loss within float rounding), the
 replay of stored states (first-epoch log-probs equal the collected ones), resets inside sequences, exact resume,
 bad input, and the memory tasks: a cue recalled (memory needed) and a masked cue recalled (memory and masks)."""
 
@@ -15,6 +15,7 @@ from torchrl.modules import set_recurrent_mode
 from ppo_td.collect import FastCollector
 from ppo_td.config import CollectorConfig, EnvConfig, LossConfig, ModelConfig, OptimConfig, TrainConfig
 from ppo_td.models import is_recurrent, make_actor_critic, recurrent_parts
+from ppo_td.models.recurrent import cell_step, one_layer
 from ppo_td.persist import Checkpointer, load_checkpoint, restore
 from ppo_td.training import build_pipeline, total_loss, train
 from ppo_td.training.loop import _loss_data, sequences, update
@@ -56,8 +57,10 @@ def _batches(config, step_loop, n=4):
 
 @pytest.mark.parametrize(("kind", "shared"), VARIANTS)
 def test_fast_recurrent_batches_equal_torchrl_collector_batches(kind, shared):
-    """The fast collector carries the recurrent states, ``is_init`` and V(s) exactly as TorchRL's Collector does
-    with the InitTracker and primer transforms (which also writes the cores' intermediate outputs)."""
+    """The fast collector carries the recurrent states, ``is_init`` and V(s) as TorchRL's Collector does with the
+    InitTracker and primer transforms (which also writes the cores' intermediate outputs): the same actions, flags,
+    observations and RNG use; states, log-probs and values within float rounding (the fast step computes the cell's
+    gates itself, :func:`~ppo_td.models.recurrent.cell_step`; the module's kernel sums in another order)."""
     config = _config(kind, shared)
     kind_a, slow, rng_a = _batches(config, "torchrl")
     kind_b, fast, rng_b = _batches(config, "fast")
@@ -66,12 +69,35 @@ def test_fast_recurrent_batches_equal_torchrl_collector_batches(kind, shared):
     for a, b in zip(slow, fast, strict=True):
         recorded = b.pop(("collector", "state_value"))
         if "state_value" in a.keys():  # a critic with a core of its own runs in TorchRL's collection policy
-            assert torch.equal(recorded, a["state_value"])
+            torch.testing.assert_close(recorded, a["state_value"], rtol=1e-6, atol=1e-6)
         only_torchrl = {k for k in a.keys() if k.endswith(("_memory", "_features")) or k == "state_value"}
         assert set(a.keys(True, True)) - only_torchrl == set(b.keys(True, True))
         for key in b.keys(True, True):
-            assert torch.equal(a[key], b[key]), key
+            x, y = a[key], b[key]
+            assert x.dtype == y.dtype and x.shape == y.shape, key
+            name = key if isinstance(key, str) else key[-1]
+            if x.is_floating_point() and name not in ("observation", "reward", "episode_reward"):  # from the nets
+                torch.testing.assert_close(x, y, rtol=1e-6, atol=1e-6, msg=lambda m, key=key: f"{key}: {m}")
+            else:  # actions, flags, counters, ids; the env's outputs (the same actions, so the same steps)
+                assert torch.equal(x, y), key
     assert torch.equal(rng_a, rng_b)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_the_closed_form_step_equals_the_module(kind):
+    """:func:`cell_step` against ``torch.nn.LSTM`` / ``GRU`` on one step, with and without biases, from random
+    states: within float rounding (it is what the fast collector and a deployed policy run)."""
+    torch.manual_seed(0)
+    for bias in (True, False):
+        run = (torch.nn.LSTM if kind == "lstm" else torch.nn.GRU)(3, 16, bias=bias)
+        x, state = torch.randn(5, 3), [torch.randn(5, 16) for _ in range(2 if kind == "lstm" else 1)]
+        with torch.no_grad():
+            _, ref = run(x.unsqueeze(0), tuple(s.unsqueeze(0) for s in state) if kind == "lstm" else
+                         state[0].unsqueeze(0))
+            got = cell_step(run, x, state)
+        for want, have in zip(ref if kind == "lstm" else [ref], got, strict=True):
+            torch.testing.assert_close(have, want[0], rtol=1e-6, atol=1e-6)
+    assert one_layer(run) and not one_layer(torch.nn.LSTM(3, 16, num_layers=2))
 
 
 @pytest.mark.parametrize(("kind", "shared"), VARIANTS)

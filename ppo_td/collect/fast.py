@@ -8,7 +8,8 @@ Gymnasium vector env that :func:`ppo_td.envs.build_env` built, reads its outputs
 ``GymWrapper``'s public readers, applies each transform's own public step/reset code,
 and samples from ppo_td's :class:`~ppo_td.models.PolicyNet` as TorchRL's
 ``ProbabilisticActor`` would, in the same order. So it writes the same batch as
-``Collector`` from the same state, bit for bit, and leaves the transforms, the
+``Collector`` from the same state, bit for bit (a recurrent policy's float outputs within 1e-6: its cell is
+stepped by :func:`~ppo_td.models.recurrent.cell_step`), and leaves the transforms, the
 simulators and torch's RNG in the same state (``tests/test_fast.py`` checks every key,
 over resets, truncations, masks and normalization).
 
