@@ -11,6 +11,9 @@ Suites:
           1, 8 HalfCheetah copies, a table and a plot (``python -m benchmarks.scaling`` is the worker-process one).
   recurrent  ppo_td's recurrent PPO vs sb3-contrib's RecurrentPPO on CartPole and Pendulum without velocities (the
           cartpole-novel and pendulum-novel presets): frames/s, frames to solve, returns.  About an hour.
+  multiagent  ppo_td's MAPPO (and IPPO, ``--algorithms``) vs BenchMARL's on VMAS navigation at BenchMARL's defaults,
+          600k frames: frames/s, collection and update time, the per-agent evaluation reward. BenchMARL runs from
+          its own virtualenv (``--benchmarl-python``; it needs torchrl < 0.12).  About half an hour per seed.
   latency per-call latency of a trained Policy (and its exported files) on one observation beside SB3's predict
           (``--calls``, ``--rounds``).  A few minutes.
   doctor  the cost of the doctor's audit per update.
@@ -135,6 +138,65 @@ def throughput(seeds: list[int], out: Path, preset: str, frames: int, title: str
 
 RECURRENT_TASKS = {"cartpole-novel": ("CartPole-v1 without velocities", True),
                    "pendulum-novel": ("Pendulum-v1 without angular velocity", False)}
+
+
+BENCHMARL_VENV = ("python3 -m venv .venv-benchmarl && .venv-benchmarl/bin/pip install torch==2.13.0 benchmarl==1.5.2 "
+                  "vmas==1.5.2")
+
+
+def run_benchmarl(python: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """One BenchMARL run in its own virtualenv's Python (benchmarks/benchmarl_run.py); its JSON result."""
+    script = Path(__file__).with_name("benchmarl_run.py")
+    proc = subprocess.run([python, str(script), json.dumps(spec)], capture_output=True, text=True, check=False,
+                          cwd=spec["folder"])
+    if proc.returncode:
+        raise RuntimeError(f"BenchMARL run {spec} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def multiagent(seeds: list[int], out: Path, python: str, algorithms: list[str]) -> list[str]:
+    """ppo_td's ``vmas-navigation`` preset (BenchMARL's defaults) and BenchMARL itself, MAPPO and/or IPPO, seed by
+    seed: frames/s (collection plus update, evaluation excluded on both sides), and the per-agent evaluation
+    reward at the end (ppo_td: its final 10 deterministic episodes; BenchMARL: its last evaluation, 10
+    deterministic episodes, and the mean of its last five)."""
+    if not Path(python).exists():
+        raise SystemExit(f"BenchMARL's Python {python} does not exist: create its virtualenv with\n  {BENCHMARL_VENV}\n"
+                         "(BenchMARL 1.5.2 needs torchrl < 0.12, so it cannot share ppo_td's), or pass "
+                         "--benchmarl-python")
+    lines = ["VMAS navigation (3 agents, 100 steps), BenchMARL 1.5.2's defaults on both sides (10 envs x 600 steps, "
+             "45 minibatches of 400, lr 5e-5, [256, 256] tanh MLPs, shared parameters), 600,000 frames, one torch "
+             "thread, runs one at a time.", "",
+             "| algorithm | library | total frames/s | collection frames/s | update s per 1k frames | "
+             "eval reward per agent (final) | mean of last 5 evaluations |", "|---|---|---|---|---|---|---|"]
+    ratios = []
+    for algorithm in algorithms:
+        pairs = []
+        for seed in seeds:
+            ours = run(dict(library="ppo_td", preset="vmas-navigation", seed=seed, eval_episodes=10,
+                            critic_scope="team" if algorithm == "mappo" else "agent"))
+            _log(out, f"multiagent_{algorithm}", "ppo_td", ours)
+            folder = (out / f"benchmarl_{algorithm}_seed{seed}").resolve()
+            folder.mkdir(parents=True, exist_ok=True)
+            theirs = run_benchmarl(python, dict(algorithm=algorithm, seed=seed, max_n_frames=ours["frames"],
+                                                folder=str(folder)))
+            _log(out, f"multiagent_{algorithm}", "benchmarl", theirs)
+            pairs.append((ours, theirs))
+        for name, i in (("ppo_td", 0), ("BenchMARL", 1)):
+            rs = [p[i] for p in pairs]
+            final = [r["eval_mean"] for r in rs] if i == 0 else [r["eval_rewards"][-1] for r in rs]
+            last5 = "-" if i == 0 else _median_range([statistics.fmean(r["eval_rewards"][-5:]) for r in rs], ".3f")
+            lines.append(f"| {algorithm.upper()} | {name} | "
+                         f"{_median_range([r['frames'] / r['train_seconds'] for r in rs], ',.0f')} | "
+                         f"{_median_range([r['frames'] / r['collect_seconds'] for r in rs], ',.0f')} | "
+                         f"{_median_range([1e3 * r['update_seconds'] / r['frames'] for r in rs], '.3f')} | "
+                         f"{_median_range(final, '.3f')} | {last5} |")
+        ratio = {what: _median_range([b[what] / a[what] for a, b in pairs], ".2f")
+                 for what in ("train_seconds", "collect_seconds", "update_seconds")}
+        ratios.append(f"{algorithm.upper()}: total {ratio['train_seconds']}, collection {ratio['collect_seconds']}, "
+                      f"update {ratio['update_seconds']}")
+    lines += ["", "ppo_td / BenchMARL frames/s, pairwise per seed: " + "; ".join(ratios) +
+              " (above 1: ppo_td faster).", ""]
+    return lines
 
 
 def recurrent(seeds: list[int], out: Path, presets: list[str] | None = None) -> list[str]:
@@ -289,12 +351,16 @@ def main() -> None:
         soak.main()
         return
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
-    parser.add_argument("suite", choices=["quick", "mujoco", "atari", "scaling", "recurrent", "doctor"])
+    parser.add_argument("suite", choices=["quick", "mujoco", "atari", "scaling", "recurrent", "multiagent", "doctor"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--out", default="bench_results")
     parser.add_argument("--full", action="store_true", help="mujoco: also the 1M-frame runs")
     parser.add_argument("--presets", nargs="+", choices=["cartpole-novel", "pendulum-novel"], default=None,
                         help="recurrent: only these tasks (default both)")
+    parser.add_argument("--benchmarl-python", default=".venv-benchmarl/bin/python",
+                        help=f"multiagent: BenchMARL's virtualenv Python (create it with: {BENCHMARL_VENV})")
+    parser.add_argument("--algorithms", nargs="+", choices=["mappo", "ippo"], default=["mappo"],
+                        help="multiagent: which algorithms (default mappo)")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -321,6 +387,9 @@ def main() -> None:
     elif args.suite == "recurrent":
         sections += ["## Recurrent PPO: ppo_td vs sb3-contrib's RecurrentPPO", "",
                      *recurrent(args.seeds, out, args.presets), ""]
+    elif args.suite == "multiagent":
+        sections += ["## Multi-agent PPO: ppo_td vs BenchMARL on VMAS navigation", "",
+                     *multiagent(args.seeds, out, str(Path(args.benchmarl_python).absolute()), args.algorithms), ""]
     elif args.suite == "atari":
         sections += ["## Atari (ALE/Pong-v5) throughput, CleanRL's Atari settings", "",
                      *throughput(args.seeds, out, "atari", 10_240,

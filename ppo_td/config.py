@@ -51,7 +51,13 @@ class EnvConfig:
     """Which environment to train on and how many copies to step together."""
 
     env_id: str = "CartPole-v1"
-    """Gymnasium id of the environment (e.g. CartPole-v1, Acrobot-v1)."""
+    """Gymnasium id of the environment (e.g. CartPole-v1, Acrobot-v1); with ``suite`` 'vmas' a VMAS scenario
+    (navigation), with 'pettingzoo' a module with a ``parallel_env`` function (mpe2.simple_spread_v3)."""
+    suite: Literal["gymnasium", "vmas", "pettingzoo"] = "gymnasium"
+    """Where ``env_id`` comes from: 'gymnasium' (one agent), or a multi-agent suite as TorchRL wraps it
+    (ppo_td.envs.multiagent): 'vmas' (VmasEnv, the copies vectorized in torch) or 'pettingzoo' (PettingZooWrapper
+    on a parallel env, the copies stepped in turn). Multi-agent envs give each agent group's entries under the
+    group's name (("agents", "observation"), ...)."""
     num_envs: int = 8
     """Copies of the env stepped together in one process, as one batched TorchRL env."""
     max_episode_steps: int | None = None
@@ -88,6 +94,11 @@ class EnvConfig:
     """Gymnasium wrappers for each copy, innermost first, as module:Name import paths; each is called as
     Name(env) (the module is looked for in the current folder too)."""
 
+    @property
+    def multiagent(self) -> bool:
+        """The env is a multi-agent suite's (``suite`` is not 'gymnasium')."""
+        return self.suite != "gymnasium"
+
     def __post_init__(self) -> None:
         _check_types(self, "env.")
         for item in self.kwargs:
@@ -97,6 +108,16 @@ class EnvConfig:
             module, sep, name = item.rpartition(":")
             _check(bool(sep and module and name), "env.wrappers", item, "a module:Name import path")
         _check(bool(self.env_id), "env.env_id", self.env_id, "a Gymnasium id")
+        _check(self.suite in ("gymnasium", "vmas", "pettingzoo"), "env.suite", self.suite,
+               "'gymnasium', 'vmas' or 'pettingzoo'")
+        if self.multiagent:
+            for name in ("normalize_observations", "normalize_rewards", "atari"):
+                _check(not getattr(self, name), f"env.{name}", getattr(self, name),
+                       f"False with env.suite={self.suite!r} (multi-agent envs do not support it yet)")
+            _check(not self.wrappers, "env.wrappers", self.wrappers,
+                   f"() with env.suite={self.suite!r} (Gymnasium wrappers wrap one-agent envs)")
+            _check(self.suite != "vmas" or self.max_episode_steps is not None, "env.max_episode_steps",
+                   self.max_episode_steps, "set with env.suite='vmas' (VMAS scenarios run forever without a limit)")
         _check(self.num_envs >= 1, "env.num_envs", self.num_envs, ">= 1")
         if self.max_episode_steps is not None:
             _check(self.max_episode_steps >= 1, "env.max_episode_steps", self.max_episode_steps, ">= 1 or None")
@@ -142,12 +163,22 @@ class ModelConfig:
     shared_recurrent: bool = False
     """One recurrent core for actor and critic (CleanRL's ppo_atari_lstm); False gives the critic its own
     (sb3-contrib's RecurrentPPO default, enable_critic_lstm), which the collector steps alongside the actor's."""
+    share_params: bool = True
+    """Multi-agent envs: the agents of a group share one policy network and one critic network (each still acts on
+    its own observation); False gives each agent its own parameters (TorchRL's MultiAgentMLP share_params)."""
+    critic_scope: Literal["agent", "team", "state"] = "team"
+    """Multi-agent envs: what each agent's value is a function of. 'agent': its own observation (IPPO, a
+    decentralised critic); 'team': all agents' observations (MAPPO's centralised critic, TorchRL's MultiAgentMLP
+    centralised=True); 'state': the env's global state beside the agent's own observation (MAPPO's
+    agent-specific global state; PettingZoo envs with a state())."""
 
     def __post_init__(self) -> None:
         _check_types(self, "model.")
         _check(self.recurrent in ("none", "lstm", "gru"), "model.recurrent", self.recurrent,
                "'none', 'lstm' or 'gru'")
         _check(self.recurrent_size >= 1, "model.recurrent_size", self.recurrent_size, ">= 1")
+        _check(self.critic_scope in ("agent", "team", "state"), "model.critic_scope", self.critic_scope,
+               "'agent', 'team' or 'state'")
         _check(not (self.shared_trunk and self.recurrent != "none" and not self.shared_recurrent),
                "model.shared_trunk", self.shared_trunk,
                "False with a recurrent model whose cores are separate: set model.shared_recurrent=True to share "
@@ -321,6 +352,20 @@ class TrainConfig:
                "(the standard deviation of a one-transition minibatch is undefined)")
         if self.model.recurrent != "none":
             self.check_sequences("model.recurrent")
+        if self.env.multiagent:
+            _check(self.model.recurrent == "none", "model.recurrent", self.model.recurrent,
+                   f"'none' with env.suite={self.env.suite!r} (recurrent multi-agent policies are not supported yet)")
+            _check(self.collector.backend == "inprocess", "collector.backend", self.collector.backend,
+                   f"'inprocess' with env.suite={self.env.suite!r} (VMAS vectorizes its copies in torch; worker "
+                   "collection of multi-agent envs is not supported yet)")
+            _check(self.model.encoder in ("auto", "flat"), "model.encoder", self.model.encoder,
+                   f"'auto' or 'flat' with env.suite={self.env.suite!r} (agents observe float vectors)")
+            _check(not self.model.shared_trunk, "model.shared_trunk", self.model.shared_trunk,
+                   f"False with env.suite={self.env.suite!r} (the critic may see more than the policy: separate "
+                   "networks)")
+            _check(self.collector.step_loop != "fast", "collector.step_loop", self.collector.step_loop,
+                   f"'auto' or 'torchrl' with env.suite={self.env.suite!r} (TorchRL's Collector steps multi-agent "
+                   "envs)")
         _check(self.total_frames >= self.frames_per_batch, "total_frames", self.total_frames,
                f">= frames_per_batch={self.frames_per_batch} (at least one iteration)")
         _check(self.eval_episodes >= 0, "eval_episodes", self.eval_episodes, ">= 0")

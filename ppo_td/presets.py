@@ -161,6 +161,49 @@ PENDULUM_NOVEL = TrainConfig(
     seed=1,
 )
 
+# Multi-agent (ppo_td.envs.multiagent). VMAS navigation at BenchMARL 1.5.2's MAPPO defaults (its
+# experiment/base_experiment.yaml, algorithm/mappo.yaml, task/vmas/navigation.yaml): 3 agents, 100 steps,
+# 10 envs x 600 steps, 45 minibatches of 400 per batch (3 epochs x 15), lr 5e-5, Adam eps 1e-6, gradients
+# clipped at 5, clip 0.2, gamma 0.99, lambda 0.9, no entropy bonus, critic coefficient 1 (TorchRL's l2, as
+# BenchMARL), no value clipping, [256, 256] tanh MLPs, parameters shared among agents, tanh-normal actions,
+# MAPPO's centralised critic (Yu et al. 2022). Not BenchMARL's: advantages normalized per minibatch (the MAPPO
+# paper's and the published PPO detail), orthogonal init, and the 100-step limit as a truncation that bootstraps
+# (BenchMARL marks it as a termination). The policy head's init gain is 1, not the one-agent 0.01: at lr 5e-5 a
+# 0.01 head keeps each update's KL near 1e-4 and learning slow (measured, seed 1: deterministic evaluation 0.51
+# per agent after 600k frames with a state-independent log-std, -0.11 after 180k with the state-dependent scale;
+# 0.53 after 180k with gain 1, KL 1e-3 to 4e-3 per update). IPPO: --model.critic-scope agent.
+VMAS_NAVIGATION = TrainConfig(
+    env=EnvConfig(env_id="navigation", suite="vmas", num_envs=10, max_episode_steps=100,
+                  kwargs=("n_agents=3", "collisions=True", "agents_with_same_goal=1", "split_goals=False",
+                          "observe_all_goals=False", "shared_rew=False", "lidar_range=0.35", "agent_radius=0.1")),
+    model=ModelConfig(hidden_sizes=(256, 256), activation="tanh", squash_actions=True, share_params=True,
+                      critic_scope="team", policy_head_gain=1.0),
+    loss=LossConfig(gamma=0.99, gae_lambda=0.9, clip_epsilon=0.2, clip_value=None, entropy_coeff=0.0,
+                    critic_coeff=1.0, loss_critic_type="l2", normalize_advantage=True),
+    optim=OptimConfig(lr=5e-5, adam_eps=1e-6, anneal_lr=False, update_epochs=3, num_minibatches=15,
+                      max_grad_norm=5.0),
+    total_frames=600_000,
+    frames_per_batch=6_000,
+    seed=1,
+)
+
+# MPE simple spread (PettingZoo's mpe2 1.1, 3 agents, 25 steps, discrete actions) with the MAPPO paper's MPE
+# settings where ppo_td has them (Yu et al. 2022, appendix, tables of MPE hyperparameters): lr 7e-4, 10 epochs of
+# one minibatch, clip 0.2, entropy 0.01, gamma 0.99, lambda 0.95, 64-unit layers, shared parameters, a
+# centralised critic. Not the paper's: no recurrent layer, no value normalization, 8 envs x 100 steps.
+MPE_SPREAD = TrainConfig(
+    env=EnvConfig(env_id="mpe2.simple_spread_v3", suite="pettingzoo", num_envs=8,
+                  kwargs=("N=3", "max_cycles=25")),
+    model=ModelConfig(hidden_sizes=(64, 64), activation="tanh", share_params=True, critic_scope="team"),
+    loss=LossConfig(gamma=0.99, gae_lambda=0.95, clip_epsilon=0.2, clip_value=0.2, entropy_coeff=0.01,
+                    critic_coeff=0.5, loss_critic_type="l2", normalize_advantage=True),
+    optim=OptimConfig(lr=7e-4, adam_eps=1e-5, anneal_lr=True, update_epochs=10, num_minibatches=1,
+                      max_grad_norm=10.0),
+    total_frames=400_000,
+    frames_per_batch=8 * 100,
+    seed=1,
+)
+
 PRESETS: dict[str, TrainConfig] = {
     "cartpole": CARTPOLE,
     "cleanrl": CLEANRL,
@@ -174,6 +217,8 @@ PRESETS: dict[str, TrainConfig] = {
     "hopper": _mujoco("Hopper-v5"),
     "walker2d": _mujoco("Walker2d-v5"),
     "ant": _mujoco("Ant-v5"),
+    "vmas-navigation": VMAS_NAVIGATION,
+    "mpe-spread": MPE_SPREAD,
 }
 MUJOCO_PRESETS = ("halfcheetah", "hopper", "walker2d", "ant")
 DEFAULT_PRESET = "cartpole"

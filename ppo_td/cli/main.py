@@ -190,8 +190,11 @@ def _eval(args: list[str]) -> int:
     if ns.episodes < 1 or ns.video_episodes < 1:
         raise ValueError("--episodes and --video-episodes must be >= 1")
     config, actor, obs_stats = load_actor(ns.checkpoint)
+    if ns.video is not None and config.env.multiagent:  # refused before the episodes run
+        raise ValueError(f"--video records one-agent runs; {ns.checkpoint} trained agents of env.suite="
+                         f"{config.env.suite!r} (videos of multi-agent runs are not supported yet)")
     returns = evaluate(actor, config.env, ns.episodes, seed=ns.seed, obs_stats=obs_stats, sampled=ns.sampled)
-    print(format_returns(returns, "sampled" if ns.sampled else "deterministic"))
+    print(format_returns(returns, "sampled" if ns.sampled else "deterministic", per_agent=config.env.multiagent))
     if ns.video is not None:
         from ppo_td.deploy import load_policy
         from ppo_td.deploy.video import headless_rendering, record_video

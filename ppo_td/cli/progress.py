@@ -16,8 +16,10 @@ class Progress:
     """
 
     def __init__(self, total_frames: int, iterations: int, initial: int = 0, bar: bool = True,
-                 every: int | None = None, stream: TextIO | None = None) -> None:
+                 every: int | None = None, stream: TextIO | None = None, label: str = "return") -> None:
         self.total_frames, self.iterations = total_frames, iterations
+        self.label = label
+        """What the return is called: ``return``, or ``reward per agent`` for a multi-agent run."""
         self.stream = stream if stream is not None else sys.stdout
         self.every = every if every is not None else max(1, math.ceil(iterations / 20))
         if self.every < 1:
@@ -32,7 +34,8 @@ class Progress:
     def __call__(self, metrics: dict[str, Any], pipeline: Any = None) -> None:
         if not math.isnan(metrics["episode_return"]):
             self.last_return = metrics["episode_return"]
-        ret = "-" if math.isnan(self.last_return) else f"{self.last_return:.1f}"
+        ret = ("-" if math.isnan(self.last_return) else
+               f"{self.last_return:.3g}" if self.label != "return" else f"{self.last_return:.1f}")
         if self._bar is not None:
             self._bar.update(metrics["frames"] - self._bar.n)
             self._bar.set_postfix(ret=ret, sps=f"{metrics['sps']:.0f}", refresh=False)
@@ -40,7 +43,7 @@ class Progress:
         it = metrics["iteration"]
         if it % self.every == 0 or it == self.iterations:
             print(f"iteration {it}/{self.iterations}  frames {metrics['frames']:,}/{self.total_frames:,}  "
-                  f"return {ret}  sps {metrics['sps']:,.0f}  elapsed {metrics['time']:.1f} s",
+                  f"{self.label} {ret}  sps {metrics['sps']:,.0f}  elapsed {metrics['time']:.1f} s",
                   file=self.stream, flush=True)
 
     def close(self) -> None:

@@ -93,7 +93,8 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
         shutdown(pipeline.collector)  # worker processes or a Ray instance may already be running
         raise
     bar = Progress(config.num_iterations * config.frames_per_batch, config.num_iterations, initial=frames,
-                   bar=cmd.progress, every=cmd.log_every)
+                   bar=cmd.progress, every=cmd.log_every,
+                   label="reward per agent" if config.env.multiagent else "return")
     videos = _video_recorder(out, cmd, config)
     with _stop_on_signals(checkpointer) as received:
         try:
@@ -132,6 +133,9 @@ def _video_recorder(out: Path | None, cmd: TrainCommand, config: TrainConfig) ->
         raise ValueError(f"--video-every {cmd.video_every}: give the iterations between videos (>= 1), or 0 for none")
     if not cmd.video_every:
         return []
+    if config.env.multiagent:
+        raise ValueError(f"--video-every records one-agent runs; env.suite={config.env.suite!r} is multi-agent "
+                         "(videos of multi-agent runs are not supported yet): leave --video-every out")
     from ppo_td.deploy.video import VideoRecorder, headless_rendering
 
     headless_rendering()
@@ -260,13 +264,18 @@ def _summarize(out: Path, config: TrainConfig, started: float) -> dict:
                "frames": int(last["frames"]), "eval_returns": returns, "eval_returns_sampled": sampled}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if returns:
-        print(format_returns(returns))
-        print(format_returns(sampled, "sampled"))
+        print(format_returns(returns, per_agent=config.env.multiagent))
+        print(format_returns(sampled, "sampled", per_agent=config.env.multiagent))
     print(f"run folder: {out}")
     return summary
 
 
-def format_returns(returns: list[float], how: str = "deterministic") -> str:
-    """``deterministic evaluation: mean +- std over N episodes`` (or ``sampled evaluation: ...``)."""
+def format_returns(returns: list[float], how: str = "deterministic", per_agent: bool = False) -> str:
+    """``deterministic evaluation: mean +- std over N episodes`` (or ``sampled evaluation: ...``); ``per_agent``
+    (a multi-agent run, whose episode return is the reward per agent): ``... reward per agent: mean +- std ...``,
+    with three significant digits (such rewards are often near 1)."""
     std = statistics.pstdev(returns) if len(returns) > 1 else 0.0
+    if per_agent:
+        return (f"{how} evaluation, reward per agent: {statistics.fmean(returns):.3g} +- {std:.3g} over "
+                f"{len(returns)} episodes")
     return f"{how} evaluation: {statistics.fmean(returns):.1f} +- {std:.1f} over {len(returns)} episodes"

@@ -184,6 +184,9 @@ class FastEnv:
         if not isinstance(built, BuiltEnv):
             raise FastUnsupported(f"the env is a {type(built).__name__}; the fast collector steps the "
                                   "BuiltEnv that ppo_td.envs.build_env returns")
+        if built.vector is None:
+            raise FastUnsupported("the env is a multi-agent suite's (TorchRL steps it; VMAS vectorizes its copies "
+                                  "in torch itself)")
         self.built, self.base, self.vec = built, built.env.base_env, built.vector
         self.num_envs = int(self.base.batch_size[0])
         self.action_spec = self.base.full_action_spec[keys.ACTION]

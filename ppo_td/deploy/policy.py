@@ -362,6 +362,7 @@ def load_policy(path: str | os.PathLike, *, device: str | torch.device = "cpu", 
 
     state = load_checkpoint(path)
     config = checkpoint_config(state)
+    _one_agent(config)
     built = build_env(dataclasses.replace(config.env, num_envs=1))
     try:
         check_compatible(state, built.description)
@@ -373,9 +374,17 @@ def load_policy(path: str | os.PathLike, *, device: str | torch.device = "cpu", 
     return Policy(actor, config, layout, state["obs_stats"], device=device, deterministic=deterministic)
 
 
+def _one_agent(config: Any) -> None:
+    if config.env.multiagent:
+        raise ValueError(f"a Policy (load_policy, export, videos) takes one-agent runs, and this one trained agents of "
+                         f"env.suite={config.env.suite!r}: load its actor with ppo_td.persist.load_actor and step "
+                         "the env built by ppo_td.envs.build_env(config.env) (docs/multi-agent.md)")
+
+
 def policy_of(pipeline: Any, **kwargs: Any) -> Policy:
     """A :class:`Policy` of a training pipeline's actor as it is now (a copy: training goes on undisturbed), with
     its observation statistics of the moment. The pipeline's env must be one ppo_td built from its config."""
+    _one_agent(pipeline.config)
     if pipeline.built is None:
         raise ValueError("the pipeline's env was passed in, not built from its config: a Policy needs the env "
                          "ppo_td builds from config.env (give the env as an id or factory in EnvConfig)")

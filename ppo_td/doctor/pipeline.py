@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 from torchrl.modules import set_recurrent_mode
 
-from ppo_td import keys
 from ppo_td.doctor.watch import Audit, audit
 from ppo_td.models import policy_net, value_net
 from ppo_td.training import Pipeline, update
@@ -37,7 +36,7 @@ def checkup(pipeline: Pipeline) -> Audit:
                     size = p.config.num_sequences // p.config.optim.num_minibatches
                     first = sequences(batch, p.sequence_length)[:size]
                 with set_recurrent_mode(p.sequence_length is not None):
-                    new = p.actor.get_dist(first).log_prob(first.get(keys.ACTION))
+                    new = p.actor.get_dist(first).log_prob(first.get(p.loss.tensor_keys.action))
                 a.check_ratio(new - first.get(p.loss.tensor_keys.sample_log_prob))
             update(p, batch)
     finally:

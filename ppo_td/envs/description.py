@@ -8,6 +8,7 @@ again.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -132,6 +133,21 @@ class EnvDescription:
     casts it; with ``EnvConfig.action_mask='none'`` a raw mask entry is left alone and the policy ignores it)."""
     observation: ObservationSpace | None = None
     """What ``"observation"`` holds, for the encoders (None: a float vector of ``observation_shape``)."""
+    group: str | None = None
+    """A multi-agent env: the agent group whose entries hold the observations, actions and rewards (``"agents"``);
+    the shapes above are one agent's. None: a one-agent env."""
+    num_agents: int = 1
+    """Agents in the group (1 for a one-agent env)."""
+    state_shape: tuple[int, ...] | None = None
+    """A multi-agent env with a global ``"state"`` entry: its shape (None without one)."""
+
+    def with_agents(self, group: str, num_agents: int, state_shape: tuple[int, ...] | None) -> EnvDescription:
+        """This description as one agent's of ``group`` (``num_agents`` of them)."""
+        return dataclasses.replace(self, group=group, num_agents=num_agents, state_shape=state_shape)
+
+    def key(self, key: str) -> str | tuple[str, str]:
+        """Where ``key`` (an agent's entry, e.g. ``"observation"``) lives: under the group in a multi-agent env."""
+        return key if self.group is None else (self.group, key)
 
     @property
     def observation_space(self) -> ObservationSpace:
@@ -159,24 +175,45 @@ class EnvDescription:
         else:
             action = f"Box(shape={list(self.action_shape)})"
         out = {"observation_shape": list(self.observation_shape), "action_space": action}
+        if self.group is not None:
+            out.update(group=self.group, num_agents=self.num_agents)
         if not self.observation_space.is_flat_float:
             out["observation_space"] = str(self.observation_space)
         return out
 
 
 def describe(env: EnvBase) -> EnvDescription:
-    """Read ``env``'s public specs into an :class:`EnvDescription` (any TorchRL env with an ``"observation"``).
+    """Read ``env``'s public specs into an :class:`EnvDescription` (any TorchRL env with an ``"observation"``;
+    a multi-agent env's group is described by :func:`ppo_td.envs.multiagent.describe_agents`).
 
     Raises:
         ValueError: the env has no ``"observation"`` key or an action spec ppo_td's policies do not handle.
     """
     obs_spec = env.observation_spec
     if keys.OBSERVATION not in obs_spec.keys():
+        grouped = [k for k in obs_spec.keys()
+                   if hasattr(obs_spec[k], "keys") and keys.OBSERVATION in obs_spec[k].keys()]
+        if grouped:
+            raise ValueError(f"the env is a multi-agent env (its agent groups {grouped} hold the observations): set "
+                             "env.suite to 'vmas' or 'pettingzoo' (ppo_td.envs.multiagent), or use a multi-agent "
+                             "preset such as vmas-navigation")
         raise ValueError(f"the env's observation spec has keys {list(obs_spec.keys())}; ppo_td's networks read "
                          f"{keys.OBSERVATION!r}. Rename the entry with torchrl.envs.RenameTransform")
     batch_dims = len(env.batch_size)
-    observation = observation_space(obs_spec[keys.OBSERVATION], batch_dims)
-    spec = env.action_spec_unbatched
+    return describe_spec(observation=obs_spec[keys.OBSERVATION], action=env.action_spec_unbatched,
+                         batch_dims=batch_dims, num_envs=int(env.batch_size.numel()) if batch_dims else 1,
+                         action_mask=MASK_KEY in obs_spec.keys() and obs_spec[MASK_KEY].dtype == torch.bool)
+
+
+def describe_spec(observation: TensorSpec, action: TensorSpec, batch_dims: int, num_envs: int,
+                  action_mask: bool, agent_dims: int = 0) -> EnvDescription:
+    """An :class:`EnvDescription` from one observation spec (with ``batch_dims`` leading dimensions: the env's
+    batch, then ``agent_dims`` agent dimensions) and the unbatched action spec (one copy's: with ``agent_dims``
+    leading agent dimensions, which are indexed away to describe one agent)."""
+    observation_desc = observation_space(observation, batch_dims)
+    spec = action
+    for _ in range(agent_dims):
+        spec = spec[0]
     low = high = nvec = None
     if isinstance(spec, Categorical):
         kind: ActionKind = "discrete"
@@ -195,15 +232,15 @@ def describe(env: EnvBase) -> EnvDescription:
         raise ValueError(f"the env's action spec is {type(spec).__name__} ({spec.dtype}); ppo_td's policies "
                          "handle Categorical, MultiCategorical and Box (float) actions")
     return EnvDescription(
-        num_envs=int(env.batch_size.numel()) if batch_dims else 1,
-        observation_shape=tuple(obs_spec[keys.OBSERVATION].shape[batch_dims:]),
-        observation=None if observation.is_flat_float else observation,
+        num_envs=num_envs,
+        observation_shape=tuple(observation.shape[batch_dims:]),
+        observation=None if observation_desc.is_flat_float else observation_desc,
         action_kind=kind,
         action_nvec=nvec,
         action_shape=tuple(spec.shape),
         action_low=low,
         action_high=high,
-        action_mask=MASK_KEY in obs_spec.keys() and obs_spec[MASK_KEY].dtype == torch.bool,
+        action_mask=action_mask,
     )
 
 
@@ -218,7 +255,8 @@ class BuiltEnv:
     """
 
     env: TransformedEnv
-    vector: gym.vector.VectorEnv
+    vector: gym.vector.VectorEnv | None
+    """None for a multi-agent env (TorchRL steps it)."""
     description: EnvDescription
     obs_norm: RunningObsNorm | None = None
     return_scaling: ReturnScaling | None = None

@@ -85,7 +85,7 @@ def env_factory(env_id: str) -> Callable[..., gym.Env] | None:
 
 def episode_limit(config: EnvConfig) -> int | None:
     """The env's time limit: ``max_episode_steps``, else the registered one (None for a factory without one)."""
-    if config.max_episode_steps is not None or env_factory(config.env_id) is not None:
+    if config.max_episode_steps is not None or config.multiagent or env_factory(config.env_id) is not None:
         return config.max_episode_steps
     return gym.spec(config.env_id.rpartition(":")[2]).max_episode_steps
 
@@ -168,6 +168,10 @@ def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) -
     under it (what ppo_td's fast collector steps), the stateful transforms and the
     env's :class:`~ppo_td.envs.EnvDescription`.
     """
+    if config.multiagent:  # TorchRL's VMAS / PettingZoo wrappers (ppo_td.envs.multiagent)
+        from ppo_td.envs.multiagent import build_agents_env
+
+        return build_agents_env(config, seed)
     _check_env_id(config.env_id)
     vec = _make_vector_env(config)
     try:

@@ -11,14 +11,18 @@ from torchrl.modules import IndependentNormal, MaskedCategorical, ProbabilisticA
 from ppo_td import keys
 from ppo_td.config import ModelConfig
 from ppo_td.envs import MASK_KEY, EnvDescription, describe, import_attr
+from ppo_td.envs.multiagent import describe_agents, groups_of
 from ppo_td.models.distributions import MaskedMultiCategorical
 from ppo_td.models.encoders import EncoderFactory, check_encoder, features, make_encoder
+from ppo_td.models.multiagent import make_agent_actor_critic
 from ppo_td.models.networks import GaussianHead, PolicyNet, ValueNet, init_orthogonal_, mlp
 from ppo_td.models.recurrent import make_core, recurrent_actor, recurrent_critic
 
 
 def _description(env: EnvDescription | EnvBase) -> EnvDescription:
-    return env if isinstance(env, EnvDescription) else describe(env)
+    if isinstance(env, EnvDescription):
+        return env
+    return describe_agents(env) if groups_of(env) else describe(env)
 
 
 def _encoder(desc: EnvDescription, config: ModelConfig, encoder: EncoderFactory | None) -> tuple[nn.Module | None,
@@ -142,6 +146,8 @@ def make_actor_critic(env: EnvDescription | EnvBase, config: ModelConfig, encode
     tensors, trained by both losses.
     """
     desc = _description(env)
+    if desc.group is not None:  # a multi-agent env's group: TorchRL's MultiAgentMLP (ppo_td.models.multiagent)
+        return make_agent_actor_critic(desc, config, _device(device))
     if config.recurrent != "none" and config.shared_recurrent:
         return _shared_recurrent(desc, config, encoder, _device(device))
     if not config.shared_trunk:

@@ -20,6 +20,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from ppo_td import keys
 from ppo_td.config import EnvConfig
 from ppo_td.envs import ReturnScaling, RunningObsNorm, build_env, episode_limit, find_transform
+from ppo_td.envs.multiagent import groups_of
 from ppo_td.models.recurrent import add_memory
 
 DEFAULT_STEP_CAP = 100_000
@@ -70,13 +71,15 @@ def evaluate_on(actor: TensorDictModule, env: EnvBase, episodes: int, seed: int,
 
 def _one_round(actor: TensorDictModule, env: EnvBase, limit: int) -> list[float]:
     copies = env.batch_size.numel()
+    group = next(iter(groups_of(env)), None)
     total = torch.zeros(copies, dtype=torch.float64)
     finished: list[float | None] = [None] * copies
     td = env.reset()
     for _ in range(limit):
         td, next_td = env.step_and_maybe_reset(actor(td))
-        total += td.get(("next", "reward")).reshape(copies).double()
-        summed = td.get(keys.EPISODE_RETURN, None)  # RewardSum's: before any reward scaling or clipping
+        reward = td.get(("next", "reward") if group is None else ("next", group, "reward"))
+        total += reward.reshape(copies, -1).double().mean(-1)
+        summed = episode_returns(td, group)  # RewardSum's: before any reward scaling or clipping
         for i in td.get(keys.DONE).reshape(copies).nonzero().flatten().tolist():
             if finished[i] is None:
                 finished[i] = float(summed.reshape(copies)[i] if summed is not None else total[i])
@@ -84,6 +87,16 @@ def _one_round(actor: TensorDictModule, env: EnvBase, limit: int) -> list[float]
             return [float(r) for r in finished]
         td = next_td
     raise RuntimeError(f"evaluation episodes on the env passed in did not end within {limit} steps")
+
+
+def episode_returns(td: TensorDictBase, group: str | None = None) -> torch.Tensor | None:
+    """Each copy's episode return so far in a step's output (``RewardSum``'s, ``[copies]``; None without one).
+    ``group`` (a multi-agent env): the reward per agent, the mean of the group's agents' episode rewards."""
+    if group is None:
+        summed = td.get(keys.EPISODE_RETURN, None)
+        return None if summed is None else summed.reshape(-1)
+    summed = td.get(("next", group, "episode_reward"), None)
+    return None if summed is None else summed.reshape(*td.batch_size, -1).mean(-1).reshape(-1)
 
 
 def acting_on_cpu(actor: TensorDictModule) -> Callable[[TensorDictBase], TensorDictBase]:
@@ -138,6 +151,7 @@ def run_episodes(actor: TensorDictModule, env: EnvBase, env_config: EnvConfig,
     when the env has none).
     """
     copies = env.batch_size.numel()
+    group = next(iter(groups_of(env)), None)
     limit = episode_limit(env_config) or DEFAULT_STEP_CAP
     actor = acting_on_cpu(actor)
     returns: list[float | None] = [None] * copies
@@ -148,7 +162,7 @@ def run_episodes(actor: TensorDictModule, env: EnvBase, env_config: EnvConfig,
             done = td.get(keys.DONE).view(copies)
             for i in done.nonzero().flatten().tolist():
                 if returns[i] is None:
-                    returns[i] = float(td.get(keys.EPISODE_RETURN)[i])
+                    returns[i] = float(episode_returns(td, group)[i])
             if all(r is not None for r in returns):
                 return [float(r) for r in returns]
             td = next_td

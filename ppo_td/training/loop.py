@@ -137,8 +137,8 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
                 p.advantage(batch)  # on [env, time], before flattening
             metrics: dict[str, Any] = {"iteration": iteration, "frames": frames,
                                        "lr": p.optimizer.param_groups[0]["lr"]}
-            metrics.update(_episode_stats(batch, iteration, frames, result.episodes))
-            metrics["explained_variance"] = explained_variance(batch)
+            metrics.update(_episode_stats(batch, iteration, frames, result.episodes, p.description.group))
+            metrics["explained_variance"] = explained_variance(batch, p.description.group)
             try:
                 metrics.update(update(p, batch))
             except NonFiniteError as err:
@@ -249,7 +249,7 @@ def _loss_data(p: Pipeline, batch: TensorDictBase) -> TensorDictBase:
     entries instead of 22 on HalfCheetah. Another loss or sampler may read any other entry: it gets them all.
     """
     loss = p.loss
-    if not isinstance(loss, ClipPPOLoss) or loss.tensor_keys.advantage not in batch.keys():
+    if not isinstance(loss, ClipPPOLoss) or loss.tensor_keys.advantage not in batch.keys(True):
         return batch
     if type(loss) is not PPOObjective or type(p.buffer.sampler) is not SamplerWithoutReplacement:
         return batch.exclude(("next", keys.OBSERVATION))
@@ -286,13 +286,18 @@ def _first_non_finite(p: Pipeline) -> str:
     return "(not in the actor or critic)"
 
 
-def _episode_stats(batch: TensorDictBase, iteration: int, frames: int, episodes: list[dict]) -> dict[str, Any]:
-    """Mean return/length of the episodes that ended in ``batch``; appends them to ``episodes``.
+def _episode_stats(batch: TensorDictBase, iteration: int, frames: int, episodes: list[dict],
+                   group: str | None = None) -> dict[str, Any]:
+    """Mean return/length of the episodes that ended in ``batch``; appends them to ``episodes``. ``group`` (a
+    multi-agent env): an episode's return is its reward per agent (the mean of the agents' episode rewards, as
+    BenchMARL and TorchRL's MAPPO tutorial report it).
 
     The new episodes are also returned under ``ended_episodes`` for callbacks (the run folder's episodes.csv).
     """
     done = batch.get(keys.DONE).squeeze(-1)
-    returns = batch.get(keys.EPISODE_RETURN, None)
+    returns = batch.get(keys.EPISODE_RETURN if group is None else ("next", group, "episode_reward"), None)
+    if returns is not None and group is not None:
+        returns = returns.mean(dim=(-2, -1))  # [env, time, agents, 1] -> per agent
     lengths = batch.get(keys.EPISODE_LENGTH, None)
     if returns is None or not done.any():
         return {"episodes": 0, "episode_return": float("nan"), "episode_length": float("nan"), "ended_episodes": []}

@@ -25,14 +25,24 @@ from ppo_td.models.recurrent import IS_INIT, Recurrent, is_recurrent, pieces, re
 ADVANTAGE_EPS = 1e-8
 
 
-def make_advantage(critic: TensorDictModule, config: LossConfig) -> GAE:
+def make_advantage(critic: TensorDictModule, config: LossConfig, group: str | None = None) -> GAE:
     """TorchRL's GAE over ``[env, time]`` batches, with the values from :class:`OnePassGAE`.
 
     It cuts the bootstrap at ``("next", "terminated")`` and the lambda-trace at
     ``("next", "done")``, so a time-limit truncation bootstraps from V(final obs).
     Call it under ``torch.no_grad()`` on collector output before flattening.
+    ``group`` (a multi-agent env's agent group): GAE per agent, on the group's entries (:class:`AgentGAE`).
     """
+    if group is not None:
+        return AgentGAE(critic, gamma=config.gamma, lmbda=config.gae_lambda, group=group)
     return OnePassGAE(critic, gamma=config.gamma, lmbda=config.gae_lambda)
+
+
+def group_keys(group: str) -> dict[str, tuple[str, str]]:
+    """The value-estimator and loss keys of an agent group's entries (TorchRL's ``set_keys`` names)."""
+    names = {"value": keys.STATE_VALUE, "reward": "reward", "done": "done", "terminated": "terminated",
+             "advantage": keys.ADVANTAGE, "value_target": keys.VALUE_TARGET}
+    return {name: (group, key) for name, key in names.items()}
 
 
 class OnePassGAE(GAE):
@@ -100,6 +110,36 @@ class OnePassGAE(GAE):
         in_keys = [k for k in self.critic.in_keys if k in batch.keys(True)]
         now, then = batch.select(*in_keys)[:, 1:][goes_on], nxt.select(*in_keys)[:, :-1][goes_on]
         return all(torch.equal(now.get(k), then.get(k)) for k in now.keys(True, True))
+
+
+class AgentGAE(OnePassGAE):
+    """:class:`OnePassGAE` per agent of a group: each agent's advantage from its own reward and value
+    (``[env, time, agents, 1]``), bootstrapped unless that agent's own episode terminated.
+
+    The lambda-trace of every agent is cut where the env's episode ends (the root ``("next", "done")``: the
+    next step of the row is a new episode), and where the agent's own ``done`` says so. An env whose group has no
+    ``done``/``terminated`` of its own (VMAS) ends every agent's episode with the env-wide flags: they are copied
+    into the group first (``("next", "agents", "done")``, ...), as TorchRL's MAPPO tutorial does. A group with its
+    own flags (PettingZoo) keeps its ``terminated``, and its ``done`` is widened by the env's: TorchRL resets a
+    parallel env when any agent is done, so the others are cut there and bootstrapped from their final observation.
+    """
+
+    def __init__(self, critic: TensorDictModule, gamma: float, lmbda: float, group: str) -> None:
+        super().__init__(critic, gamma, lmbda)
+        self.group = group
+        self.set_keys(**group_keys(group))
+
+    def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
+        nxt = tensordict.get("next")
+        shape = nxt.get((self.group, "reward")).shape
+        present = nxt.keys(True)
+        for flag in ("done", "terminated"):
+            env_wide = nxt.get(flag).unsqueeze(-2).expand(shape)
+            if (self.group, flag) not in present:
+                nxt.set((self.group, flag), env_wide.clone())
+            elif flag == "done":
+                nxt.set((self.group, flag), nxt.get((self.group, flag)) | env_wide)
+        return super().forward(tensordict, *args, **kwargs)
 
 
 def normalized_advantage(advantage: torch.Tensor) -> torch.Tensor:
@@ -340,9 +380,14 @@ class _Steps:
         return value.flatten(0, 1) if isinstance(value, torch.Tensor) else value
 
 
-def make_loss(actor: TensorDictModule, critic: TensorDictModule, config: LossConfig) -> PPOObjective:
-    """The clipped PPO loss for ``actor`` and ``critic`` with ``config``'s coefficients."""
-    return PPOObjective(actor, critic, config)
+def make_loss(actor: TensorDictModule, critic: TensorDictModule, config: LossConfig,
+              group: str | None = None) -> PPOObjective:
+    """The clipped PPO loss for ``actor`` and ``critic`` with ``config``'s coefficients; ``group``: on a
+    multi-agent group's entries (each agent's ratio, advantage and value, averaged over agents and steps)."""
+    loss = PPOObjective(actor, critic, config)
+    if group is not None:  # the action and log-prob keys ClipPPOLoss reads off the actor itself
+        loss.set_keys(**group_keys(group))
+    return loss
 
 
 def total_loss(losses: TensorDictBase) -> torch.Tensor:
@@ -350,10 +395,11 @@ def total_loss(losses: TensorDictBase) -> torch.Tensor:
     return sum(value for key, value in losses.items() if key.startswith("loss_"))
 
 
-def explained_variance(batch: TensorDictBase) -> float:
-    """1 - Var(returns - values) / Var(returns) of a batch after GAE (CleanRL's definition)."""
-    target = batch.get(keys.VALUE_TARGET).flatten()
-    value = batch.get(keys.STATE_VALUE).flatten()
+def explained_variance(batch: TensorDictBase, group: str | None = None) -> float:
+    """1 - Var(returns - values) / Var(returns) of a batch after GAE (CleanRL's definition); ``group``: over all
+    agents' values of a multi-agent group."""
+    target = batch.get(keys.VALUE_TARGET if group is None else (group, keys.VALUE_TARGET)).flatten()
+    value = batch.get(keys.STATE_VALUE if group is None else (group, keys.STATE_VALUE)).flatten()
     var_target = target.var()
     if var_target == 0:
         return float("nan")

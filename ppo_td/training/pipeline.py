@@ -24,6 +24,7 @@ from ppo_td import keys
 from ppo_td.collect import adopt_collector, make_collector, torchrl_env
 from ppo_td.config import OptimConfig, TrainConfig
 from ppo_td.envs import BuiltEnv, EnvDescription, build_env, describe, observation_stats
+from ppo_td.envs.multiagent import describe_agents, groups_of
 from ppo_td.envs.source import env_config_for
 from ppo_td.models import make_actor_critic, resolve_device, same_device
 from ppo_td.models.recurrent import IS_INIT, add_memory, is_recurrent, memory_spec
@@ -147,10 +148,12 @@ def _check_parts(config: TrainConfig, **parts: Any) -> None:
         raise ValueError(f"env steps {torchrl_env(env).batch_size.numel()} copies but config.env.num_envs="
                          f"{config.env.num_envs}: build the env from config.env, or set env.num_envs to match")
     actor, critic = parts.get("actor"), parts.get("critic")
-    if actor is not None and keys.ACTION not in actor.out_keys:
+    if actor is not None and not any(k == keys.ACTION or (isinstance(k, tuple) and k[-1] == keys.ACTION)
+                                     for k in actor.out_keys):
         raise ValueError(f"the actor writes {list(actor.out_keys)}, not {keys.ACTION!r}: PPO needs the sampled "
                          "action and its log-prob (ProbabilisticActor(..., return_log_prob=True))")
-    if critic is not None and keys.STATE_VALUE not in critic.out_keys:
+    if critic is not None and not any(k == keys.STATE_VALUE or (isinstance(k, tuple) and k[-1] == keys.STATE_VALUE)
+                                      for k in critic.out_keys):
         raise ValueError(f"the critic writes {list(critic.out_keys)}, not {keys.STATE_VALUE!r} (GAE and the loss "
                          "read it): use ValueOperator(net, in_keys=['observation'])")
     if isinstance(env, (BuiltEnv, EnvBase)) and actor is not None:
@@ -211,7 +214,8 @@ def build_pipeline(
     if env is None:
         env = make_train_env(config)
     built = env if isinstance(env, BuiltEnv) else None
-    description = describe(torchrl_env(env))  # the env as it is now (a transform may have been appended)
+    description = describe_any(torchrl_env(env))  # the env as it is now (a transform may have been appended)
+    _check_agents(config, description)
     device = run_device(config, description)
     _check_devices(device, actor=actor, critic=critic, loss=loss)
     if actor is None or critic is None:
@@ -222,8 +226,9 @@ def build_pipeline(
     if recurrent:
         config.check_sequences("a recurrent actor or critic")
         add_memory(torchrl_env(env), actor, critic)  # InitTracker and the states' primer, where missing
-    advantage = advantage if advantage is not None else make_advantage(critic, config.loss)
-    loss = loss if loss is not None else make_loss(actor, critic, config.loss)
+    group = description.group
+    advantage = advantage if advantage is not None else make_advantage(critic, config.loss, group)
+    loss = loss if loss is not None else make_loss(actor, critic, config.loss, group)
     if optimizer is None:
         optimizer = make_optimizer(trained_parameters(loss), config.optim)
     return Pipeline(
@@ -243,6 +248,22 @@ def build_pipeline(
         device=device,
         sequence_length=config.sequence_length if recurrent else None,
     )
+
+
+def describe_any(env: EnvBase) -> EnvDescription:
+    """The description of a one-agent env, or of one agent of a multi-agent env's group."""
+    return describe_agents(env) if groups_of(env) else describe(env)
+
+
+def _check_agents(config: TrainConfig, description: EnvDescription) -> None:
+    """A multi-agent env with a multi-agent config, a one-agent env with a one-agent config."""
+    if description.group is not None and not config.env.multiagent:
+        raise ValueError(f"the env is a multi-agent env (agent group {description.group!r}, {description.num_agents} "
+                         "agents) but config.env.suite='gymnasium' expects one agent: set env.suite to 'vmas' or "
+                         "'pettingzoo', or start from a multi-agent preset (vmas-navigation, mpe-spread)")
+    if description.group is None and config.env.multiagent:
+        raise ValueError(f"config.env.suite={config.env.suite!r} expects a multi-agent env, but the env has one agent "
+                         "(a root 'observation'): set env.suite='gymnasium', or start from a one-agent preset")
 
 
 def run_device(config: TrainConfig, description: EnvDescription) -> torch.device:

@@ -1,0 +1,73 @@
+"""One BenchMARL run, executed by the Python of BenchMARL's own virtualenv (BenchMARL 1.5.2 needs torchrl < 0.12,
+so it cannot share ppo_td's environment). ``python -m benchmarks multiagent`` starts it as
+``BENCHMARL_PYTHON benchmarks/benchmarl_run.py JSON`` and reads the one JSON line it prints.
+
+Spec keys: ``algorithm`` ("mappo" | "ippo"), ``seed``, ``max_n_frames``, ``folder`` (where BenchMARL's CSV logger
+writes). Everything else is BenchMARL's defaults for VMAS navigation (its YAML files), with one torch thread and
+no rendering. It imports nothing of ppo_td.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+
+def _scalars(folder: Path, tag: str) -> list[tuple[int, float]]:
+    """The (step, value) rows of BenchMARL's scalar ``tag``: its CSV logger writes ``scalars/<tag>.csv`` with the
+    tag's slashes as underscores (``timers/collection_time`` -> ``timers_collection_time.csv``)."""
+    rows = []
+    for path in folder.rglob(f"scalars/{tag.replace('/', '_')}.csv"):
+        with path.open() as f:
+            rows += [(int(float(r[0])), float(r[1])) for r in csv.reader(f) if r and r[0][0].isdigit()]
+    return sorted(rows)
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    import torch
+
+    torch.set_num_threads(1)
+    from benchmarl.algorithms import IppoConfig, MappoConfig
+    from benchmarl.environments import VmasTask
+    from benchmarl.experiment import Experiment, ExperimentConfig
+    from benchmarl.models.mlp import MlpConfig
+
+    config = ExperimentConfig.get_from_yaml()
+    config.max_n_frames = spec["max_n_frames"]
+    config.loggers = ["csv"]
+    config.create_json = False
+    config.render = False
+    config.save_folder = spec["folder"]
+    config.sampling_device = config.train_device = config.buffer_device = "cpu"
+    algorithm = (MappoConfig if spec["algorithm"] == "mappo" else IppoConfig).get_from_yaml()
+    experiment = Experiment(task=VmasTask.NAVIGATION.get_from_yaml(), algorithm_config=algorithm,
+                            model_config=MlpConfig.get_from_yaml(), critic_model_config=MlpConfig.get_from_yaml(),
+                            seed=spec["seed"], config=config)
+    start = time.perf_counter()
+    experiment.run()
+    wall = time.perf_counter() - start
+    folder = Path(spec["folder"])
+    collection = [v for _, v in _scalars(folder, "timers/collection_time")]
+    training = [v for _, v in _scalars(folder, "timers/training_time")]
+    evals = [v for _, v in _scalars(folder, "eval/agents/reward/episode_reward_mean")]
+    if not (collection and training and evals):
+        raise RuntimeError(f"BenchMARL's CSV logs in {folder} lack the timers or the evaluation rewards")
+    print(json.dumps({
+        "frames": int(experiment.total_frames),
+        "wall_seconds": wall,
+        "collect_seconds": sum(collection),
+        "update_seconds": sum(training),
+        "train_seconds": sum(collection) + sum(training),
+        "eval_rewards": evals,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "spec": spec,
+    }))
+
+
+if __name__ == "__main__":
+    main()

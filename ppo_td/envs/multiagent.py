@@ -1,0 +1,165 @@
+"""Multi-agent envs as TorchRL gives them: VMAS scenarios and PettingZoo parallel envs, one agent group.
+
+TorchRL's wrappers put each group's entries under the group's name: ``("agents", "observation")`` of shape
+``[copies, agents, ...]``, ``("agents", "action")``, ``("agents", "reward")``, and, where the env has them, the
+group's own ``done``/``terminated``/``truncated`` (PettingZoo: agents can finish at different times). The
+env-wide ``done`` at the root ends the episode of every agent of a copy. ppo_td adds two transforms:
+``StepCounter`` (the episode length, and ``env.max_episode_steps`` as a *truncation*, so GAE bootstraps from the
+final observation; VMAS's own ``max_steps`` would mark it as a termination) and ``RewardSum`` over the group's
+reward (each agent's raw episode reward, ``("agents", "episode_reward")``).
+
+One group per env: a PettingZoo env is wrapped with all agents in one group (``MarlGroupMapType.ALL_IN_ONE_GROUP``,
+so their specs must agree); a VMAS scenario has one group, ``"agents"``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import warnings
+from typing import Any
+
+import torch
+from torchrl.data import Composite
+from torchrl.envs import Compose, EnvBase, RewardSum, SerialEnv, StepCounter, TransformedEnv
+
+from ppo_td import keys
+from ppo_td.config import EnvConfig
+from ppo_td.envs.description import BuiltEnv, EnvDescription, describe_spec
+from ppo_td.envs.masking import MASK_KEY
+
+GROUP = "agents"
+"""The group name ppo_td's presets use (VMAS's, and PettingZoo's with all agents in one group)."""
+
+_INSTALL = {"vmas": "pip install vmas", "pettingzoo": "pip install pettingzoo mpe2"}
+
+
+def build_agents_env(config: EnvConfig, seed: int | None = None) -> BuiltEnv:
+    """``config.num_envs`` copies of a multi-agent env (``config.suite``) as one batched TorchRL env.
+
+    A PettingZoo env that has a ``state()`` also gives the env's global state (``"state"``, read by a critic with
+    ``model.critic_scope='state'``).
+
+    Raises:
+        ValueError: the suite is not installed, the id names no scenario or module, the env has several agent groups
+            or a group without an ``"observation"`` (the message says which and what to do).
+    """
+    if not config.multiagent:
+        raise ValueError(f"env.suite={config.suite!r} is a one-agent suite: build it with ppo_td.envs.build_env")
+    kwargs = _kwargs(config)
+    base = _vmas(config, kwargs, seed) if config.suite == "vmas" else _pettingzoo(config, kwargs, seed)
+    group = _single_group(base, config)
+    transforms = [StepCounter(max_steps=config.max_episode_steps),
+                  RewardSum(in_keys=[(group, "reward")], out_keys=[(group, "episode_reward")])]
+    env = TransformedEnv(base, Compose(*transforms))
+    return BuiltEnv(env=env, vector=None, description=describe_agents(env), config=config)
+
+
+_SET_BY_PPO_TD = {"vmas": ("num_envs", "max_steps", "seed", "device"), "pettingzoo": ()}
+
+
+def _kwargs(config: EnvConfig) -> dict[str, Any]:
+    from ppo_td.envs.make import env_kwargs_of
+
+    kwargs = env_kwargs_of(config)
+    taken = [k for k in _SET_BY_PPO_TD[config.suite] if k in kwargs]
+    if taken:
+        raise ValueError(f"env.kwargs sets {taken}, which ppo_td sets for env.suite={config.suite!r}: use "
+                         "env.num_envs, env.max_episode_steps and seed instead (VMAS steps on the CPU)")
+    return kwargs
+
+
+def _import(suite: str, module: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        if err.name is not None and module.startswith(err.name.split(".")[0]) and err.name.split(".")[0] in (
+                "vmas", "pettingzoo", "mpe2"):
+            raise ValueError(f"env.suite={suite!r} needs {err.name.split('.')[0]}: {_INSTALL[suite]} "
+                             "(or pip install -e '.[multiagent]')") from err
+        raise ValueError(f"env.env_id={module!r} with env.suite={suite!r}: no module {err.name!r} (give an "
+                         "importable module with a parallel_env function, e.g. mpe2.simple_spread_v3)") from err
+
+
+def _vmas(config: EnvConfig, kwargs: dict[str, Any], seed: int | None) -> EnvBase:
+    _import("vmas", "vmas")
+    from torchrl.envs.libs.vmas import VmasEnv
+
+    if config.env_id not in VmasEnv.available_envs:
+        raise ValueError(f"env.env_id={config.env_id!r} is not a VMAS scenario; VMAS has "
+                         f"{', '.join(sorted(VmasEnv.available_envs))}")
+    # Box actions are stored as sampled and clipped to their range by VMAS (env.clip_actions), as for one agent
+    kwargs = {"continuous_actions": True, "clamp_actions": config.clip_actions, **kwargs}
+    return VmasEnv(config.env_id, num_envs=config.num_envs, max_steps=None, seed=seed, device="cpu", **kwargs)
+
+
+def _pettingzoo(config: EnvConfig, kwargs: dict[str, Any], seed: int | None) -> EnvBase:
+    module = _import("pettingzoo", config.env_id)
+    if not callable(getattr(module, "parallel_env", None)):
+        raise ValueError(f"env.env_id={config.env_id!r} has no parallel_env function: give a PettingZoo env module "
+                         "such as mpe2.simple_spread_v3 (ppo_td steps parallel envs)")
+    make = functools.partial(_pettingzoo_copy, config.env_id, kwargs)
+    env = SerialEnv(config.num_envs, make)  # batched [num_envs] even for one copy: the loop reads [env, time]
+    if seed is not None:
+        env.set_seed(seed)
+    return env
+
+
+def _pettingzoo_copy(module: str, kwargs: dict[str, Any]) -> EnvBase:
+    """One copy of a PettingZoo parallel env, all agents in one group, with its global state where it has one
+    (a module-level function: picklable)."""
+    from torchrl.envs.libs.pettingzoo import PettingZooWrapper
+    from torchrl.envs.utils import MarlGroupMapType
+
+    make = importlib.import_module(module).parallel_env
+    with warnings.catch_warnings():  # TorchRL names the PettingZoo version it was tested with
+        warnings.filterwarnings("ignore", message="PettingZoo in TorchRL is tested")
+        for state in (True, False):
+            try:
+                return PettingZooWrapper(make(**kwargs), group_map=MarlGroupMapType.ALL_IN_ONE_GROUP,
+                                         return_state=state, categorical_actions=True, use_mask=False)
+            except NotImplementedError:  # PettingZoo's default state(): the env has no global state
+                if not state:
+                    raise
+    raise AssertionError("unreachable")
+
+
+def groups_of(env: EnvBase) -> list[str]:
+    """The agent groups of ``env``: the top-level observation entries, one agent dimension past the env's batch,
+    that hold an ``"observation"`` of their own (TorchRL's multi-agent layout; empty for a one-agent env)."""
+    spec, dims = env.observation_spec, len(env.batch_size)
+    return [k for k in spec.keys() if isinstance(k, str) and k != keys.OBSERVATION
+            and isinstance(spec[k], Composite) and len(spec[k].shape) == dims + 1
+            and keys.OBSERVATION in spec[k].keys()]
+
+
+def _single_group(env: EnvBase, config: EnvConfig) -> str:
+    groups = groups_of(env)
+    if len(groups) != 1:
+        env.close()
+        raise ValueError(f"env {config.env_id!r} has the agent groups {groups}; ppo_td trains one group, whose "
+                         "agents share their observation and action spaces")
+    return groups[0]
+
+
+def describe_agents(env: EnvBase) -> EnvDescription:
+    """An :class:`~ppo_td.envs.EnvDescription` of one agent of ``env``'s group (its observation and action), with
+    the group's name and size, and the global state's shape when the env has one."""
+    group = groups_of(env)
+    if len(group) != 1:
+        raise ValueError(f"the env has the agent groups {group}; ppo_td trains exactly one")
+    name = group[0]
+    batch_dims = len(env.batch_size)
+    obs = env.observation_spec[name, keys.OBSERVATION]
+    n_agents = int(obs.shape[batch_dims])
+    action = env.full_action_spec_unbatched[name, keys.ACTION]
+    state = env.observation_spec.get("state", None)
+    desc = describe_spec(observation=obs, action=action, batch_dims=batch_dims + 1, agent_dims=1,
+                         num_envs=int(env.batch_size.numel()) if batch_dims else 1,
+                         action_mask=MASK_KEY in env.observation_spec[name].keys()
+                         and env.observation_spec[name, MASK_KEY].dtype == torch.bool)
+    desc = desc.with_agents(name, n_agents, None if state is None else tuple(state.shape[batch_dims:]))
+    if desc.observation is not None:
+        raise ValueError(f"the agents of group {name!r} observe {desc.observation}; ppo_td's multi-agent networks "
+                         "read float vectors")
+    return desc

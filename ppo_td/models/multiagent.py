@@ -1,0 +1,145 @@
+"""Actor and critic for an agent group: TorchRL's ``MultiAgentMLP`` under ``ProbabilisticActor`` and
+``ValueOperator``, reading and writing the group's entries (``("agents", "observation")`` ->
+``("agents", "action")``, ``("agents", "state_value")``).
+
+IPPO and MAPPO are one setting apart (``ModelConfig.critic_scope``): each agent's value from its own observation
+(IPPO, de Witt et al. 2020, "Is Independent Learning All You Need in the StarCraft Multi-Agent Challenge?"), from
+all agents' observations (MAPPO's centralised critic, Yu et al. 2022, "The Surprising Effectiveness of PPO in
+Cooperative Multi-Agent Games", sec. 3), or from the env's global state beside the agent's own observation (the
+paper's agent-specific global state, its sec. 4.2). ``share_params`` gives the agents one network (each acting on
+its own observation; the paper shares parameters among homogeneous agents) or one each.
+
+The networks follow the one-agent defaults: orthogonal initialization (gain sqrt(2) hidden, 0.01 policy head, 1
+value head: the MAPPO paper's too), tanh MLPs. For Box actions each agent's network outputs its mean and its
+standard deviation (TorchRL's ``NormalParamExtractor``, as TorchRL's MAPPO tutorial and BenchMARL do), not the
+one-agent state-independent log-std: at the multi-agent learning rates (BenchMARL's 5e-5) a free log-std parameter
+barely moves, and the policy stays as noisy as it started (measured: a per-agent reward of 0.51 after 600k frames
+of VMAS navigation). The policy reads only its agent's observation (decentralised execution), whatever the critic
+reads.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from tensordict.nn import TensorDictModule
+from torch import nn
+from torchrl.modules import (
+    IndependentNormal,
+    MaskedCategorical,
+    MultiAgentMLP,
+    NormalParamExtractor,
+    ProbabilisticActor,
+    TanhNormal,
+    ValueOperator,
+)
+
+from ppo_td import keys
+from ppo_td.config import ModelConfig
+from ppo_td.envs import MASK_KEY, EnvDescription
+from ppo_td.models.networks import ACTIVATIONS
+
+
+def agent_mlp(n_inputs: int, n_outputs: int, desc: EnvDescription, config: ModelConfig, head_gain: float,
+              centralised: bool = False, device: torch.device | None = None) -> MultiAgentMLP:
+    """TorchRL's ``MultiAgentMLP`` over ``desc``'s agents with ``config``'s widths and activation, initialized
+    orthogonally (each agent's copy of a weight on its own when parameters are not shared)."""
+    if not config.hidden_sizes:
+        raise ValueError("model.hidden_sizes=() with a multi-agent env: the agents' networks need hidden layers")
+    if len(set(config.hidden_sizes)) != 1:
+        raise ValueError(f"model.hidden_sizes={config.hidden_sizes} with a multi-agent env: TorchRL's MultiAgentMLP "
+                         "takes one width for all its layers (e.g. (256, 256))")
+    net = MultiAgentMLP(n_agent_inputs=n_inputs, n_agent_outputs=n_outputs, n_agents=desc.num_agents,
+                        centralized=centralised, share_params=config.share_params, device=device,
+                        depth=len(config.hidden_sizes), num_cells=config.hidden_sizes[0],
+                        activation_class=ACTIVATIONS[config.activation])
+    weights = [q for name, q in net.named_parameters() if name.endswith("weight")]
+    with torch.no_grad():
+        for name, q in net.named_parameters():
+            if name.endswith("bias"):
+                q.zero_()
+                continue
+            gain = head_gain if q is weights[-1] else config.hidden_gain
+            for matrix in (q if q.dim() == 3 else [q]):  # per-agent weights: [agents, out, in]
+                nn.init.orthogonal_(matrix, gain=gain)
+    return net
+
+
+class StateAndObservation(nn.Module):
+    """Each agent's input for a critic of the global state: the state (``[..., state]``, one per env copy) beside
+    the agent's own observation (``[..., agents, obs]``)."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, state: torch.Tensor, observation: torch.Tensor) -> torch.Tensor:
+        shared = state.unsqueeze(-2).expand(*observation.shape[:-1], state.shape[-1])
+        return self.net(torch.cat([shared, observation], dim=-1))
+
+
+def make_agent_actor(desc: EnvDescription, config: ModelConfig,
+                     device: torch.device | None = None) -> ProbabilisticActor:
+    """The group's policy: a ``ProbabilisticActor`` reading each agent's observation (and mask) and writing its
+    ``("agents", "action")`` and log-prob (``("agents", "action_log_prob")``)."""
+    group, obs = desc.group, desc.observation_size
+    if desc.action_kind == "multi_discrete":
+        raise ValueError("a multi-agent env with MultiDiscrete actions: ppo_td's multi-agent policies take Discrete "
+                         "or Box actions")
+    if desc.action_kind == "discrete":
+        net = agent_mlp(obs, desc.action_size, desc, config, config.policy_head_gain, device=device)
+        module = TensorDictModule(net, in_keys=[(group, keys.OBSERVATION)], out_keys=[(group, keys.LOGITS)])
+        dist_keys = {"logits": (group, keys.LOGITS)}
+        dist, kwargs = (MaskedCategorical if desc.action_mask else torch.distributions.Categorical), {}
+        if desc.action_mask:
+            dist_keys["mask"] = (group, MASK_KEY)
+    else:
+        # each agent's mean and standard deviation from its network (TorchRL's MAPPO tutorial and BenchMARL): the
+        # scale output is mapped by a softplus biased so that it starts at exp(model.log_std_init)
+        net = agent_mlp(obs, 2 * desc.action_size, desc, config, config.policy_head_gain, device=device)
+        scale = math.exp(config.log_std_init)
+        head = nn.Sequential(net, NormalParamExtractor(scale_mapping=f"biased_softplus_{scale}"))
+        module = TensorDictModule(head, in_keys=[(group, keys.OBSERVATION)],
+                                  out_keys=[(group, keys.LOC), (group, keys.SCALE)])
+        dist_keys = {"loc": (group, keys.LOC), "scale": (group, keys.SCALE)}
+        if config.squash_actions:
+            dist, kwargs = TanhNormal, {"low": torch.tensor(desc.action_low, device=device),
+                                        "high": torch.tensor(desc.action_high, device=device)}
+        else:  # stored unclipped; the env clips it (VMAS's clamp_actions, set from env.clip_actions)
+            dist, kwargs = IndependentNormal, {}
+    return ProbabilisticActor(module, in_keys=dist_keys, out_keys=[(group, keys.ACTION)], distribution_class=dist,
+                              distribution_kwargs=kwargs, return_log_prob=True,
+                              log_prob_key=(group, "action_log_prob"))
+
+
+def make_agent_critic(desc: EnvDescription, config: ModelConfig, device: torch.device | None = None) -> ValueOperator:
+    """The group's critic, writing each agent's ``("agents", "state_value")`` from what ``config.critic_scope``
+    says it sees."""
+    group, obs = desc.group, desc.observation_size
+    value_key = (group, keys.STATE_VALUE)
+    if config.critic_scope == "state":
+        if desc.state_shape is None:
+            raise ValueError("model.critic_scope='state' needs an env with a global state (a PettingZoo env with "
+                             "state()); this one has none: use 'team' (all agents' observations) or 'agent'")
+        if len(desc.state_shape) != 1:
+            raise ValueError(f"model.critic_scope='state' reads a flat state vector; this env's state has shape "
+                             f"{desc.state_shape}: use 'team' or 'agent'")
+        size = desc.state_shape[0]
+        net = StateAndObservation(agent_mlp(size + obs, 1, desc, config, config.value_head_gain, device=device))
+        return ValueOperator(net, in_keys=["state", (group, keys.OBSERVATION)], out_keys=[value_key])
+    net = agent_mlp(obs, 1, desc, config, config.value_head_gain, centralised=config.critic_scope == "team",
+                    device=device)
+    return ValueOperator(net, in_keys=[(group, keys.OBSERVATION)], out_keys=[value_key])
+
+
+def make_agent_actor_critic(desc: EnvDescription, config: ModelConfig,
+                            device: torch.device | None = None) -> tuple[ProbabilisticActor, ValueOperator]:
+    """Actor and critic of ``desc``'s agent group (separate networks: the critic may see more than the policy)."""
+    if desc.group is None:
+        raise ValueError("make_agent_actor_critic builds networks for an agent group; this env has one agent: use "
+                         "ppo_td.models.make_actor_critic")
+    if config.recurrent != "none" or config.shared_trunk:
+        raise ValueError("a multi-agent env takes separate feed-forward actor and critic networks: set "
+                         "model.recurrent='none' and model.shared_trunk=False")
+    return make_agent_actor(desc, config, device), make_agent_critic(desc, config, device)
