@@ -177,6 +177,8 @@ def test_refusals_name_the_problem():
         build_env(EnvConfig("navigation", suite="vmas", num_envs=2, max_episode_steps=10, kwargs=("max_steps=5",)))
     with pytest.raises(ValueError, match="no parallel_env"):
         build_env(EnvConfig("mpe2", suite="pettingzoo", num_envs=2))
+    with pytest.raises(ValueError, match="have different spaces"):  # MPE's adversary observes less than the agents
+        build_env(EnvConfig("mpe2.simple_adversary_v3", suite="pettingzoo", num_envs=2))
     with pytest.raises(ValueError, match="global state"):
         build_pipeline(tiny_agents("state"))  # VMAS has none
     with pytest.raises(ValueError, match="env.normalize_observations"):

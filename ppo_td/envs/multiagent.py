@@ -112,6 +112,14 @@ def _pettingzoo_copy(module: str, kwargs: dict[str, Any]) -> EnvBase:
     from torchrl.envs.utils import MarlGroupMapType
 
     make = importlib.import_module(module).parallel_env
+    probe = make(**kwargs)
+    spaces = {a: (probe.observation_space(a), probe.action_space(a)) for a in probe.possible_agents}
+    probe.close()
+    if len({repr(v) for v in spaces.values()}) > 1:
+        listed = "; ".join(f"{a}: observation {o}, action {act}" for a, (o, act) in spaces.items())
+        raise ValueError(f"the agents of {module} have different spaces ({listed}); ppo_td trains one group whose "
+                         "agents share their spaces (one network for all, or one each of the same shape): pick an "
+                         "env whose agents are alike, or wrap it so they are (e.g. pad the observations)")
     with warnings.catch_warnings():  # TorchRL names the PettingZoo version it was tested with
         warnings.filterwarnings("ignore", message="PettingZoo in TorchRL is tested")
         for state in (True, False):
@@ -154,6 +162,11 @@ def describe_agents(env: EnvBase) -> EnvDescription:
     n_agents = int(obs.shape[batch_dims])
     action = env.full_action_spec_unbatched[name, keys.ACTION]
     state = env.observation_spec.get("state", None)
+    if any(d < 0 for d in obs.shape) or any(d < 0 for d in action.shape):
+        raise ValueError(f"the agents of group {name!r} have different observation or action spaces (observation "
+                         f"{tuple(obs.shape)}, action {tuple(action.shape)}, -1 where they differ); ppo_td trains one "
+                         "group whose agents share their spaces, as shared parameters need: pick an env whose agents "
+                         "are alike, or wrap it so they are (e.g. pad the observations)")
     desc = describe_spec(observation=obs, action=action, batch_dims=batch_dims + 1, agent_dims=1,
                          num_envs=int(env.batch_size.numel()) if batch_dims else 1,
                          action_mask=MASK_KEY in env.observation_spec[name].keys()
