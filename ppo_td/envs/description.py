@@ -145,10 +145,6 @@ class EnvDescription:
         """This description as one agent's of ``group`` (``num_agents`` of them)."""
         return dataclasses.replace(self, group=group, num_agents=num_agents, state_shape=state_shape)
 
-    def key(self, key: str) -> str | tuple[str, str]:
-        """Where ``key`` (an agent's entry, e.g. ``"observation"``) lives: under the group in a multi-agent env."""
-        return key if self.group is None else (self.group, key)
-
     @property
     def observation_space(self) -> ObservationSpace:
         """:attr:`observation`, or the float vector of ``observation_shape`` when not given."""

@@ -25,11 +25,8 @@ from torchrl.envs import Compose, EnvBase, RewardSum, SerialEnv, StepCounter, Tr
 
 from ppo_td import keys
 from ppo_td.config import EnvConfig
-from ppo_td.envs.description import BuiltEnv, EnvDescription, describe_spec
+from ppo_td.envs.description import BuiltEnv, EnvDescription, describe, describe_spec
 from ppo_td.envs.masking import MASK_KEY
-
-GROUP = "agents"
-"""The group name ppo_td's presets use (VMAS's, and PettingZoo's with all agents in one group)."""
 
 _INSTALL = {"vmas": "pip install vmas", "pettingzoo": "pip install pettingzoo mpe2"}
 
@@ -176,3 +173,9 @@ def describe_agents(env: EnvBase) -> EnvDescription:
         raise ValueError(f"the agents of group {name!r} observe {desc.observation}; ppo_td's multi-agent networks "
                          "read float vectors")
     return desc
+
+
+def describe_any(env: EnvBase) -> EnvDescription:
+    """The description of a one-agent env (:func:`~ppo_td.envs.describe`), or of one agent of a multi-agent env's
+    group (:func:`describe_agents`)."""
+    return describe_agents(env) if groups_of(env) else describe(env)

@@ -10,8 +10,8 @@ from torchrl.modules import IndependentNormal, MaskedCategorical, ProbabilisticA
 
 from ppo_td import keys
 from ppo_td.config import ModelConfig
-from ppo_td.envs import MASK_KEY, EnvDescription, describe, import_attr
-from ppo_td.envs.multiagent import describe_agents, groups_of
+from ppo_td.envs import MASK_KEY, EnvDescription, import_attr
+from ppo_td.envs.multiagent import describe_any
 from ppo_td.models.distributions import MaskedMultiCategorical
 from ppo_td.models.encoders import EncoderFactory, check_encoder, features, make_encoder
 from ppo_td.models.multiagent import make_agent_actor_critic
@@ -20,9 +20,7 @@ from ppo_td.models.recurrent import make_core, recurrent_actor, recurrent_critic
 
 
 def _description(env: EnvDescription | EnvBase) -> EnvDescription:
-    if isinstance(env, EnvDescription):
-        return env
-    return describe_agents(env) if groups_of(env) else describe(env)
+    return env if isinstance(env, EnvDescription) else describe_any(env)
 
 
 def _encoder(desc: EnvDescription, config: ModelConfig, encoder: EncoderFactory | None) -> tuple[nn.Module | None,

@@ -23,8 +23,8 @@ from torchrl.objectives.value import ValueEstimatorBase
 from ppo_td import keys
 from ppo_td.collect import adopt_collector, make_collector, torchrl_env
 from ppo_td.config import OptimConfig, TrainConfig
-from ppo_td.envs import BuiltEnv, EnvDescription, build_env, describe, observation_stats
-from ppo_td.envs.multiagent import describe_agents, groups_of
+from ppo_td.envs import BuiltEnv, EnvDescription, build_env, observation_stats
+from ppo_td.envs.multiagent import describe_any
 from ppo_td.envs.source import env_config_for
 from ppo_td.models import make_actor_critic, resolve_device, same_device
 from ppo_td.models.recurrent import IS_INIT, add_memory, is_recurrent, memory_spec
@@ -248,11 +248,6 @@ def build_pipeline(
         device=device,
         sequence_length=config.sequence_length if recurrent else None,
     )
-
-
-def describe_any(env: EnvBase) -> EnvDescription:
-    """The description of a one-agent env, or of one agent of a multi-agent env's group."""
-    return describe_agents(env) if groups_of(env) else describe(env)
 
 
 def _check_agents(config: TrainConfig, description: EnvDescription) -> None:
