@@ -154,6 +154,23 @@ def run_benchmarl(python: str, spec: dict[str, Any]) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def check_same_settings(theirs: dict[str, Any], config: Any) -> None:
+    """Refuse to compare unless ppo_td's preset trains with BenchMARL's settings (``theirs``, as
+    ``benchmarks/benchmarl_run.py`` reports them): batch, envs, minibatch size, gradient steps per batch,
+    optimizer, discounting, clipping, coefficients and widths."""
+    optim, loss = config.optim, config.loss
+    ours = {"frames_per_batch": config.frames_per_batch, "num_envs": config.env.num_envs,
+            "minibatch_size": config.frames_per_batch // optim.num_minibatches,
+            "gradient_steps_per_batch": optim.update_epochs * optim.num_minibatches, "lr": optim.lr,
+            "adam_eps": optim.adam_eps, "max_grad_norm": optim.max_grad_norm, "gamma": loss.gamma,
+            "gae_lambda": loss.gae_lambda, "clip_epsilon": loss.clip_epsilon, "entropy_coeff": loss.entropy_coeff,
+            "critic_coeff": loss.critic_coeff, "hidden_sizes": list(config.model.hidden_sizes)}
+    differ = {k: (ours.get(k), v) for k, v in theirs.items() if ours.get(k) != v}
+    if differ:
+        raise SystemExit("ppo_td's vmas-navigation preset and BenchMARL's defaults differ (ppo_td, BenchMARL): "
+                         f"{differ}; make them the same before comparing")
+
+
 def multiagent(seeds: list[int], out: Path, python: str, algorithms: list[str]) -> list[str]:
     """ppo_td's ``vmas-navigation`` preset (BenchMARL's defaults) and BenchMARL itself, MAPPO and/or IPPO, seed by
     seed: frames/s (collection plus update, evaluation excluded on both sides), and the per-agent evaluation
@@ -163,9 +180,15 @@ def multiagent(seeds: list[int], out: Path, python: str, algorithms: list[str]) 
         raise SystemExit(f"BenchMARL's Python {python} does not exist: create its virtualenv with\n  {BENCHMARL_VENV}\n"
                          "(BenchMARL 1.5.2 needs torchrl < 0.12, so it cannot share ppo_td's), or pass "
                          "--benchmarl-python")
+    from ppo_td.presets import get_preset
+
+    out.mkdir(parents=True, exist_ok=True)
+    for algorithm in algorithms:  # before either library trains: the same settings, or no comparison
+        check_same_settings(run_benchmarl(python, dict(algorithm=algorithm, seed=0, max_n_frames=0, folder=str(out),
+                                                       settings_only=True)), get_preset("vmas-navigation"))
     lines = ["VMAS navigation (3 agents, 100 steps), BenchMARL 1.5.2's defaults on both sides (10 envs x 600 steps, "
-             "45 minibatches of 400, lr 5e-5, [256, 256] tanh MLPs, shared parameters), 600,000 frames, one torch "
-             "thread, runs one at a time.", "",
+             "45 epochs of 15 minibatches of 400, lr 5e-5, [256, 256] tanh MLPs, shared parameters), 600,000 "
+             "frames, one torch thread, runs one at a time.", "",
              "| algorithm | library | total frames/s | collection frames/s | update s per 1k frames | "
              "eval reward per agent (final) | mean of last 5 evaluations |", "|---|---|---|---|---|---|---|"]
     ratios = []

@@ -4,7 +4,8 @@ so it cannot share ppo_td's environment). ``python -m benchmarks multiagent`` st
 
 Spec keys: ``algorithm`` ("mappo" | "ippo"), ``seed``, ``max_n_frames``, ``folder`` (where BenchMARL's CSV logger
 writes). Everything else is BenchMARL's defaults for VMAS navigation (its YAML files), with one torch thread and
-no rendering. It imports nothing of ppo_td.
+no rendering. With ``"settings_only": true`` it prints the settings it would train with (:func:`settings`) and
+stops: the harness compares them with ppo_td's preset before either library trains. It imports nothing of ppo_td.
 """
 
 from __future__ import annotations
@@ -27,6 +28,19 @@ def _scalars(folder: Path, tag: str) -> list[tuple[int, float]]:
     return sorted(rows)
 
 
+def settings(config, algorithm, model) -> dict:
+    """The training settings BenchMARL's defaults amount to, in ppo_td's terms. Its training loop takes
+    ``on_policy_n_minibatch_iters`` passes over the batch, each of ceil(batch / minibatch size) minibatches
+    (experiment.py), so the gradient steps per batch are their product."""
+    batch, minibatch = config.on_policy_collected_frames_per_batch, config.on_policy_minibatch_size
+    return {"frames_per_batch": batch, "num_envs": config.on_policy_n_envs_per_worker, "minibatch_size": minibatch,
+            "gradient_steps_per_batch": config.on_policy_n_minibatch_iters * -(-batch // minibatch),
+            "lr": config.lr, "adam_eps": config.adam_eps, "max_grad_norm": config.clip_grad_val,
+            "gamma": config.gamma, "gae_lambda": algorithm.lmbda, "clip_epsilon": algorithm.clip_epsilon,
+            "entropy_coeff": algorithm.entropy_coef, "critic_coeff": algorithm.critic_coef,
+            "hidden_sizes": list(model.num_cells)}
+
+
 def main() -> None:
     spec = json.loads(sys.argv[1])
     import torch
@@ -45,6 +59,9 @@ def main() -> None:
     config.save_folder = spec["folder"]
     config.sampling_device = config.train_device = config.buffer_device = "cpu"
     algorithm = (MappoConfig if spec["algorithm"] == "mappo" else IppoConfig).get_from_yaml()
+    if spec.get("settings_only"):
+        print(json.dumps(settings(config, algorithm, MlpConfig.get_from_yaml())))
+        return
     experiment = Experiment(task=VmasTask.NAVIGATION.get_from_yaml(), algorithm_config=algorithm,
                             model_config=MlpConfig.get_from_yaml(), critic_model_config=MlpConfig.get_from_yaml(),
                             seed=spec["seed"], config=config)

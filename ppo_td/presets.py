@@ -163,15 +163,16 @@ PENDULUM_NOVEL = TrainConfig(
 
 # Multi-agent (ppo_td.envs.multiagent). VMAS navigation at BenchMARL 1.5.2's MAPPO defaults (its
 # experiment/base_experiment.yaml, algorithm/mappo.yaml, task/vmas/navigation.yaml): 3 agents, 100 steps,
-# 10 envs x 600 steps, 45 minibatches of 400 per batch (3 epochs x 15), lr 5e-5, Adam eps 1e-6, gradients
-# clipped at 5, clip 0.2, gamma 0.99, lambda 0.9, no entropy bonus, critic coefficient 1 (TorchRL's l2, as
-# BenchMARL), no value clipping, [256, 256] tanh MLPs, parameters shared among agents, tanh-normal actions,
-# MAPPO's centralised critic (Yu et al. 2022). Not BenchMARL's: advantages normalized per minibatch (the MAPPO
-# paper's and the published PPO detail), orthogonal init, and the 100-step limit as a truncation that bootstraps
-# (BenchMARL marks it as a termination). The policy head's init gain is 1, not the one-agent 0.01: at lr 5e-5 a
-# 0.01 head keeps each update's KL near 1e-4 and learning slow (measured, seed 1: deterministic evaluation 0.51
-# per agent after 600k frames with a state-independent log-std, -0.11 after 180k with the state-dependent scale;
-# 0.53 after 180k with gain 1, KL 1e-3 to 4e-3 per update). IPPO: --model.critic-scope agent.
+# 10 envs x 600 steps, 45 epochs of 15 minibatches of 400 per batch (on_policy_n_minibatch_iters=45 passes, each
+# over ceil(6000 / 400) minibatches: experiment.py's training loop), lr 5e-5, Adam eps 1e-6, gradients clipped at
+# 5, clip 0.2, gamma 0.99, lambda 0.9, no entropy bonus, critic coefficient 1 (TorchRL's l2, as BenchMARL), no
+# value clipping, [256, 256] tanh MLPs, parameters shared among agents, tanh-normal actions with a state-dependent
+# scale (biased softplus, starting at 1), MAPPO's centralised critic (Yu et al. 2022). Not BenchMARL's: advantages
+# normalized per minibatch (the MAPPO paper's and the published PPO detail), orthogonal init (policy head gain 1:
+# the one-agent 0.01 starts slower at lr 5e-5), and the 100-step limit as a truncation that bootstraps (BenchMARL
+# marks it as a termination). The epochs are what makes it learn: with 3 epochs (45 minibatches in all) the
+# training reward per agent was still below 0 after 72k frames, with 45 it was 0.60 after 36k (seed 1; BenchMARL
+# 0.63 after 36k). IPPO: --model.critic-scope agent.
 VMAS_NAVIGATION = TrainConfig(
     env=EnvConfig(env_id="navigation", suite="vmas", num_envs=10, max_episode_steps=100,
                   kwargs=("n_agents=3", "collisions=True", "agents_with_same_goal=1", "split_goals=False",
@@ -180,7 +181,7 @@ VMAS_NAVIGATION = TrainConfig(
                       critic_scope="team", policy_head_gain=1.0),
     loss=LossConfig(gamma=0.99, gae_lambda=0.9, clip_epsilon=0.2, clip_value=None, entropy_coeff=0.0,
                     critic_coeff=1.0, loss_critic_type="l2", normalize_advantage=True),
-    optim=OptimConfig(lr=5e-5, adam_eps=1e-6, anneal_lr=False, update_epochs=3, num_minibatches=15,
+    optim=OptimConfig(lr=5e-5, adam_eps=1e-6, anneal_lr=False, update_epochs=45, num_minibatches=15,
                       max_grad_norm=5.0),
     total_frames=600_000,
     frames_per_batch=6_000,

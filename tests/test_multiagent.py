@@ -134,6 +134,41 @@ def test_the_critic_never_reaches_the_policy_and_the_policy_acts_on_its_own_obse
     p.collector.shutdown()
 
 
+def test_shared_networks_compute_what_torchrls_multiagent_mlp_computes():
+    """With shared parameters ppo_td runs one plain MLP per agent row (SharedMLP) and a centralised one once per env
+    step (TeamMLP); given the same weights, TorchRL's MultiAgentMLP gives the same outputs and gradients."""
+    from torchrl.modules import MultiAgentMLP
+
+    from ppo_td.models.multiagent import SharedMLP, TeamMLP, agent_mlp
+
+    torch.manual_seed(0)
+    config = tiny_agents().model
+    built = build_env(tiny_agents().env)
+    desc = built.description
+    built.env.close()
+    x = torch.randn(5, desc.num_agents, desc.observation_size)
+    for centralised, cls in ((False, SharedMLP), (True, TeamMLP)):
+        ours = agent_mlp(desc.observation_size, 2, desc, config, 1.0, centralised=centralised)
+        assert isinstance(ours, cls)
+        theirs = MultiAgentMLP(desc.observation_size, 2, n_agents=desc.num_agents, centralized=centralised,
+                               share_params=True, depth=2, num_cells=16, activation_class=torch.nn.Tanh)
+        by_name = dict(theirs.named_parameters())  # "params.<layer>.weight", layers 0, 2, 4
+        assert len(by_name) == len(list(ours.parameters()))
+        with torch.no_grad():
+            for name, q in ours.named_parameters():
+                layer, kind = name.split(".")[-2:]
+                by_name[f"params.{layer}.{kind}"].copy_(q)
+        out, ref = ours(x), theirs(x)
+        torch.testing.assert_close(out, ref)
+        out.square().sum().backward()
+        ref.square().sum().backward()
+        for name, q in ours.named_parameters():
+            layer, kind = name.split(".")[-2:]
+            torch.testing.assert_close(q.grad, by_name[f"params.{layer}.{kind}"].grad)
+        if centralised:  # every agent reads the one team value
+            assert torch.equal(out[:, 0], out[:, 1])
+
+
 def test_shared_and_per_agent_parameters():
     shared = build_pipeline(tiny_agents(share_params=True))
     own = build_pipeline(tiny_agents(share_params=False))
@@ -190,7 +225,8 @@ def test_refusals_name_the_problem():
         dataclasses.replace(tiny_agents(), model=ModelConfig(recurrent="lstm"),
                             optim=OptimConfig(num_minibatches=2))
     with pytest.raises(ValueError, match="one width"):
-        build_pipeline(dataclasses.replace(tiny_agents(), model=ModelConfig(hidden_sizes=(32, 16))))
+        build_pipeline(dataclasses.replace(tiny_agents(), model=ModelConfig(hidden_sizes=(32, 16),
+                                                                            share_params=False)))
 
 
 def masked_pick(**overrides) -> TrainConfig:

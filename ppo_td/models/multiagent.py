@@ -1,5 +1,6 @@
-"""Actor and critic for an agent group: TorchRL's ``MultiAgentMLP`` under ``ProbabilisticActor`` and
-``ValueOperator``, reading and writing the group's entries (``("agents", "observation")`` ->
+"""Actor and critic for an agent group: per-agent networks (:func:`agent_mlp`: one MLP shared by the agents, or
+TorchRL's ``MultiAgentMLP`` with a copy per agent) under ``ProbabilisticActor`` and ``ValueOperator``, reading and
+writing the group's entries (``("agents", "observation")`` ->
 ``("agents", "action")``, ``("agents", "state_value")``).
 
 IPPO and MAPPO are one setting apart (``ModelConfig.critic_scope``): each agent's value from its own observation
@@ -38,20 +39,30 @@ from torchrl.modules import (
 from ppo_td import keys
 from ppo_td.config import ModelConfig
 from ppo_td.envs import MASK_KEY, EnvDescription
-from ppo_td.models.networks import ACTIVATIONS
+from ppo_td.models.networks import ACTIVATIONS, mlp
 
 
 def agent_mlp(n_inputs: int, n_outputs: int, desc: EnvDescription, config: ModelConfig, head_gain: float,
-              centralised: bool = False, device: torch.device | None = None) -> MultiAgentMLP:
-    """TorchRL's ``MultiAgentMLP`` over ``desc``'s agents with ``config``'s widths and activation, initialized
-    orthogonally (each agent's copy of a weight on its own when parameters are not shared)."""
+              centralised: bool = False, device: torch.device | None = None) -> nn.Module:
+    """Each agent's network over ``desc``'s agents (``[..., agents, n_inputs]`` -> ``[..., agents, n_outputs]``),
+    with ``config``'s widths and activation, initialized orthogonally.
+
+    Shared parameters: one plain MLP applied to every agent's row (:class:`SharedMLP`; the same function as
+    TorchRL's ``MultiAgentMLP(share_params=True)``, without its per-call parameter swap), and for a centralised
+    network one pass per env step whose output every agent reads (:class:`TeamMLP`: the agents' inputs are the same
+    concatenation, so ``MultiAgentMLP`` computes the same value once per agent). Per-agent parameters: TorchRL's
+    ``MultiAgentMLP``, each agent's copy of a weight initialized on its own."""
     if not config.hidden_sizes:
         raise ValueError("model.hidden_sizes=() with a multi-agent env: the agents' networks need hidden layers")
+    if config.share_params:
+        if centralised:
+            return TeamMLP(mlp(desc.num_agents * n_inputs, n_outputs, config, head_gain).to(device), desc.num_agents)
+        return SharedMLP(mlp(n_inputs, n_outputs, config, head_gain).to(device))
     if len(set(config.hidden_sizes)) != 1:
-        raise ValueError(f"model.hidden_sizes={config.hidden_sizes} with a multi-agent env: TorchRL's MultiAgentMLP "
-                         "takes one width for all its layers (e.g. (256, 256))")
+        raise ValueError(f"model.hidden_sizes={config.hidden_sizes} with model.share_params=False: TorchRL's "
+                         "MultiAgentMLP takes one width for all its layers (e.g. (256, 256))")
     net = MultiAgentMLP(n_agent_inputs=n_inputs, n_agent_outputs=n_outputs, n_agents=desc.num_agents,
-                        centralized=centralised, share_params=config.share_params, device=device,
+                        centralized=centralised, share_params=False, device=device,
                         depth=len(config.hidden_sizes), num_cells=config.hidden_sizes[0],
                         activation_class=ACTIVATIONS[config.activation])
     weights = [q for name, q in net.named_parameters() if name.endswith("weight")]
@@ -61,9 +72,38 @@ def agent_mlp(n_inputs: int, n_outputs: int, desc: EnvDescription, config: Model
                 q.zero_()
                 continue
             gain = head_gain if q is weights[-1] else config.hidden_gain
-            for matrix in (q if q.dim() == 3 else [q]):  # per-agent weights: [agents, out, in]
+            for matrix in q:  # per-agent weights: [agents, out, in]
                 nn.init.orthogonal_(matrix, gain=gain)
     return net
+
+
+class SharedMLP(nn.Module):
+    """One network for all agents of a group: ``net`` applied to each agent's row of ``[..., agents, features]``."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return self.net(inputs)
+
+
+class TeamMLP(nn.Module):
+    """A centralised network with parameters shared among the agents: ``net`` reads all agents' inputs
+    (``[..., agents, features]``, concatenated) once per env step, and every agent gets its output
+    (``[..., agents, outputs]``, a broadcast view: the gradient sums over the agents)."""
+
+    def __init__(self, net: nn.Module, num_agents: int) -> None:
+        super().__init__()
+        self.net = net
+        self.num_agents = num_agents
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        if inputs.shape[-2] != self.num_agents:
+            raise ValueError(f"a team network over {self.num_agents} agents got inputs of shape {tuple(inputs.shape)} "
+                             "([..., agents, features] expected)")
+        out = self.net(inputs.flatten(-2))
+        return out.unsqueeze(-2).expand(*out.shape[:-1], self.num_agents, out.shape[-1])
 
 
 class StateAndObservation(nn.Module):
