@@ -212,6 +212,11 @@ class LossConfig:
     """Distance of the value loss; l2 is the published choice (TorchRL defaults to smooth_l1)."""
     normalize_advantage: bool = True
     """Standardize advantages per minibatch, CleanRL's formula: (A - mean) / (std + 1e-8)."""
+    normalize_values: bool = False
+    """MAPPO's value normalization (Yu et al. 2022, sec. 4.1 and appendix): the critic learns value targets
+    standardized by running statistics of all targets so far, and its outputs are mapped back before GAE
+    (ppo_td.training.objective.ValueNorm). The paper uses it in every environment; off for one agent (the published
+    single-agent PPO details have none)."""
     fast_forward: bool = True
     """Compute ClipPPOLoss's outputs on plain tensors when the actor and critic are ppo_td's own (identical
     results without TensorDict bookkeeping, see ppo_td.training.objective.FastLoss); False always runs

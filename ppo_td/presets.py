@@ -168,11 +168,11 @@ PENDULUM_NOVEL = TrainConfig(
 # 5, clip 0.2, gamma 0.99, lambda 0.9, no entropy bonus, critic coefficient 1 (TorchRL's l2, as BenchMARL), no
 # value clipping, [256, 256] tanh MLPs, parameters shared among agents, tanh-normal actions with a state-dependent
 # scale (biased softplus, starting at 1), MAPPO's centralised critic (Yu et al. 2022). Not BenchMARL's: advantages
-# normalized per minibatch (the MAPPO paper's and the published PPO detail), orthogonal init (policy head gain 1:
-# the one-agent 0.01 starts slower at lr 5e-5), and the 100-step limit as a truncation that bootstraps (BenchMARL
-# marks it as a termination). The epochs are what makes it learn: with 3 epochs (45 minibatches in all) the
-# training reward per agent was still below 0 after 72k frames, with 45 it was 0.60 after 36k (seed 1; BenchMARL
-# 0.63 after 36k). IPPO: --model.critic-scope agent.
+# normalized per minibatch (the MAPPO paper's and the published PPO detail), orthogonal init (policy head gain
+# 1: with 3 epochs per batch the one-agent 0.01 learned slower), and the 100-step limit as a truncation that
+# bootstraps (BenchMARL marks it as a termination). The epochs are what makes it learn: with 3 epochs (45
+# minibatches in all) the training reward per agent was still below 0 after 72k frames, with 45 it was 0.60 after
+# 36k (seed 1; BenchMARL 0.63 after 36k). IPPO: --model.critic-scope agent.
 VMAS_NAVIGATION = TrainConfig(
     env=EnvConfig(env_id="navigation", suite="vmas", num_envs=10, max_episode_steps=100,
                   kwargs=("n_agents=3", "collisions=True", "agents_with_same_goal=1", "split_goals=False",
@@ -191,13 +191,14 @@ VMAS_NAVIGATION = TrainConfig(
 # MPE simple spread (PettingZoo's mpe2 1.1, 3 agents, 25 steps, discrete actions) with the MAPPO paper's MPE
 # settings where ppo_td has them (Yu et al. 2022, appendix, tables of MPE hyperparameters): lr 7e-4, 10 epochs of
 # one minibatch, clip 0.2, entropy 0.01, gamma 0.99, lambda 0.95, 64-unit layers, shared parameters, a
-# centralised critic. Not the paper's: no recurrent layer, no value normalization, 8 envs x 100 steps.
+# centralised critic, value normalization (the paper's sec. 4.1). Not the paper's: no recurrent layer, 8 envs x 100
+# steps.
 MPE_SPREAD = TrainConfig(
     env=EnvConfig(env_id="mpe2.simple_spread_v3", suite="pettingzoo", num_envs=8,
                   kwargs=("N=3", "max_cycles=25")),
     model=ModelConfig(hidden_sizes=(64, 64), activation="tanh", share_params=True, critic_scope="team"),
     loss=LossConfig(gamma=0.99, gae_lambda=0.95, clip_epsilon=0.2, clip_value=0.2, entropy_coeff=0.01,
-                    critic_coeff=0.5, loss_critic_type="l2", normalize_advantage=True),
+                    critic_coeff=0.5, loss_critic_type="l2", normalize_advantage=True, normalize_values=True),
     optim=OptimConfig(lr=7e-4, adam_eps=1e-5, anneal_lr=True, update_epochs=10, num_minibatches=1,
                       max_grad_norm=10.0),
     total_frames=400_000,

@@ -12,7 +12,7 @@ from torchrl.objectives.value import GAE
 
 from ppo_td.config import LossConfig
 from ppo_td.training import make_advantage
-from ppo_td.training.objective import OnePassGAE
+from ppo_td.training.objective import OnePassGAE, ValueNorm
 
 
 def reference_gae(value, next_value, reward, terminated, done, gamma, lam):
@@ -147,3 +147,90 @@ def test_degenerate_discounts_give_the_reference_advantages(gamma, lmbda):
     ours = OnePassGAE(critic, gamma=gamma, lmbda=lmbda)(batch.clone())
     reference = GAE(gamma=gamma, lmbda=lmbda, value_network=critic, vectorized=False)(batch.clone())
     torch.testing.assert_close(ours["advantage"], reference["advantage"], atol=1e-5, rtol=1e-5)
+
+
+def _batch_with_episode_ends(n_envs=3, T=17, obs_dim=5):
+    obs = torch.randn(n_envs, T, obs_dim)
+    terminated = torch.zeros(n_envs, T, 1, dtype=torch.bool)
+    truncated = torch.zeros(n_envs, T, 1, dtype=torch.bool)
+    terminated[0, 4] = terminated[1, 10] = True
+    truncated[0, 9] = truncated[2, 7] = True
+    done = terminated | truncated
+    next_obs = torch.cat([obs[:, 1:], torch.randn(n_envs, 1, obs_dim)], 1)
+    next_obs[done.squeeze(-1)] = torch.randn(int(done.sum()), obs_dim)
+    reward = 3 + 2 * torch.randn(n_envs, T, 1)  # values far from the critic's initial units
+    return TensorDict({"observation": obs, "next": {"observation": next_obs, "reward": reward,
+                                                   "terminated": terminated, "truncated": truncated, "done": done}},
+                      batch_size=[n_envs, T], names=[None, "time"])
+
+
+def test_value_norm_statistics_are_the_debiased_running_averages():
+    norm = ValueNorm(beta=0.9)
+    mean, std = norm.stats()
+    assert float(mean) == 0.0 and float(std) == pytest.approx(0.1)  # before any update: the variance floor
+    batches = [torch.tensor([1.0, 3.0]), torch.tensor([10.0, 14.0, 12.0]), torch.tensor([-2.0])]
+    mean_avg = square_avg = weight = 0.0
+    for x in batches:  # by hand, in float64
+        norm.update(x)
+        mean_avg = 0.9 * mean_avg + 0.1 * x.double().mean().item()
+        square_avg = 0.9 * square_avg + 0.1 * x.double().square().mean().item()
+        weight = 0.9 * weight + 0.1
+    mean, std = norm.stats()
+    expected_mean = mean_avg / weight
+    assert float(mean) == pytest.approx(expected_mean, rel=1e-6)
+    assert float(std) == pytest.approx((square_avg / weight - expected_mean**2) ** 0.5, rel=1e-6)
+    values = torch.randn(7)
+    torch.testing.assert_close(norm.denormalize(norm.normalize(values)), values)
+    with pytest.raises(ValueError, match="beta"):
+        ValueNorm(beta=1.0)
+
+
+def test_normalized_values_run_gae_in_value_units_and_give_the_loss_the_critics_units():
+    """With loss.normalize_values the critic outputs normalized values: GAE runs on their denormalized values
+    (the reference loop on mean + std * output), then the statistics take the batch's targets and the loss gets
+    the targets normalized by them, beside the critic's own outputs."""
+    torch.manual_seed(0)
+    gamma, lam = 0.97, 0.9
+    critic = ValueOperator(nn.Linear(5, 1), in_keys=["observation"])
+    gae = make_advantage(critic, LossConfig(gamma=gamma, gae_lambda=lam, normalize_values=True))
+    assert isinstance(gae.value_norm, ValueNorm)
+    gae.value_norm.update(torch.tensor([4.0, 9.0, -1.0]))  # statistics from an earlier batch
+    before = ValueNorm()
+    before.load_state_dict(gae.value_norm.state_dict())
+    batch = _batch_with_episode_ends()
+    with torch.no_grad():
+        gae(batch)
+        raw_targets = []
+        for e in range(batch.shape[0]):
+            out, next_out = critic.module(batch["observation"][e]), critic.module(batch["next", "observation"][e])
+            v, nv = before.denormalize(out).squeeze(-1), before.denormalize(next_out).squeeze(-1)
+            expected = reference_gae(v, nv, batch["next", "reward"][e, :, 0],
+                                     batch["next", "terminated"][e, :, 0].float(),
+                                     batch["next", "done"][e, :, 0].float(), gamma, lam)
+            torch.testing.assert_close(batch["advantage"][e, :, 0], expected, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(batch["state_value"][e], out)  # the critic's units, for value clipping
+            raw_targets.append(expected + v)
+        raw = torch.stack(raw_targets).unsqueeze(-1)
+        before.update(raw)  # the statistics after this batch
+        torch.testing.assert_close(gae.value_norm.stats(), before.stats())
+        torch.testing.assert_close(batch["value_target"], before.normalize(raw), atol=1e-5, rtol=1e-5)
+
+
+def test_value_statistics_are_checkpointed_and_an_estimator_without_them_is_refused(tmp_path):
+    from conftest import small_config
+    from ppo_td.persist import load_checkpoint
+    from ppo_td.persist.checkpoint import restore, save_checkpoint
+    from ppo_td.training import build_pipeline, run
+
+    base = small_config()
+    config = dataclasses.replace(base, loss=dataclasses.replace(base.loss, normalize_values=True))
+    p = build_pipeline(config)
+    run(p, evaluate_at_end=False)
+    stats = p.advantage.value_norm.stats()
+    assert float(p.advantage.value_norm.debias) > 0  # updated by the run
+    save_checkpoint(tmp_path / "c.pt", p, frames=config.total_frames, iteration=config.num_iterations)
+    fresh = build_pipeline(config)
+    restore(fresh, load_checkpoint(tmp_path / "c.pt"))
+    torch.testing.assert_close(fresh.advantage.value_norm.stats(), stats)
+    with pytest.raises(ValueError, match="normalize_values"):
+        build_pipeline(config, advantage=GAE(gamma=0.99, lmbda=0.95, value_network=p.critic))

@@ -54,6 +54,7 @@ def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int,
         "scheduler": pipeline.scheduler.state_dict(),
         "env_state": pipeline.env.state_dict(),
         "obs_stats": pipeline.observation_stats(),
+        "value_norm": _value_norm_state(pipeline),
         "frames": frames,
         "iteration": iteration,
         "elapsed": float(elapsed),  # training seconds so far: a resumed run's time goes on from here
@@ -72,6 +73,12 @@ def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int,
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _value_norm_state(pipeline: Pipeline) -> dict[str, torch.Tensor] | None:
+    """The value-normalization statistics (``loss.normalize_values``) the critic's units depend on, or None."""
+    value_norm = getattr(pipeline.advantage, "value_norm", None)
+    return None if value_norm is None else {k: v.cpu() for k, v in value_norm.state_dict().items()}
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
@@ -144,6 +151,9 @@ def restore(pipeline: Pipeline, state: dict[str, Any]) -> bool:
     pipeline.optimizer.load_state_dict(state["optimizer"])
     pipeline.scheduler.load_state_dict(state["scheduler"])
     pipeline.env.load_state_dict(state["env_state"])
+    value_norm = getattr(pipeline.advantage, "value_norm", None)
+    if value_norm is not None and state.get("value_norm") is not None:  # absent: a run without value normalization
+        value_norm.load_state_dict(state["value_norm"])
     exact = restore_snapshot(pipeline, state["snapshot"])
     push_to_workers(pipeline.collector, pipeline.env)  # worker collectors: the restored weights and statistics
     return exact

@@ -2,7 +2,15 @@
 
 from ppo_td.training.evaluation import evaluate, make_eval_env, run_episodes
 from ppo_td.training.loop import NonFiniteError, StopTraining, TrainResult, run, train, update
-from ppo_td.training.objective import FastLoss, PPOObjective, explained_variance, make_advantage, make_loss, total_loss
+from ppo_td.training.objective import (
+    FastLoss,
+    PPOObjective,
+    ValueNorm,
+    explained_variance,
+    make_advantage,
+    make_loss,
+    total_loss,
+)
 from ppo_td.training.pipeline import (
     Pipeline,
     build_pipeline,
@@ -21,6 +29,7 @@ __all__ = [
     "Pipeline",
     "StopTraining",
     "TrainResult",
+    "ValueNorm",
     "build_pipeline",
     "evaluate",
     "explained_variance",

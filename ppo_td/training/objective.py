@@ -7,6 +7,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule
+from torch import nn
 from torchrl.modules import IndependentNormal, MaskedCategorical
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.common import AUTO_LOSS_MASK_KEYS
@@ -32,10 +33,12 @@ def make_advantage(critic: TensorDictModule, config: LossConfig, group: str | No
     ``("next", "done")``, so a time-limit truncation bootstraps from V(final obs).
     Call it under ``torch.no_grad()`` on collector output before flattening.
     ``group`` (a multi-agent env's agent group): GAE per agent, on the group's entries (:class:`AgentGAE`).
+    ``config.normalize_values``: the critic works in the units of a :class:`ValueNorm` the estimator keeps.
     """
+    value_norm = ValueNorm() if config.normalize_values else None
     if group is not None:
-        return AgentGAE(critic, gamma=config.gamma, lmbda=config.gae_lambda, group=group)
-    return OnePassGAE(critic, gamma=config.gamma, lmbda=config.gae_lambda)
+        return AgentGAE(critic, gamma=config.gamma, lmbda=config.gae_lambda, group=group, value_norm=value_norm)
+    return OnePassGAE(critic, gamma=config.gamma, lmbda=config.gae_lambda, value_norm=value_norm)
 
 
 def group_keys(group: str) -> dict[str, tuple[str, str]]:
@@ -43,6 +46,64 @@ def group_keys(group: str) -> dict[str, tuple[str, str]]:
     names = {"value": keys.STATE_VALUE, "reward": "reward", "done": "done", "terminated": "terminated",
              "advantage": keys.ADVANTAGE, "value_target": keys.VALUE_TARGET}
     return {name: (group, key) for name, key in names.items()}
+
+
+class ValueNorm(nn.Module):
+    """Running statistics of the value targets: MAPPO's value normalization (Yu et al. 2022, "The Surprising
+    Effectiveness of PPO in Cooperative Multi-Agent Games", sec. 4.1 and appendix A).
+
+    The critic's outputs are values in these units: :class:`OnePassGAE` maps them back (:meth:`denormalize`)
+    before GAE, then updates the statistics with the batch's value targets (:meth:`update`) and hands the loss the
+    targets standardized by them (:meth:`normalize`), beside the critic's own outputs for value clipping. The mean
+    and mean square are exponential averages with weight ``beta`` per update, debiased as Adam's moments are; at
+    the paper's beta 0.99999 they are, within 1e-5 per update, the plain average of every update so far, so the
+    critic's units settle instead of following the latest batch. The variance is floored at ``min_var`` (the
+    paper's code: 1e-2); before the first update the mean is 0 and the scale 0.1.
+
+    One update per batch here (the paper's code updates once per minibatch, from the minibatch's targets).
+    Kept in checkpoints, so a resumed critic keeps its units.
+    """
+
+    def __init__(self, beta: float = 0.99999, min_var: float = 1e-2, eps: float = 1e-5) -> None:
+        super().__init__()
+        if not 0.0 < beta < 1.0:
+            raise ValueError(f"ValueNorm(beta={beta}): beta must be in (0, 1)")
+        self.beta, self.min_var, self.eps = beta, min_var, eps
+        self.register_buffer("mean_avg", torch.zeros(()))
+        self.register_buffer("square_avg", torch.zeros(()))
+        self.register_buffer("debias", torch.zeros(()))  # 1 - beta ** updates
+
+    def _follow(self, x: torch.Tensor) -> None:
+        if self.mean_avg.device != x.device:  # the statistics go where the values are computed
+            self.to(x.device)
+
+    @torch.no_grad()
+    def update(self, targets: torch.Tensor) -> None:
+        """Fold one batch of value targets (all entries) into the running statistics."""
+        self._follow(targets)
+        t = targets.detach().float()
+        self.mean_avg.mul_(self.beta).add_(t.mean(), alpha=1.0 - self.beta)
+        self.square_avg.mul_(self.beta).add_(t.square().mean(), alpha=1.0 - self.beta)
+        self.debias.mul_(self.beta).add_(1.0 - self.beta)
+
+    def stats(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The debiased mean and standard deviation."""
+        weight = self.debias.clamp(min=self.eps)
+        mean = self.mean_avg / weight
+        var = (self.square_avg / weight - mean.square()).clamp(min=self.min_var)
+        return mean, var.sqrt()
+
+    def normalize(self, values: torch.Tensor) -> torch.Tensor:
+        """Values in the critic's units: (values - mean) / std."""
+        self._follow(values)
+        mean, std = self.stats()
+        return ((values - mean) / std).to(values.dtype)
+
+    def denormalize(self, values: torch.Tensor) -> torch.Tensor:
+        """The critic's outputs as values: outputs * std + mean."""
+        self._follow(values)
+        mean, std = self.stats()
+        return (values * std + mean).to(values.dtype)
 
 
 class OnePassGAE(GAE):
@@ -59,7 +120,8 @@ class OnePassGAE(GAE):
     ``GAE(value_network=critic)``); the cost is in ``docs/fast-paths.md``.
     """
 
-    def __init__(self, critic: TensorDictModule, gamma: float, lmbda: float) -> None:
+    def __init__(self, critic: TensorDictModule, gamma: float, lmbda: float,
+                 value_norm: ValueNorm | None = None) -> None:
         # vectorized: TorchRL's closed-form recursion (vec_generalized_advantage_estimate), 6-30x faster than its
         # step-by-step loop, the default (16 ms vs 0.5 ms on a 2,048-step HalfCheetah batch); equal to the loop
         # within float32 rounding (tests/test_gae.py). It fails for gamma * lambda below about 1e-7 (its series
@@ -67,16 +129,42 @@ class OnePassGAE(GAE):
         super().__init__(gamma=gamma, lmbda=lmbda, value_network=None, average_gae=False,
                          vectorized=gamma * lmbda > 1e-6)
         self.critic = critic
+        self.value_norm = value_norm
+        """Value normalization (``loss.normalize_values``): the critic's outputs are in its units; None: values."""
 
     def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
         with torch.no_grad():
             self.fill_values(tensordict)
+            outputs = self._to_values(tensordict) if self.value_norm is not None else None
         if tensordict.device is None or tensordict.device.type != "cuda":
-            return super().forward(tensordict, *args, **kwargs)
-        cudnn = torch.backends.cudnn  # the vectorized recursion is a convolution: in float32, not TF32 (1e-3)
-        with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark, deterministic=cudnn.deterministic,
-                         allow_tf32=False):
-            return super().forward(tensordict, *args, **kwargs)
+            out = super().forward(tensordict, *args, **kwargs)
+        else:
+            cudnn = torch.backends.cudnn  # the vectorized recursion is a convolution: in float32, not TF32 (1e-3)
+            with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark, deterministic=cudnn.deterministic,
+                             allow_tf32=False):
+                out = super().forward(tensordict, *args, **kwargs)
+        if outputs is not None:
+            with torch.no_grad():
+                self._to_critic_units(out, outputs)
+        return out
+
+    def _to_values(self, batch: TensorDictBase) -> torch.Tensor:
+        """Map the critic's normalized outputs for V(s) and V(s') to values for GAE; return the V(s) outputs."""
+        key = self.tensor_keys.value
+        outputs = batch.get(key)
+        batch.set(key, self.value_norm.denormalize(outputs))
+        nxt = batch.get("next")
+        nxt.set(key, self.value_norm.denormalize(nxt.get(key)))
+        return outputs
+
+    def _to_critic_units(self, batch: TensorDictBase, outputs: torch.Tensor) -> None:
+        """After GAE: update the statistics with the value targets, and leave the loss the targets in the
+        critic's units and the critic's own V(s) outputs (what value clipping compares with)."""
+        target_key = self.tensor_keys.value_target
+        targets = batch.get(target_key)
+        self.value_norm.update(targets)
+        batch.set(target_key, self.value_norm.normalize(targets))
+        batch.set(self.tensor_keys.value, outputs)
 
     def fill_values(self, batch: TensorDictBase) -> None:
         """Write ``"state_value"`` and ``("next", "state_value")`` into ``batch`` (``[env, time]``)."""
@@ -124,8 +212,9 @@ class AgentGAE(OnePassGAE):
     parallel env when any agent is done, so the others are cut there and bootstrapped from their final observation.
     """
 
-    def __init__(self, critic: TensorDictModule, gamma: float, lmbda: float, group: str) -> None:
-        super().__init__(critic, gamma, lmbda)
+    def __init__(self, critic: TensorDictModule, gamma: float, lmbda: float, group: str,
+                 value_norm: ValueNorm | None = None) -> None:
+        super().__init__(critic, gamma, lmbda, value_norm)
         self.group = group
         self.set_keys(**group_keys(group))
 
