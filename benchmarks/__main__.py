@@ -162,7 +162,8 @@ def check_same_settings(theirs: dict[str, Any], config: Any) -> None:
     ours = {"frames_per_batch": config.frames_per_batch, "num_envs": config.env.num_envs,
             "minibatch_size": config.frames_per_batch // optim.num_minibatches,
             "gradient_steps_per_batch": optim.update_epochs * optim.num_minibatches, "lr": optim.lr,
-            "adam_eps": optim.adam_eps, "max_grad_norm": optim.max_grad_norm, "gamma": loss.gamma,
+            "adam_eps": optim.adam_eps, "max_grad_norm": optim.max_grad_norm,
+            "loss_critic_type": loss.loss_critic_type, "gamma": loss.gamma,
             "gae_lambda": loss.gae_lambda, "clip_epsilon": loss.clip_epsilon, "entropy_coeff": loss.entropy_coeff,
             "critic_coeff": loss.critic_coeff, "hidden_sizes": list(config.model.hidden_sizes)}
     differ = {k: (ours.get(k), v) for k, v in theirs.items() if ours.get(k) != v}

@@ -35,7 +35,9 @@ def settings(config, algorithm, model) -> dict:
     batch, minibatch = config.on_policy_collected_frames_per_batch, config.on_policy_minibatch_size
     return {"frames_per_batch": batch, "num_envs": config.on_policy_n_envs_per_worker, "minibatch_size": minibatch,
             "gradient_steps_per_batch": config.on_policy_n_minibatch_iters * -(-batch // minibatch),
-            "lr": config.lr, "adam_eps": config.adam_eps, "max_grad_norm": config.clip_grad_val,
+            "lr": config.lr, "adam_eps": config.adam_eps,
+            "max_grad_norm": config.clip_grad_val if config.clip_grad_norm else f"by value at {config.clip_grad_val}",
+            "loss_critic_type": algorithm.loss_critic_type,
             "gamma": config.gamma, "gae_lambda": algorithm.lmbda, "clip_epsilon": algorithm.clip_epsilon,
             "entropy_coeff": algorithm.entropy_coef, "critic_coeff": algorithm.critic_coef,
             "hidden_sizes": list(model.num_cells)}

@@ -168,9 +168,9 @@ class ModelConfig:
     its own observation); False gives each agent its own parameters (TorchRL's MultiAgentMLP share_params)."""
     critic_scope: Literal["agent", "team", "state"] = "team"
     """Multi-agent envs: what each agent's value is a function of. 'agent': its own observation (IPPO, a
-    decentralised critic); 'team': all agents' observations (MAPPO's centralised critic, TorchRL's MultiAgentMLP
-    centralised=True); 'state': the env's global state beside the agent's own observation (MAPPO's
-    agent-specific global state; PettingZoo envs with a state())."""
+    decentralised critic); 'team': all agents' observations (MAPPO's centralised critic: one value per env step
+    from their concatenation, every agent reading it); 'state': the env's global state beside the agent's own
+    observation (MAPPO's agent-specific global state; PettingZoo envs with a state())."""
 
     def __post_init__(self) -> None:
         _check_types(self, "model.")

@@ -188,7 +188,7 @@ def test_value_norm_statistics_are_the_debiased_running_averages():
 def test_normalized_values_run_gae_in_value_units_and_give_the_loss_the_critics_units():
     """With loss.normalize_values the critic outputs normalized values: GAE runs on their denormalized values
     (the reference loop on mean + std * output), then the statistics take the batch's targets and the loss gets
-    the targets normalized by them, beside the critic's own outputs."""
+    the targets and the rollout's values normalized by them."""
     torch.manual_seed(0)
     gamma, lam = 0.97, 0.9
     critic = ValueOperator(nn.Linear(5, 1), in_keys=["observation"])
@@ -200,7 +200,7 @@ def test_normalized_values_run_gae_in_value_units_and_give_the_loss_the_critics_
     batch = _batch_with_episode_ends()
     with torch.no_grad():
         gae(batch)
-        raw_targets = []
+        raw_targets, raw_values = [], []
         for e in range(batch.shape[0]):
             out, next_out = critic.module(batch["observation"][e]), critic.module(batch["next", "observation"][e])
             v, nv = before.denormalize(out).squeeze(-1), before.denormalize(next_out).squeeze(-1)
@@ -208,16 +208,20 @@ def test_normalized_values_run_gae_in_value_units_and_give_the_loss_the_critics_
                                      batch["next", "terminated"][e, :, 0].float(),
                                      batch["next", "done"][e, :, 0].float(), gamma, lam)
             torch.testing.assert_close(batch["advantage"][e, :, 0], expected, atol=1e-5, rtol=1e-5)
-            torch.testing.assert_close(batch["state_value"][e], out)  # the critic's units, for value clipping
             raw_targets.append(expected + v)
-        raw = torch.stack(raw_targets).unsqueeze(-1)
-        before.update(raw)  # the statistics after this batch
-        torch.testing.assert_close(gae.value_norm.stats(), before.stats())
-        torch.testing.assert_close(batch["value_target"], before.normalize(raw), atol=1e-5, rtol=1e-5)
+            raw_values.append(v)
+        raw, values = torch.stack(raw_targets).unsqueeze(-1), torch.stack(raw_values).unsqueeze(-1)
+        after = ValueNorm()
+        after.load_state_dict(before.state_dict())
+        after.update(raw)  # the statistics after this batch
+        torch.testing.assert_close(gae.value_norm.stats(), after.stats())
+        torch.testing.assert_close(batch["value_target"], after.normalize(raw), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(batch["state_value"], after.normalize(values), atol=1e-5, rtol=1e-5)
 
 
 def test_value_statistics_are_checkpointed_and_an_estimator_without_them_is_refused(tmp_path):
     from conftest import small_config
+    from ppo_td.collect import shutdown
     from ppo_td.persist import load_checkpoint
     from ppo_td.persist.checkpoint import restore, save_checkpoint
     from ppo_td.training import build_pipeline, run
@@ -232,5 +236,10 @@ def test_value_statistics_are_checkpointed_and_an_estimator_without_them_is_refu
     fresh = build_pipeline(config)
     restore(fresh, load_checkpoint(tmp_path / "c.pt"))
     torch.testing.assert_close(fresh.advantage.value_norm.stats(), stats)
+    plain = build_pipeline(base)  # a critic in value units would read the checkpoint's in other units
+    with pytest.raises(ValueError, match="normalize_values=True and this pipeline has False"):
+        restore(plain, load_checkpoint(tmp_path / "c.pt"))
     with pytest.raises(ValueError, match="normalize_values"):
         build_pipeline(config, advantage=GAE(gamma=0.99, lmbda=0.95, value_network=p.critic))
+    for pipeline in (p, fresh, plain):
+        shutdown(pipeline.collector)

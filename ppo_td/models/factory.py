@@ -144,7 +144,7 @@ def make_actor_critic(env: EnvDescription | EnvBase, config: ModelConfig, encode
     tensors, trained by both losses.
     """
     desc = _description(env)
-    if desc.group is not None:  # a multi-agent env's group: TorchRL's MultiAgentMLP (ppo_td.models.multiagent)
+    if desc.group is not None:  # a multi-agent env's group: per-agent networks (ppo_td.models.multiagent)
         return make_agent_actor_critic(desc, config, _device(device))
     if config.recurrent != "none" and config.shared_recurrent:
         return _shared_recurrent(desc, config, encoder, _device(device))

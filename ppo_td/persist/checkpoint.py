@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -129,6 +130,10 @@ def load_weights(module: torch.nn.Module, state: dict[str, Any], name: str) -> N
     try:
         module.load_state_dict(state[name])
     except RuntimeError as err:
+        renamed = _from_multiagent_mlp(state[name], set(module.state_dict()))
+        if renamed is not None:
+            module.load_state_dict(renamed)
+            return
         model = state["config"]["model"]
         saved = (f"model.recurrent={model.get('recurrent', 'none')!r}, "
                  f"model.hidden_sizes={tuple(model['hidden_sizes'])}, "
@@ -140,19 +145,31 @@ def load_weights(module: torch.nn.Module, state: dict[str, Any], name: str) -> N
                          ) from None
 
 
+def _from_multiagent_mlp(saved: dict[str, torch.Tensor], expected: set[str]) -> dict[str, torch.Tensor] | None:
+    """A multi-agent network saved by ppo_td before its shared-parameter networks were its own: TorchRL's
+    ``MultiAgentMLP`` kept the shared weights under ``params.<layer>``, ``SharedMLP``/``TeamMLP`` keep the same
+    tensors under ``net.<layer>``. The saved entries renamed, or None when the renaming does not give the module's."""
+    renamed = {re.sub(r"(^|\.)params\.(\d+)\.", r"\1net.\2.", key): value for key, value in saved.items()}
+    return renamed if set(renamed) == expected and set(saved) != expected else None
+
+
 def restore(pipeline: Pipeline, state: dict[str, Any]) -> bool:
     """Load a checkpoint's weights, optimizer, schedule, env state and snapshot into a built pipeline.
 
     Returns True when the run continues exactly (see :mod:`ppo_td.persist.snapshot`).
     """
     check_compatible(state, pipeline.description)
+    value_norm = getattr(pipeline.advantage, "value_norm", None)
+    if (value_norm is None) != (state.get("value_norm") is None):  # the critic's outputs are in the statistics' units
+        raise ValueError(f"the checkpoint was trained with loss.normalize_values={state.get('value_norm') is not None} "
+                         f"and this pipeline has {value_norm is not None}: its critic's outputs would be read in other "
+                         "units. Build the pipeline from the checkpoint's config (ppo_td.persist.checkpoint_config)")
     load_weights(pipeline.actor, state, "actor")
     load_weights(pipeline.critic, state, "critic")
     pipeline.optimizer.load_state_dict(state["optimizer"])
     pipeline.scheduler.load_state_dict(state["scheduler"])
     pipeline.env.load_state_dict(state["env_state"])
-    value_norm = getattr(pipeline.advantage, "value_norm", None)
-    if value_norm is not None and state.get("value_norm") is not None:  # absent: a run without value normalization
+    if value_norm is not None:
         value_norm.load_state_dict(state["value_norm"])
     exact = restore_snapshot(pipeline, state["snapshot"])
     push_to_workers(pipeline.collector, pipeline.env)  # worker collectors: the restored weights and statistics

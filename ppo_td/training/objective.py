@@ -54,7 +54,9 @@ class ValueNorm(nn.Module):
 
     The critic's outputs are values in these units: :class:`OnePassGAE` maps them back (:meth:`denormalize`)
     before GAE, then updates the statistics with the batch's value targets (:meth:`update`) and hands the loss the
-    targets standardized by them (:meth:`normalize`), beside the critic's own outputs for value clipping. The mean
+    targets standardized by them (:meth:`normalize`), and the rollout's values in the same units: value clipping
+    and the explained variance compare like with like (the paper's code keeps the rollout's outputs in the units
+    of the statistics before the update; at beta 0.99999 the two differ only in the first batches). The mean
     and mean square are exponential averages with weight ``beta`` per update, debiased as Adam's moments are; at
     the paper's beta 0.99999 they are, within 1e-5 per update, the plain average of every update so far, so the
     critic's units settle instead of following the latest batch. The variance is floored at ``min_var`` (the
@@ -135,7 +137,8 @@ class OnePassGAE(GAE):
     def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
         with torch.no_grad():
             self.fill_values(tensordict)
-            outputs = self._to_values(tensordict) if self.value_norm is not None else None
+            if self.value_norm is not None:
+                self._to_values(tensordict)
         if tensordict.device is None or tensordict.device.type != "cuda":
             out = super().forward(tensordict, *args, **kwargs)
         else:
@@ -143,28 +146,26 @@ class OnePassGAE(GAE):
             with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark, deterministic=cudnn.deterministic,
                              allow_tf32=False):
                 out = super().forward(tensordict, *args, **kwargs)
-        if outputs is not None:
+        if self.value_norm is not None:
             with torch.no_grad():
-                self._to_critic_units(out, outputs)
+                self._to_critic_units(out)
         return out
 
-    def _to_values(self, batch: TensorDictBase) -> torch.Tensor:
-        """Map the critic's normalized outputs for V(s) and V(s') to values for GAE; return the V(s) outputs."""
+    def _to_values(self, batch: TensorDictBase) -> None:
+        """Map the critic's outputs for V(s) and V(s') to values, for GAE."""
         key = self.tensor_keys.value
-        outputs = batch.get(key)
-        batch.set(key, self.value_norm.denormalize(outputs))
+        batch.set(key, self.value_norm.denormalize(batch.get(key)))
         nxt = batch.get("next")
         nxt.set(key, self.value_norm.denormalize(nxt.get(key)))
-        return outputs
 
-    def _to_critic_units(self, batch: TensorDictBase, outputs: torch.Tensor) -> None:
-        """After GAE: update the statistics with the value targets, and leave the loss the targets in the
-        critic's units and the critic's own V(s) outputs (what value clipping compares with)."""
-        target_key = self.tensor_keys.value_target
+    def _to_critic_units(self, batch: TensorDictBase) -> None:
+        """After GAE: update the statistics with the value targets, then give the loss the targets and the
+        rollout's V(s) in the updated statistics' units (the critic's outputs are compared with both)."""
+        target_key, value_key = self.tensor_keys.value_target, self.tensor_keys.value
         targets = batch.get(target_key)
         self.value_norm.update(targets)
         batch.set(target_key, self.value_norm.normalize(targets))
-        batch.set(self.tensor_keys.value, outputs)
+        batch.set(value_key, self.value_norm.normalize(batch.get(value_key)))
 
     def fill_values(self, batch: TensorDictBase) -> None:
         """Write ``"state_value"`` and ``("next", "state_value")`` into ``batch`` (``[env, time]``)."""

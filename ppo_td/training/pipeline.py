@@ -210,6 +210,10 @@ def build_pipeline(
     config, env = adopt_env(config, env)  # a BuiltEnv brings its config (num_envs included)
     _check_parts(config, env=env, actor=actor, critic=critic, buffer=buffer, advantage=advantage, loss=loss,
                  optimizer=optimizer)
+    if advantage is not None and config.loss.normalize_values and getattr(advantage, "value_norm", None) is None:
+        raise ValueError("loss.normalize_values=True, but the advantage estimator passed in keeps no value "
+                         "statistics (value_norm): pass make_advantage(critic, config.loss) (or an OnePassGAE given "
+                         "a ValueNorm), or set loss.normalize_values=False")
     torch.manual_seed(config.seed)
     if env is None:
         env = make_train_env(config)
@@ -227,10 +231,6 @@ def build_pipeline(
         config.check_sequences("a recurrent actor or critic")
         add_memory(torchrl_env(env), actor, critic)  # InitTracker and the states' primer, where missing
     group = description.group
-    if advantage is not None and config.loss.normalize_values and getattr(advantage, "value_norm", None) is None:
-        raise ValueError("loss.normalize_values=True, but the advantage estimator passed in keeps no value "
-                         "statistics (value_norm): pass make_advantage(critic, config.loss) (or an OnePassGAE given "
-                         "a ValueNorm), or set loss.normalize_values=False")
     advantage = advantage if advantage is not None else make_advantage(critic, config.loss, group)
     loss = loss if loss is not None else make_loss(actor, critic, config.loss, group)
     if optimizer is None:
