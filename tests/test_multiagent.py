@@ -4,6 +4,7 @@ the loop, CLI and checkpoints on a multi-agent env."""
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 from tensordict import TensorDict
@@ -53,22 +54,32 @@ def _agent_batch(n_envs, steps, n_agents, obs_dim, group_flags):
                       names=[None, "time"])
 
 
+@pytest.mark.parametrize("normalize_values", [False, True], ids=["values", "normalized values"])
 @pytest.mark.parametrize("group_flags", [False, True], ids=["env-wide flags (VMAS)", "per-agent flags (PettingZoo)"])
-def test_per_agent_gae_matches_a_reference_loop(group_flags):
+def test_per_agent_gae_matches_a_reference_loop(group_flags, normalize_values):
+    from ppo_td.training import ValueNorm
+
     torch.manual_seed(0)
     n_envs, steps, n_agents, obs_dim, gamma, lam = 2, 13, 3, 4, 0.97, 0.9
     critic = ValueOperator(nn.Linear(obs_dim, 1), in_keys=[("agents", "observation")],
                            out_keys=[("agents", "state_value")])
     batch = _agent_batch(n_envs, steps, n_agents, obs_dim, group_flags)
     raw = batch.clone()
-    gae = make_advantage(critic, LossConfig(gamma=gamma, gae_lambda=lam), group="agents")
+    gae = make_advantage(critic, LossConfig(gamma=gamma, gae_lambda=lam, normalize_values=normalize_values),
+                         group="agents")
+    norm = ValueNorm()  # the identity's stand-in without value normalization: values are the critic's outputs
+    if normalize_values:
+        gae.value_norm.update(torch.tensor([2.0, -3.0, 0.5]))  # statistics from an earlier batch
+        norm.load_state_dict(gae.value_norm.state_dict())
+    units = norm.denormalize if normalize_values else (lambda x: x)
+    targets, values = torch.zeros(n_envs, steps, n_agents, 1), torch.zeros(n_envs, steps, n_agents, 1)
     with torch.no_grad():
         gae(batch)
         root_done = raw["next", "done"].float()
         for e in range(n_envs):
             for a in range(n_agents):
-                v = critic.module(raw["agents", "observation"][e, :, a]).squeeze(-1)
-                nv = critic.module(raw["next", "agents", "observation"][e, :, a]).squeeze(-1)
+                v = units(critic.module(raw["agents", "observation"][e, :, a])).squeeze(-1)
+                nv = units(critic.module(raw["next", "agents", "observation"][e, :, a])).squeeze(-1)
                 if group_flags:
                     term = raw["next", "agents", "terminated"][e, :, a, 0].float()
                     done = torch.maximum(raw["next", "agents", "done"][e, :, a, 0].float(), root_done[e, :, 0])
@@ -76,8 +87,13 @@ def test_per_agent_gae_matches_a_reference_loop(group_flags):
                     term, done = raw["next", "terminated"][e, :, 0].float(), root_done[e, :, 0]
                 expected = reference_gae(v, nv, raw["next", "agents", "reward"][e, :, a, 0], term, done, gamma, lam)
                 torch.testing.assert_close(batch["agents", "advantage"][e, :, a, 0], expected, rtol=1e-5, atol=1e-5)
-                torch.testing.assert_close(batch["agents", "value_target"][e, :, a, 0], expected + v, rtol=1e-5,
-                                           atol=1e-5)
+                targets[e, :, a, 0], values[e, :, a, 0] = expected + v, v
+        if normalize_values:  # the loss gets targets and rollout values in the statistics' units after this batch
+            norm.update(targets)
+            targets, values = norm.normalize(targets), norm.normalize(values)
+        torch.testing.assert_close(batch["agents", "value_target"], targets, rtol=1e-5, atol=1e-5)
+        if normalize_values:
+            torch.testing.assert_close(batch["agents", "state_value"], values, rtol=1e-5, atol=1e-5)
 
 
 def tiny_agents(critic_scope="team", share_params=True, suite="vmas", **overrides) -> TrainConfig:
@@ -157,6 +173,7 @@ def test_shared_networks_compute_what_torchrls_multiagent_mlp_computes():
         with torch.no_grad():
             for name, q in ours.named_parameters():
                 layer, kind = name.split(".")[-2:]
+                assert by_name[f"params.{layer}.{kind}"].shape == q.shape
                 by_name[f"params.{layer}.{kind}"].copy_(q)
         out, ref = ours(x), theirs(x)
         torch.testing.assert_close(out, ref)
@@ -165,8 +182,8 @@ def test_shared_networks_compute_what_torchrls_multiagent_mlp_computes():
         for name, q in ours.named_parameters():
             layer, kind = name.split(".")[-2:]
             torch.testing.assert_close(q.grad, by_name[f"params.{layer}.{kind}"].grad)
-        if centralised:  # every agent reads the one team value
-            assert torch.equal(out[:, 0], out[:, 1])
+        if centralised:  # one pass over the concatenated observations per env step, read by every agent
+            torch.testing.assert_close(out, ours.net(x.flatten(-2)).unsqueeze(-2).expand_as(out))
 
 
 def test_shared_and_per_agent_parameters():
@@ -265,6 +282,55 @@ def test_masked_cooperative_agents_learn(scope):
     assert first < 3.5, first
     assert last >= 4.5, (first, last)
     assert min(result.eval_returns) >= 4.8, result.eval_returns
+    if scope == "team":
+        _trained_policy_plays_pettingzoo(result.pipeline)
+
+
+def _trained_policy_plays_pettingzoo(pipeline):
+    """The trained group's AgentsPolicy on the env as PettingZoo gives it (dicts per agent, masks from each agent's
+    info): the actions the actor takes in evaluation, legal (the env raises otherwise), and as good."""
+    from tensordict import TensorDict
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+    from ppo_td.deploy import AgentsPolicy, policy_of
+
+    policy = policy_of(pipeline)
+    assert isinstance(policy, AgentsPolicy) and policy.agents == ["agent_0", "agent_1"]
+    env = policy.make_env()
+    rewards, steps = 0.0, 0
+    for episode in range(3):
+        observations, infos = env.reset(seed=episode)
+        ended = False
+        while not ended:  # until the first agent leaves, as TorchRL ends the episode in training
+            masks = {a: infos[a]["action_mask"] for a in observations}
+            actions = policy(observations, action_mask=masks)
+            assert set(actions) == set(observations) and all(isinstance(a, int) for a in actions.values())
+            if len(observations) == 2:  # as evaluation: the actor in deterministic mode on the group's entries
+                td = TensorDict({"agents": TensorDict({
+                    "observation": torch.as_tensor(np.stack([observations[a] for a in policy.agents]))[None],
+                    "action_mask": torch.as_tensor(np.stack([masks[a] for a in policy.agents])).bool()[None]},
+                    batch_size=[1, 2])}, batch_size=[1])
+                with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+                    expected = pipeline.actor(td)["agents", "action"][0].tolist()
+                assert [actions[a] for a in policy.agents] == expected
+            observations, reward, terminated, truncated, infos = env.step(actions)
+            rewards += sum(reward.values()) / len(reward)
+            steps += 1
+            ended = any(terminated.values()) or any(truncated.values())
+    assert rewards / steps >= 0.8, rewards / steps  # a random legal policy scores about 0.4 per step
+    # an agent that has left is absent: the others act as they would beside it (decentralised execution)
+    both = policy({"agent_0": np.eye(4, dtype=np.float32)[1], "agent_1": np.eye(4, dtype=np.float32)[2]},
+                  action_mask={"agent_0": np.ones(4), "agent_1": np.ones(4)})
+    assert policy({"agent_1": np.eye(4, dtype=np.float32)[2]}, action_mask={"agent_1": np.ones(4)}) == {
+        "agent_1": both["agent_1"]}
+    with pytest.raises(ValueError, match="not agents of this policy's group"):
+        policy({"agent_7": np.zeros(4, np.float32)}, action_mask={"agent_7": np.ones(4)})
+    with pytest.raises(ValueError, match=r"action masks; none given for \['agent_0'\]"):
+        policy({"agent_0": np.zeros(4, np.float32)})
+    with pytest.raises(ValueError, match="expects observations of 4 values"):
+        policy({"agent_0": np.zeros(5, np.float32)}, action_mask={"agent_0": np.ones(4)})
+    with pytest.raises(ValueError, match="allows no action"):
+        policy({"agent_0": np.zeros(4, np.float32)}, action_mask={"agent_0": np.zeros(4)})
 
 
 def test_cli_trains_resumes_and_evaluates_a_multiagent_run(tmp_path, capsys):
@@ -290,7 +356,48 @@ def test_cli_trains_resumes_and_evaluates_a_multiagent_run(tmp_path, capsys):
     assert main(["eval", str(tmp_path), "--episodes", "3"]) == 0
     assert "deterministic evaluation, reward per agent:" in capsys.readouterr().out
     assert main(["export", str(tmp_path), "--format", "torchscript"]) == 2
-    assert "one-agent runs" in capsys.readouterr().err
+    assert "export takes one-agent policies" in capsys.readouterr().err
+
+    # the trained group as VMAS gives it: a list with each agent's [envs, obs] in, each agent's actions out
+    policy = ppo_td.load_policy(str(tmp_path))
+    env = policy.make_env(num_envs=2)
+    observations = env.reset()
+    actions = policy(observations)
+    assert len(actions) == 3 and all(a.shape == (2, 2) for a in actions)
+    assert all(bool((a.abs() <= 1).all()) for a in actions)  # tanh-squashed into VMAS's bounds
+    torch.testing.assert_close(torch.stack(actions, -2), policy(torch.stack(observations, -2)))  # stacked
+    env.step(actions)
+    with pytest.raises(ValueError, match="one per agent"):
+        policy(observations[:2])
+    with pytest.raises(ValueError, match="observations of 18 values"):
+        policy([o[:, :5] for o in observations])
+    from ppo_td.deploy.video import record_video
+
+    with pytest.raises(ValueError, match="record_video takes one-agent policies"):
+        record_video(policy, tmp_path / "videos")
     assert main(["train", "--preset", "vmas-navigation", "--env.suite", "gymnasium", "--total-frames", "6000",
                  "--no-progress", "--run-dir", str(tmp_path / "wrong")]) == 2
     assert "'navigation'" in capsys.readouterr().err  # a VMAS scenario is no Gymnasium id: the message names it
+
+
+def test_checkpoints_of_the_earlier_multiagent_mlp_networks_still_load(tmp_path):
+    """Before SharedMLP/TeamMLP, shared-parameter networks were TorchRL's MultiAgentMLP, its weights under
+    "params.<layer>": the same tensors, loaded under their new names."""
+    from torchrl.modules import MultiAgentMLP
+
+    from ppo_td.persist.checkpoint import load_weights
+
+    assert set(dict(MultiAgentMLP(4, 2, n_agents=3, centralized=True, share_params=True, depth=2,
+                                  num_cells=8).state_dict())) >= {"params.0.weight", "params.4.bias"}
+    p = build_pipeline(tiny_agents())
+    state = {"config": {"model": {"hidden_sizes": [16, 16]}}}
+    for name in ("actor", "critic"):
+        module = getattr(p, name)
+        old = {k.replace("net.", "params."): v + 1 for k, v in module.state_dict().items()}  # other values
+        assert old.keys() != module.state_dict().keys()
+        load_weights(module, {**state, name: old}, name)
+        for (key, value), before in zip(module.state_dict().items(), old.values(), strict=True):
+            assert torch.equal(value, before), key
+    with pytest.raises(ValueError, match="does not fit"):  # anything else is still refused
+        load_weights(p.critic, {**state, "critic": {"other.weight": torch.zeros(1)}}, "critic")
+    p.collector.shutdown()

@@ -23,7 +23,7 @@ from tensordict import TensorDict
 from torch import nn
 
 from ppo_td import keys
-from ppo_td.deploy.policy import Policy, _deterministic
+from ppo_td.deploy.policy import Policy, _deterministic, one_agent
 from ppo_td.envs import MASK_KEY
 from ppo_td.models.plain import policy_net
 from ppo_td.models.recurrent import recurrent_parts, rnn
@@ -169,6 +169,7 @@ def export_policy(policy: Policy, fmt: str, path: str | os.PathLike) -> Path:
     that could not be traced and the format to try instead."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r}: choose one of {sorted(FORMATS)}")
+    one_agent(policy, "export")
     if fmt == "onnx":
         missing = [m for m in ("onnx", "onnxscript") if importlib.util.find_spec(m) is None]
         if missing:

@@ -354,15 +354,20 @@ def acting_config(env: Any) -> Any:
     return dataclasses.replace(env, episodic_life=False)
 
 
-def load_policy(path: str | os.PathLike, *, device: str | torch.device = "cpu", deterministic: bool = True) -> Policy:
+def load_policy(path: str | os.PathLike, *, device: str | torch.device = "cpu",
+                deterministic: bool = True) -> Policy | Any:
     """The :class:`Policy` of a run folder (its ``checkpoint.pt``) or a checkpoint file: the actor and the frozen
-    observation statistics, checked against the env rebuilt from the checkpoint's config."""
+    observation statistics, checked against the env rebuilt from the checkpoint's config. A multi-agent run gives
+    an :class:`~ppo_td.deploy.agents.AgentsPolicy` (the agents' observations in, their actions out)."""
     from ppo_td.persist import checkpoint_config, load_checkpoint
     from ppo_td.persist.checkpoint import check_compatible, load_weights
 
     state = load_checkpoint(path)
     config = checkpoint_config(state)
-    _one_agent(config)
+    if config.env.multiagent:  # an agent group: each agent's observation in, each agent's action out
+        from ppo_td.deploy.agents import load_agents_policy
+
+        return load_agents_policy(state, config, device=device, deterministic=deterministic)
     built = build_env(dataclasses.replace(config.env, num_envs=1))
     try:
         check_compatible(state, built.description)
@@ -374,17 +379,23 @@ def load_policy(path: str | os.PathLike, *, device: str | torch.device = "cpu", 
     return Policy(actor, config, layout, state["obs_stats"], device=device, deterministic=deterministic)
 
 
-def _one_agent(config: Any) -> None:
-    if config.env.multiagent:
-        raise ValueError(f"a Policy (load_policy, export, videos) takes one-agent runs, and this one trained agents of "
-                         f"env.suite={config.env.suite!r}: load its actor with ppo_td.persist.load_actor and step "
-                         "the env built by ppo_td.envs.build_env(config.env) (docs/multi-agent.md)")
+def one_agent(policy: Any, what: str) -> None:
+    """Refuse an :class:`~ppo_td.deploy.agents.AgentsPolicy` where only a one-agent :class:`Policy` goes."""
+    if not isinstance(policy, Policy):
+        raise ValueError(f"{what} takes one-agent policies; this is the policy of an agent group "
+                         f"({type(policy).__name__}): {what} for multi-agent runs is not supported yet "
+                         "(docs/multi-agent.md)")
 
 
-def policy_of(pipeline: Any, **kwargs: Any) -> Policy:
+def policy_of(pipeline: Any, **kwargs: Any) -> Policy | Any:
     """A :class:`Policy` of a training pipeline's actor as it is now (a copy: training goes on undisturbed), with
-    its observation statistics of the moment. The pipeline's env must be one ppo_td built from its config."""
-    _one_agent(pipeline.config)
+    its observation statistics of the moment (an :class:`~ppo_td.deploy.agents.AgentsPolicy` for an agent group).
+    The pipeline's env must be one ppo_td built from its config."""
+    if pipeline.config.env.multiagent:
+        from ppo_td.deploy.agents import AgentsPolicy, agent_names
+
+        names = agent_names(pipeline.config, pipeline.description.num_agents)
+        return AgentsPolicy(pipeline.actor, pipeline.config, pipeline.description, names, **kwargs)
     if pipeline.built is None:
         raise ValueError("the pipeline's env was passed in, not built from its config: a Policy needs the env "
                          "ppo_td builds from config.env (give the env as an id or factory in EnvConfig)")

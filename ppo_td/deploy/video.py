@@ -11,7 +11,7 @@ import gymnasium as gym
 import torch
 
 from ppo_td.config import EnvConfig
-from ppo_td.deploy.policy import Policy, acting_config
+from ppo_td.deploy.policy import Policy, acting_config, one_agent
 from ppo_td.envs import episode_limit, gym_env
 
 DEFAULT_STEP_CAP = 100_000
@@ -62,6 +62,7 @@ def record_video(policy: Policy, folder: str | os.PathLike, *, episodes: int = 1
     restored). A video holds at most ``max_frames`` frames (the episode still runs to its end)."""
     if episodes < 1 or max_frames < 1:
         raise ValueError(f"episodes={episodes} and max_frames={max_frames} must be >= 1")
+    one_agent(policy, "record_video")
     folder = Path(folder)
     env_id = policy.config.env.env_id
     env = render_env(acting_config(policy.config.env))

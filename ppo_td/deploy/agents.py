@@ -1,0 +1,228 @@
+"""A trained agent group's policy as a plain callable: the agents' observations as the multi-agent env gives them
+in, their actions as it takes them out.
+
+:class:`AgentsPolicy` is what :func:`~ppo_td.deploy.load_policy` returns for a multi-agent run. It takes the
+formats of the env libraries themselves:
+
+- PettingZoo's parallel API: a dict ``{agent: observation}`` -> ``{agent: action}`` for the agents present (an agent
+  that has left the episode is simply absent); the legal actions as ``action_mask={agent: mask}`` (from each
+  agent's ``info["action_mask"]``), or inside each observation where the env puts them there
+  (``{"observation": ..., "action_mask": ...}``);
+- VMAS: a list with each agent's ``[envs, obs]`` tensor -> a list with each agent's ``[envs, action]`` tensor;
+- stacked: an array or tensor ``[..., agents, obs]`` -> ``[..., agents, action]`` (the group's layout in TorchRL).
+
+Each agent's action depends on its own observation only (decentralised execution, as in training). It runs the
+very TorchRL actor evaluation runs, in its deterministic mode by default (``tests/test_multiagent.py`` compares
+the two on an episode).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModuleBase
+from torch import nn
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+from ppo_td import keys
+from ppo_td.config import TrainConfig
+from ppo_td.envs import MASK_KEY, EnvDescription
+from ppo_td.envs.make import env_kwargs_of
+from ppo_td.models.device import resolve_device
+
+
+def agent_names(config: TrainConfig, num_agents: int) -> list[str]:
+    """The agents of the group in the order of its rows: PettingZoo's ``possible_agents`` (TorchRL's wrapper keeps
+    their order), VMAS's ``agent_0``, ``agent_1``, ... (its agents' names)."""
+    if config.env.suite == "pettingzoo":
+        env = importlib.import_module(config.env.env_id).parallel_env(**env_kwargs_of(config.env))
+        try:
+            names = list(env.possible_agents)
+        finally:
+            env.close()
+        if len(names) != num_agents:
+            raise ValueError(f"{config.env.env_id} has the agents {names}; the checkpoint's policy acts for "
+                             f"{num_agents}: the env changed since training")
+        return names
+    return [f"agent_{i}" for i in range(num_agents)]
+
+
+class AgentsPolicy(nn.Module):
+    """A trained agent group's policy: each agent's observation in, each agent's action out (see the module).
+
+    ``deterministic``: the policy's mode (default) or actions sampled from it (torch's RNG: ``torch.manual_seed``
+    makes them reproducible).
+
+    Example:
+        >>> policy = load_policy("runs/mpe-spread-seed1")
+        >>> env = policy.make_env()
+        >>> observations, infos = env.reset(seed=0)
+        >>> observations, rewards, terminations, truncations, infos = env.step(policy(observations))
+    """
+
+    def __init__(self, actor: TensorDictModuleBase, config: TrainConfig, description: EnvDescription,
+                 agents: Sequence[str], device: str | torch.device = "cpu", deterministic: bool = True) -> None:
+        super().__init__()
+        if description.group is None:
+            raise ValueError("AgentsPolicy acts for an agent group; this env has one agent: use ppo_td.load_policy "
+                             "on a one-agent run (a Policy)")
+        if len(agents) != description.num_agents:
+            raise ValueError(f"{len(agents)} agent names for a group of {description.num_agents} agents")
+        self.config, self.description, self.deterministic = config, description, deterministic
+        self.group, self.agents = description.group, list(agents)
+        self.actor = copy.deepcopy(actor).eval()  # a copy: the caller's module (a training actor) is left alone
+        for p in self.actor.parameters():
+            p.requires_grad_(False)
+        self.discrete = description.action_kind == "discrete"
+        self.clip = not self.discrete and not config.model.squash_actions  # a Gaussian's action, clipped as the
+        if self.clip:  # env clipped it in training (VMAS's clamp_actions)
+            self.register_buffer("action_low", torch.as_tensor(description.action_low), persistent=False)
+            self.register_buffer("action_high", torch.as_tensor(description.action_high), persistent=False)
+        self.register_buffer("anchor", torch.zeros(()), persistent=False)
+        self.to(resolve_device(str(device), images=False))
+
+    @property
+    def device(self) -> torch.device:
+        return self.anchor.device
+
+    def make_env(self, num_envs: int = 1, render_mode: str | None = None) -> Any:
+        """The env this policy was trained on, as its library gives it: a PettingZoo parallel env (``num_envs`` is
+        1), or a VMAS env of ``num_envs`` copies with the training episode length (``vmas.make_env``)."""
+        env = self.config.env
+        kwargs = env_kwargs_of(env)
+        if env.suite == "pettingzoo":
+            if num_envs != 1:
+                raise ValueError(f"make_env(num_envs={num_envs}): a PettingZoo parallel env is one copy")
+            if render_mode is not None:
+                kwargs["render_mode"] = render_mode
+            return importlib.import_module(env.env_id).parallel_env(**kwargs)
+        import vmas
+
+        # as training made it (ppo_td.envs.multiagent), with VMAS's own time limit for the episode length
+        kwargs = {"continuous_actions": True, "clamp_actions": env.clip_actions, **kwargs}
+        return vmas.make_env(env.env_id, num_envs=num_envs, max_steps=env.max_episode_steps, **kwargs)
+
+    @torch.no_grad()
+    def forward(self, observations: Any, action_mask: Any = None, deterministic: bool | None = None) -> Any:
+        """The agents' actions for ``observations`` (a dict per agent, a list per agent, or stacked: see the
+        module), in the same format."""
+        if isinstance(observations, Mapping):
+            return self._per_agent(observations, action_mask, deterministic)
+        if isinstance(observations, (list, tuple)):
+            if len(observations) != len(self.agents):
+                raise ValueError(f"{len(observations)} observations for the {len(self.agents)} agents {self.agents}: "
+                                 "give one per agent, in this order")
+            stacked = torch.stack([self._tensor(o, "observation") for o in observations], dim=-2)
+            mask = None if action_mask is None else torch.stack(
+                [self._tensor(m, "action_mask") for m in action_mask], dim=-2)
+            actions = self._act(stacked, mask, deterministic)
+            out = list(actions.unbind(-1 if self.discrete else -2))
+            return out if isinstance(observations[0], torch.Tensor) else [a.cpu().numpy() for a in out]
+        given = observations if isinstance(observations, torch.Tensor) else None
+        stacked = self._tensor(observations, "observation")
+        mask = None if action_mask is None else self._tensor(action_mask, "action_mask")
+        actions = self._act(stacked, mask, deterministic)
+        return actions.to(given.device) if given is not None else actions.cpu().numpy()
+
+    def _per_agent(self, observations: Mapping, action_mask: Any, deterministic: bool | None) -> dict:
+        unknown = [a for a in observations if a not in self.agents]
+        if unknown:
+            raise ValueError(f"observations of {unknown}, which are not agents of this policy's group "
+                             f"{self.agents}")
+        present = [a for a in self.agents if a in observations]
+        if not present:
+            return {}
+        masks = dict(action_mask or {})
+        obs = {}
+        for agent in present:
+            value = observations[agent]
+            if isinstance(value, Mapping):  # PettingZoo's classic envs: the mask inside the observation
+                if keys.OBSERVATION not in value:
+                    raise ValueError(f"the observation of {agent} is a dict without an 'observation' entry "
+                                     f"({sorted(value)})")
+                if MASK_KEY in value:
+                    masks.setdefault(agent, value[MASK_KEY])
+                value = value[keys.OBSERVATION]
+            obs[agent] = self._tensor(value, f"the observation of {agent}")
+        rows = obs[present[0]].shape[:-1]
+        blank = torch.zeros(*rows, self.description.observation_size)  # agents that have left: not returned
+        stacked = torch.stack([obs.get(a, blank) for a in self.agents], dim=-2)
+        mask = None
+        if self.description.action_mask:
+            missing = [a for a in present if a not in masks]
+            if missing:
+                raise ValueError(f"this policy was trained with action masks; none given for {missing}: pass "
+                                 "action_mask={agent: info[agent]['action_mask']}")
+            allowed = torch.ones(*rows, self.description.action_size, dtype=torch.bool)
+            mask = torch.stack([self._tensor(masks[a], f"the action mask of {a}") if a in masks else allowed
+                                for a in self.agents], dim=-2)
+        actions = self._act(stacked, mask, deterministic).cpu()
+        out = {}
+        for i, agent in enumerate(self.agents):
+            if agent in obs:
+                action = actions[..., i, :] if not self.discrete else actions[..., i]
+                out[agent] = action.item() if self.discrete and action.dim() == 0 else action.numpy()
+        return out
+
+    def _tensor(self, value: Any, what: str) -> torch.Tensor:
+        tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+        if what.startswith("the action mask") or what == "action_mask":
+            size = self.description.action_size
+            if tensor.shape[-1:] != (size,):
+                raise ValueError(f"{what} has shape {tuple(tensor.shape)}; the policy expects {size} flags per agent")
+            return tensor.to(torch.bool)
+        size = self.description.observation_size
+        if tensor.dim() == 0 or tensor.shape[-1] != size:
+            raise ValueError(f"{what} has shape {tuple(tensor.shape)}; the policy expects observations of {size} "
+                             "values, as the env it was trained on emits")
+        return tensor.to(torch.float32)
+
+    def _act(self, observation: torch.Tensor, mask: torch.Tensor | None, deterministic: bool | None) -> torch.Tensor:
+        """Actions for ``[..., agents, obs]`` observations (and ``[..., agents, actions]`` masks)."""
+        if observation.dim() < 2 or observation.shape[-2] != len(self.agents):
+            raise ValueError(f"observations of shape {tuple(observation.shape)}; the policy expects "
+                             f"[..., {len(self.agents)} agents, {self.description.observation_size}]")
+        if self.description.action_mask and mask is None:
+            raise ValueError("this policy was trained with action masks: pass action_mask= (one row of flags per "
+                             "agent)")
+        if mask is not None and bool((~mask).all(-1).any()):
+            raise ValueError("an action mask allows no action: every agent needs at least one legal action")
+        rows = observation.shape[:-2]
+        flat = observation.reshape(-1, *observation.shape[-2:]).to(self.device)
+        entries = {keys.OBSERVATION: flat}
+        if mask is not None:
+            entries[MASK_KEY] = mask.reshape(-1, *mask.shape[-2:]).to(self.device)
+        td = TensorDict({self.group: TensorDict(entries, batch_size=flat.shape[:2])}, batch_size=flat.shape[:1],
+                        device=self.device)
+        mode = self.deterministic if deterministic is None else deterministic
+        with set_exploration_type(ExplorationType.DETERMINISTIC if mode else ExplorationType.RANDOM):
+            action = self.actor(td).get((self.group, keys.ACTION))
+        if self.clip:
+            action = torch.maximum(torch.minimum(action, self.action_high), self.action_low)
+        return action.reshape(*rows, *action.shape[1:])
+
+
+def load_agents_policy(state: dict[str, Any], config: TrainConfig, device: str | torch.device = "cpu",
+                       deterministic: bool = True) -> AgentsPolicy:
+    """The :class:`AgentsPolicy` of a multi-agent checkpoint ``state`` (read by ``load_policy``)."""
+    from ppo_td.envs import build_env
+    from ppo_td.models import make_actor_critic
+    from ppo_td.persist.checkpoint import check_compatible, load_weights
+
+    built = build_env(dataclasses.replace(config.env, num_envs=1))
+    try:
+        check_compatible(state, built.description)
+        actor, _ = make_actor_critic(built.description, config.model)
+        description = built.description
+    finally:
+        built.close()
+    load_weights(actor, state, "actor")
+    return AgentsPolicy(actor, config, description, agent_names(config, description.num_agents), device=device,
+                        deterministic=deterministic)
