@@ -364,11 +364,15 @@ def test_cli_trains_resumes_and_evaluates_a_multiagent_run(tmp_path, capsys):
     observations = env.reset()
     actions = policy(observations)
     assert len(actions) == 3 and all(a.shape == (2, 2) for a in actions)
-    assert all(bool((a.abs() <= 1).all()) for a in actions)  # tanh-squashed into VMAS's bounds
     torch.testing.assert_close(torch.stack(actions, -2), policy(torch.stack(observations, -2)))  # stacked
     env.step(actions)
+    assert policy.agents == ["agent_0", "agent_1", "agent_2"]  # VMAS's own names
     with pytest.raises(ValueError, match="one per agent"):
         policy(observations[:2])
+    with pytest.raises(ValueError, match="as a tuple"):
+        policy(tuple(observations))
+    with pytest.raises(ValueError, match="trained without action masks"):
+        policy(observations, action_mask=[torch.ones(2, 2, dtype=torch.bool)] * 3)
     with pytest.raises(ValueError, match="observations of 18 values"):
         policy([o[:, :5] for o in observations])
     from ppo_td.deploy.video import record_video

@@ -6,8 +6,7 @@ formats of the env libraries themselves:
 
 - PettingZoo's parallel API: a dict ``{agent: observation}`` -> ``{agent: action}`` for the agents present (an agent
   that has left the episode is simply absent); the legal actions as ``action_mask={agent: mask}`` (from each
-  agent's ``info["action_mask"]``), or inside each observation where the env puts them there
-  (``{"observation": ..., "action_mask": ...}``);
+  agent's ``info["action_mask"]``) where the policy was trained with masks;
 - VMAS: a list with each agent's ``[envs, obs]`` tensor -> a list with each agent's ``[envs, action]`` tensor;
 - stacked: an array or tensor ``[..., agents, obs]`` -> ``[..., agents, action]`` (the group's layout in TorchRL).
 
@@ -40,18 +39,25 @@ from ppo_td.models.device import resolve_device
 
 def agent_names(config: TrainConfig, num_agents: int) -> list[str]:
     """The agents of the group in the order of its rows: PettingZoo's ``possible_agents`` (TorchRL's wrapper keeps
-    their order), VMAS's ``agent_0``, ``agent_1``, ... (its agents' names)."""
-    if config.env.suite == "pettingzoo":
+    their order), the VMAS scenario's agents' names (TorchRL's ``VmasEnv.agent_names``)."""
+    if config.env.suite == "vmas":
+        from torchrl.envs.libs.vmas import VmasEnv
+
+        env = VmasEnv(config.env.env_id, num_envs=1, **{"continuous_actions": True, **env_kwargs_of(config.env)})
+        try:
+            names = list(env.agent_names)
+        finally:
+            env.close()
+    else:
         env = importlib.import_module(config.env.env_id).parallel_env(**env_kwargs_of(config.env))
         try:
             names = list(env.possible_agents)
         finally:
             env.close()
-        if len(names) != num_agents:
-            raise ValueError(f"{config.env.env_id} has the agents {names}; the checkpoint's policy acts for "
-                             f"{num_agents}: the env changed since training")
-        return names
-    return [f"agent_{i}" for i in range(num_agents)]
+    if len(names) != num_agents:
+        raise ValueError(f"{config.env.env_id} has the agents {names}; the checkpoint's policy acts for "
+                         f"{num_agents}: the env changed since training")
+    return names
 
 
 class AgentsPolicy(nn.Module):
@@ -81,8 +87,10 @@ class AgentsPolicy(nn.Module):
         for p in self.actor.parameters():
             p.requires_grad_(False)
         self.discrete = description.action_kind == "discrete"
-        self.clip = not self.discrete and not config.model.squash_actions  # a Gaussian's action, clipped as the
-        if self.clip:  # env clipped it in training (VMAS's clamp_actions)
+        # a Gaussian's action clipped where training clipped it (VMAS's clamp_actions); PettingZoo gets it as it is
+        self.clip = (config.env.suite == "vmas" and config.env.clip_actions and not self.discrete
+                     and not config.model.squash_actions)
+        if self.clip:
             self.register_buffer("action_low", torch.as_tensor(description.action_low), persistent=False)
             self.register_buffer("action_high", torch.as_tensor(description.action_high), persistent=False)
         self.register_buffer("anchor", torch.zeros(()), persistent=False)
@@ -94,7 +102,8 @@ class AgentsPolicy(nn.Module):
 
     def make_env(self, num_envs: int = 1, render_mode: str | None = None) -> Any:
         """The env this policy was trained on, as its library gives it: a PettingZoo parallel env (``num_envs`` is
-        1), or a VMAS env of ``num_envs`` copies with the training episode length (``vmas.make_env``)."""
+        1; its own episode length: ``env.max_episode_steps``, where set, is not applied), or a VMAS env of
+        ``num_envs`` copies with the training episode length (``vmas.make_env``)."""
         env = self.config.env
         kwargs = env_kwargs_of(env)
         if env.suite == "pettingzoo":
@@ -113,9 +122,16 @@ class AgentsPolicy(nn.Module):
     def forward(self, observations: Any, action_mask: Any = None, deterministic: bool | None = None) -> Any:
         """The agents' actions for ``observations`` (a dict per agent, a list per agent, or stacked: see the
         module), in the same format."""
+        if action_mask is not None and not self.description.action_mask:
+            raise ValueError("action_mask given, but this policy was trained without action masks (the env had "
+                             "none): call it without action_mask")
         if isinstance(observations, Mapping):
             return self._per_agent(observations, action_mask, deterministic)
-        if isinstance(observations, (list, tuple)):
+        if isinstance(observations, tuple):
+            raise ValueError("observations as a tuple: pass PettingZoo's observations dict (reset() returns "
+                             "(observations, infos)), VMAS's list with each agent's observations, or one stacked "
+                             "[..., agents, obs] array")
+        if isinstance(observations, list):
             if len(observations) != len(self.agents):
                 raise ValueError(f"{len(observations)} observations for the {len(self.agents)} agents {self.agents}: "
                                  "give one per agent, in this order")
@@ -124,7 +140,9 @@ class AgentsPolicy(nn.Module):
                 [self._tensor(m, "action_mask") for m in action_mask], dim=-2)
             actions = self._act(stacked, mask, deterministic)
             out = list(actions.unbind(-1 if self.discrete else -2))
-            return out if isinstance(observations[0], torch.Tensor) else [a.cpu().numpy() for a in out]
+            first = observations[0]
+            return [a.to(first.device) for a in out] if isinstance(first, torch.Tensor) else [
+                a.cpu().numpy() for a in out]
         given = observations if isinstance(observations, torch.Tensor) else None
         stacked = self._tensor(observations, "observation")
         mask = None if action_mask is None else self._tensor(action_mask, "action_mask")
@@ -143,13 +161,9 @@ class AgentsPolicy(nn.Module):
         obs = {}
         for agent in present:
             value = observations[agent]
-            if isinstance(value, Mapping):  # PettingZoo's classic envs: the mask inside the observation
-                if keys.OBSERVATION not in value:
-                    raise ValueError(f"the observation of {agent} is a dict without an 'observation' entry "
-                                     f"({sorted(value)})")
-                if MASK_KEY in value:
-                    masks.setdefault(agent, value[MASK_KEY])
-                value = value[keys.OBSERVATION]
+            if isinstance(value, Mapping):
+                raise ValueError(f"the observation of {agent} is a dict ({sorted(value)}); this policy reads each "
+                                 f"agent's observation as {self.description.observation_size} values")
             obs[agent] = self._tensor(value, f"the observation of {agent}")
         rows = obs[present[0]].shape[:-1]
         blank = torch.zeros(*rows, self.description.observation_size)  # agents that have left: not returned
