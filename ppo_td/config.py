@@ -290,6 +290,11 @@ class CollectorConfig:
     """In-process only: 'fast' steps with ppo_td's FastCollector (TorchRL Collector's batches, bit for bit,
     without its per-step overhead), 'torchrl' with TorchRL's Collector, 'auto' fast wherever it can run the
     env and policy (ppo_td's own parts) and TorchRL's Collector otherwise."""
+    inference: Literal["auto", "numpy", "torch"] = "auto"
+    """How the fast collector runs the policy: 'auto' in numpy where it is a small feed-forward MLP (Gaussian
+    or categorical, no shared trunk or masks, on the CPU: a fraction of torch's per-call cost, the same
+    operations within float rounding; its module hooks do not fire), else in torch; 'numpy' refuses any other
+    policy; 'torch' always in torch (TorchRL Collector's batches bit for bit). See ppo_td.models.inference."""
 
     def __post_init__(self) -> None:
         _check_types(self, "collector.")
@@ -305,6 +310,11 @@ class CollectorConfig:
                "'auto', 'fast' or 'torchrl'")
         _check(self.step_loop != "fast" or self.backend == "inprocess", "collector.step_loop", self.step_loop,
                "'auto' or 'torchrl' with a worker backend (the fast collector runs in-process)")
+        _check(self.inference in ("auto", "numpy", "torch"), "collector.inference", self.inference,
+               "'auto', 'numpy' or 'torch'")
+        _check(self.inference != "numpy" or (self.backend == "inprocess" and self.step_loop != "torchrl"),
+               "collector.inference", self.inference,
+               "'auto' or 'torch' unless the fast collector runs (backend='inprocess', step_loop 'auto' or 'fast')")
 
     @property
     def workers(self) -> int:

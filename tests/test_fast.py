@@ -24,7 +24,7 @@ from ppo_td.training import FastLoss, build_pipeline, total_loss, train
 
 def _collect(config, step_loop, batches):
     """``batches`` batches from a fresh pipeline, then the state collection leaves behind."""
-    p = build_pipeline(dataclasses.replace(config, collector=CollectorConfig(step_loop=step_loop)))
+    p = build_pipeline(dataclasses.replace(config, collector=CollectorConfig(step_loop=step_loop, inference="torch")))
     out = []
     for batch in p.collector:
         out.append(batch)
@@ -178,7 +178,7 @@ def _loss_and_grads(p, minibatch, fast):
 
 
 def _ready(config):
-    p = build_pipeline(config)
+    p = build_pipeline(dataclasses.replace(config, collector=dataclasses.replace(config.collector, inference="torch")))
     batch = next(iter(p.collector))
     p.collector.shutdown()
     with torch.no_grad():
@@ -250,7 +250,7 @@ def test_fast_loss_needs_ppo_tds_own_modules():
 
 
 def test_training_with_and_without_the_fast_paths_is_identical():
-    config = small_config(total_frames=64 * 4)
+    config = small_config(total_frames=64 * 4, collector=CollectorConfig(inference="torch"))
     fast = train(config)
     plain = train(dataclasses.replace(config, loss=dataclasses.replace(config.loss, fast_forward=False),
                                       collector=CollectorConfig(step_loop="torchrl")))
@@ -265,7 +265,7 @@ def test_forward_hooks_on_the_networks_see_the_fast_collectors_calls():
     """The fast collector calls ppo_td's networks themselves: a hook on the network fires at every step."""
     config = CASES["cartpole-truncated-shared"]
     _, torchrl_batches, _ = _collect(config, "torchrl", batches=2)
-    p = build_pipeline(dataclasses.replace(config, collector=CollectorConfig(step_loop="fast")))
+    p = build_pipeline(dataclasses.replace(config, collector=CollectorConfig(step_loop="fast", inference="torch")))
     calls = []
     handle = policy_net(p.actor).register_forward_hook(lambda *args: calls.append("actor"))
     batches = [b for _, b in zip(range(2), p.collector, strict=False)]
@@ -361,7 +361,7 @@ class OneEntryDict(gym.Env):
 def test_numpy_step_only_for_box_observations():
     # a one-entry Dict keeps the tensor step (its outputs are dicts); the same batches as TorchRL's Collector
     config = dataclasses.replace(small_config(), env=EnvConfig("test_fast:OneEntryDict", num_envs=2),
-                                 frames_per_batch=16, total_frames=32)
+                                 frames_per_batch=16, total_frames=32, collector=CollectorConfig(inference="torch"))
     fast = build_pipeline(config)
     assert isinstance(fast.collector, FastCollector) and fast.collector.fast_env._array_steps is None
     batch = next(iter(fast.collector))

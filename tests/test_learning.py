@@ -15,6 +15,7 @@ def test_default_preset_solves_cartpole():
     config = get_preset("cartpole")
     result = train(config)
     assert config.total_frames == 50_000 and config.seed == 1
+    assert result.pipeline.collector.fast_policy.numpy is not None  # collected with the numpy policy
     assert len(result.eval_returns) == config.eval_episodes
     assert statistics.fmean(result.eval_returns) >= 475, result.eval_returns
 
@@ -24,6 +25,7 @@ def test_pendulum_preset_learns():
     config = get_preset("pendulum")
     result = train(config)
     assert config.total_frames == 100_352 and config.seed == 1
+    assert result.pipeline.collector.fast_policy.numpy is not None
     assert statistics.fmean(result.eval_returns) > -400, result.eval_returns
 
 

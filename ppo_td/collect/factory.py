@@ -38,8 +38,10 @@ def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: Tra
     if config.collector.step_loop != "torchrl":
         try:
             return FastCollector(env, actor, frames_per_batch=config.frames_per_batch, total_frames=total_frames,
-                                 critic=critic, device=device)
+                                 critic=critic, device=device, inference=config.collector.inference)
         except FastUnsupported as err:
+            if config.collector.inference == "numpy":
+                raise FastUnsupported(f"collector.inference='numpy' needs the fast collector: {err}") from err
             if config.collector.step_loop == "fast":
                 raise FastUnsupported(f"collector.step_loop='fast': {err}. Set collector.step_loop='auto' or "
                                       "'torchrl' to collect with TorchRL's Collector") from err

@@ -7,7 +7,7 @@ the speed. :class:`FastCollector` runs on ppo_td's own objects instead: it steps
 Gymnasium vector env that :func:`ppo_td.envs.build_env` built, reads its outputs with the
 ``GymWrapper``'s public readers, applies each transform's own public step/reset code,
 and samples from ppo_td's :class:`~ppo_td.models.PolicyNet` as TorchRL's
-``ProbabilisticActor`` would, in the same order. So it writes the same batch as
+``ProbabilisticActor`` would, in the same order. So, with ``inference='torch'``, it writes the same batch as
 ``Collector`` from the same state, bit for bit (a recurrent policy's float outputs within 1e-6: its cell is
 stepped by :func:`~ppo_td.models.recurrent.cell_step`), and leaves the transforms, the
 simulators and torch's RNG in the same state (``tests/test_fast.py`` checks every key,
@@ -21,6 +21,10 @@ naming the part (:func:`ppo_td.collect.make_collector` then uses TorchRL's Colle
   ``RunningObsNorm``, ``StepCounter`` (no ``max_steps``), ``RewardSum``, ``RewardClipping``, ``ReturnScaling``;
 - observations: one tensor (a ``Dict``/``Tuple`` observation runs on TorchRL's ``Collector``);
 - policy: an actor built by :func:`ppo_td.models.make_actor` (see :mod:`ppo_td.models.plain`).
+
+With ``inference='auto'`` (the default) a small feed-forward MLP policy samples in numpy
+(:class:`~ppo_td.models.inference.NumpyPolicy`: a third of torch's per-step cost at these sizes); its
+parameters, actions and log-probs then equal the torch path's within float rounding, not bit for bit.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from ppo_td import keys
 from ppo_td.envs import BuiltEnv, FiniteCheck, IndexObservations, MaskCheck, ReturnScaling, RunningObsNorm
 from ppo_td.envs.masking import MASK_KEY
 from ppo_td.models import ClosedForm, PolicyNet, ValueNet, policy_net, value_net
+from ppo_td.models.inference import NumpyPolicy
 from ppo_td.models.networks import SharedFeatures
 from ppo_td.models.recurrent import IS_INIT, Recurrent, is_recurrent, recurrent_parts
 
@@ -84,7 +89,8 @@ class FastPolicy:
     ``sample_and_log_prob``.
     """
 
-    def __init__(self, actor: nn.Module, critic: nn.Module | None = None, device: torch.device | str = "cpu") -> None:
+    def __init__(self, actor: nn.Module, critic: nn.Module | None = None, device: torch.device | str = "cpu",
+                 inference: str = "auto", rows: int = 1) -> None:
         self.device = torch.device(device)
         """Where the networks run: each step's observation goes there, its outputs come back to the CPU."""
         self.recurrent: Recurrent | None = recurrent_parts(actor)
@@ -123,6 +129,18 @@ class FastPolicy:
                        *(self.critic_core.state if self.critic_core else ())]
         """The recurrent states this policy reads and writes (``("next", key)``)."""
         self.inputs = [keys.OBSERVATION, MASK_KEY, *((IS_INIT, *self.states) if self.recurrent else ())]
+        self.numpy: NumpyPolicy | None = None
+        """The policy's sampling in numpy (:mod:`ppo_td.models.inference`), where ``inference`` allows it."""
+        if inference not in ("auto", "numpy", "torch"):
+            raise ValueError(f"inference={inference!r}; expected 'auto', 'numpy' or 'torch'")
+        if inference != "torch":
+            plain = self.recurrent is None and not self.records_value and self.device.type == "cpu"
+            self.numpy = NumpyPolicy.of(net, rows) if plain else None
+            if self.numpy is None and inference == "numpy":
+                raise FastUnsupported(
+                    "collector.inference='numpy' runs a small feed-forward MLP policy without a shared trunk or "
+                    "action masks (Gaussian or categorical, float32, on the CPU); this one is not: set "
+                    "collector.inference='auto' or 'torch'")
 
     @property
     def records_value(self) -> bool:
@@ -132,6 +150,12 @@ class FastPolicy:
     def sample(self, values: Values) -> None:
         """Write the parameters, ``"action"`` and its log-prob (and V(s), see :attr:`value`, and the next
         recurrent states) into ``values`` (on the CPU, wherever the networks run); call under no_grad."""
+        if self.numpy is not None:
+            params, action, log_prob = self.numpy.sample(values[keys.OBSERVATION].numpy())
+            values.update(zip(self.param_keys, map(torch.from_numpy, params), strict=True))
+            values[keys.ACTION] = torch.from_numpy(action)
+            values[self.log_prob_key] = torch.from_numpy(log_prob)
+            return
         if self.device.type == "cpu":
             self._sample(values)
             return
@@ -393,8 +417,9 @@ class FastCollector:
     """
 
     def __init__(self, env: BuiltEnv, actor: nn.Module, frames_per_batch: int, total_frames: int,
-                 critic: nn.Module | None = None, device: torch.device | str = "cpu") -> None:
-        self.fast_env, self.fast_policy = FastEnv(env), FastPolicy(actor, critic, device)
+                 critic: nn.Module | None = None, device: torch.device | str = "cpu", inference: str = "auto") -> None:
+        self.fast_env = FastEnv(env)
+        self.fast_policy = FastPolicy(actor, critic, device, inference, rows=self.fast_env.num_envs)
         if sorted(self.fast_env.states) != sorted(self.fast_policy.states):
             raise FastUnsupported(f"the env carries the recurrent states {sorted(self.fast_env.states)}, the policy "
                                   f"{sorted(self.fast_policy.states)}: build the env with "
@@ -448,6 +473,8 @@ class FastCollector:
         """One batch of ``frames_per_batch`` frames from the current state."""
         self._replan()
         env, policy = self.fast_env, self.fast_policy
+        if policy.numpy is not None:
+            policy.numpy.refresh()
         n, steps = env.num_envs, self.frames_per_batch // env.num_envs
         cur: Values = {k: self.current[k] for k in env.carried}
         flags = {k: self.current[k] for k in _FLAGS}
