@@ -256,8 +256,12 @@ def test_training_with_and_without_the_fast_paths_is_identical():
                                       collector=CollectorConfig(step_loop="torchrl")))
     assert isinstance(fast.pipeline.collector, FastCollector) and isinstance(fast.pipeline.loss.fast, FastLoss)
     assert isinstance(plain.pipeline.collector, Collector) and plain.pipeline.loss.fast is None
-    keys = ("loss_policy", "loss_value", "loss_entropy", "kl_k3", "grad_norm", "episode_return", "clip_fraction")
+    keys = ("loss_policy", "loss_value", "loss_entropy", "grad_norm", "episode_return")
     assert [[m[k] for k in keys] for m in fast.history] == [[m[k] for k in keys] for m in plain.history]
+    # the diagnostics: the fast update computes them once an epoch (epoch_metrics), in another summation order
+    diagnostics = ("kl_k1", "kl_k3", "clip_fraction", "entropy", "value_clip_fraction")
+    for a, b in zip(fast.history, plain.history, strict=True):
+        assert [a[k] for k in diagnostics] == pytest.approx([b[k] for k in diagnostics], rel=1e-6, abs=1e-7)
     assert fast.eval_returns == plain.eval_returns
 
 
@@ -393,3 +397,34 @@ def test_minibatches_keep_every_entry_for_another_sampler():
     custom.collector.shutdown()
     kept = set(_loss_data(custom, batch).keys(True))  # a sampler may read any entry but the next observations
     assert kept == set(batch.keys(True)) - {("next", "observation")} and ("next", "done") in kept
+
+
+def test_lean_terms_and_epoch_metrics_equal_the_full_outputs():
+    """The update's lean path (FastLoss.terms, then epoch_metrics once an epoch): the same loss and gradients as
+    the full outputs, bit for bit, and each minibatch's diagnostics within float rounding, minibatches of unequal
+    sizes included."""
+    from ppo_td.training.objective import epoch_metrics
+
+    p = build_pipeline(small_config(collector=CollectorConfig(inference="torch"), frames_per_batch=160))
+    batch = next(iter(p.collector))
+    p.collector.shutdown()
+    with torch.no_grad():
+        p.advantage(batch)
+        for param in p.parameters:  # away from the rollout's policy: ratios and values get clipped
+            param.add_(0.3 * torch.randn_like(param))
+    minibatches = batch.reshape(-1).split([64, 64, 32])
+    full = [p.loss.fast(mb) for mb in minibatches]
+    lean = [p.loss.fast.terms(mb) for mb in minibatches]
+    for out, (loss, _) in zip(full, lean, strict=True):
+        assert torch.equal(loss, total_loss(out))
+        for a, b in zip(torch.autograd.grad(loss, p.parameters), torch.autograd.grad(total_loss(out), p.parameters),
+                        strict=True):
+            assert torch.equal(a, b)
+    metrics = epoch_metrics([t for _, t in lean], p.loss.clip_epsilon, p.loss.clip_value)
+    assert sum(float(out["clip_fraction"]) for out in full) > 0 and sum(float(out["value_clip_fraction"])
+                                                                        for out in full) > 0
+    for out, m in zip(full, metrics, strict=True):
+        assert set(m) == {"loss_objective", "loss_entropy", "loss_critic", "kl_approx", "kl_approx_k3",
+                          "clip_fraction", "entropy", "value_clip_fraction"}
+        for key, value in m.items():
+            torch.testing.assert_close(value, out[key].detach(), rtol=1e-6, atol=1e-7)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from ppo_td import keys
 from ppo_td.collect import WorkerError, batches, gather_statistics, push_to_workers, shutdown
 from ppo_td.config import TrainConfig
 from ppo_td.training.evaluation import evaluate, evaluate_on
-from ppo_td.training.objective import PPOObjective, explained_variance, total_loss
+from ppo_td.training.objective import LeanTerms, PPOObjective, epoch_metrics, explained_variance, total_loss
 from ppo_td.training.pipeline import Pipeline, build_pipeline
 
 Callback = Callable[[dict[str, Any], Pipeline], None]
@@ -192,35 +193,52 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
         p.buffer.extend(sequences(data, p.sequence_length))
         size = p.config.num_sequences // opt.num_minibatches
     replay = set_recurrent_mode(p.sequence_length is not None)
+    # ppo_td's own loss: the loss terms only, each minibatch; their diagnostics once an epoch (epoch_metrics)
+    lean = p.loss.fast if type(p.loss) is PPOObjective else None
     records: list[dict[str, torch.Tensor]] = []
     epochs = 0
     for _ in range(opt.update_epochs):
         # one draw per epoch: a fresh permutation of the whole batch, cut into minibatches
         # (the same minibatches as num_minibatches draws, at a quarter of the buffer overhead)
-        for minibatch in p.buffer.sample().split(size):
+        epoch: list[tuple[LeanTerms, torch.Tensor]] = []
+        minibatches = p.buffer.sample().split(size)
+        lean_here = lean is not None and lean.applies(minibatches[0])  # the minibatches share their entries
+        for minibatch in minibatches:
+            terms: LeanTerms | None = None
             try:
                 with replay:
-                    losses = p.loss(minibatch)
+                    if lean_here:
+                        loss, terms = lean.terms(minibatch)
+                    else:
+                        losses = p.loss(minibatch)
+                        loss = total_loss(losses)
             except RuntimeError:  # e.g. a distribution refusing NaN parameters: name the overflowed parameter
                 _check_parameters(p, params, epochs)
                 raise
             p.optimizer.zero_grad(set_to_none=True)
-            loss = total_loss(losses)
-            if not torch.isfinite(loss):
+            if not math.isfinite(loss):  # a float: a third of torch.isfinite's cost on a scalar
                 _check_parameters(p, params, epochs)  # an earlier step that overflowed them is the cause to name
+                parts = terms.losses.items() if terms is not None else losses.items()
                 raise NonFiniteError(f"non-finite loss in epoch {epochs + 1}: "
-                                     f"{ {k: float(v.detach()) for k, v in losses.items() if k.startswith('loss_')} }")
+                                     f"{ {k: float(v.detach()) for k, v in parts if k.startswith('loss_')} }")
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(params, opt.max_grad_norm)
-            if not torch.isfinite(grad_norm):
+            if not math.isfinite(grad_norm):
                 _check_parameters(p, params, epochs)
                 raise NonFiniteError(f"non-finite gradient norm {float(grad_norm)} in epoch {epochs + 1}; "
                                      "the optimizer step was not taken")
             p.optimizer.step()
+            if terms is not None:
+                epoch.append((terms, grad_norm))
+                continue
             outputs = dict(losses.items())  # one pass over the TensorDict, not a lookup per metric
             record = {name: outputs[key].detach() for key, name in _LOSS_METRICS.items() if key in outputs}
             record["grad_norm"] = grad_norm
             records.append(record)
+        if epoch:
+            outputs = epoch_metrics([t for t, _ in epoch], p.loss.clip_epsilon, p.loss.clip_value)
+            records += [{**{name: out[key] for key, name in _LOSS_METRICS.items() if key in out}, "grad_norm": norm}
+                        for out, (_, norm) in zip(outputs, epoch, strict=True)]
         epochs += 1
         if opt.target_kl is not None:
             epoch_kl = torch.stack([r["kl_k3"] for r in records[-opt.num_minibatches:]]).mean()
