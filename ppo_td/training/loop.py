@@ -216,7 +216,7 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
                 _check_parameters(p, params, epochs)
                 raise
             p.optimizer.zero_grad(set_to_none=True)
-            if not math.isfinite(loss):  # a float: a third of torch.isfinite's cost on a scalar
+            if not math.isfinite(loss.item()):  # a float: a third of torch.isfinite's cost on a scalar
                 _check_parameters(p, params, epochs)  # an earlier step that overflowed them is the cause to name
                 parts = terms.losses.items() if terms is not None else losses.items()
                 raise NonFiniteError(f"non-finite loss in epoch {epochs + 1}: "
