@@ -399,13 +399,16 @@ def test_minibatches_keep_every_entry_for_another_sampler():
     assert kept == set(batch.keys(True)) - {("next", "observation")} and ("next", "done") in kept
 
 
-def test_lean_terms_and_epoch_metrics_equal_the_full_outputs():
+@pytest.mark.parametrize("entropy_coeff", [0.01, 0.0])
+def test_lean_terms_and_epoch_metrics_equal_the_full_outputs(entropy_coeff):
     """The update's lean path (FastLoss.terms, then epoch_metrics once an epoch): the same loss and gradients as
     the full outputs, bit for bit, and each minibatch's diagnostics within float rounding, minibatches of unequal
-    sizes included."""
+    sizes included. With a zero entropy coefficient the lean loss leaves the entropy term out of its graph."""
     from ppo_td.training.objective import epoch_metrics
 
-    p = build_pipeline(small_config(collector=CollectorConfig(inference="torch"), frames_per_batch=160))
+    config = small_config(collector=CollectorConfig(inference="torch"), frames_per_batch=160)
+    config = dataclasses.replace(config, loss=dataclasses.replace(config.loss, entropy_coeff=entropy_coeff))
+    p = build_pipeline(config)
     batch = next(iter(p.collector))
     p.collector.shutdown()
     with torch.no_grad():

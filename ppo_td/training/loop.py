@@ -215,7 +215,9 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
             except RuntimeError:  # e.g. a distribution refusing NaN parameters: name the overflowed parameter
                 _check_parameters(p, params, epochs)
                 raise
-            p.optimizer.zero_grad(set_to_none=True)
+            for group in p.optimizer.param_groups:  # zero_grad(set_to_none=True) without its profiler wrapper:
+                for param in group["params"]:        # 3 us instead of 20 a minibatch
+                    param.grad = None
             if not math.isfinite(loss.item()):  # a float: a third of torch.isfinite's cost on a scalar
                 _check_parameters(p, params, epochs)  # an earlier step that overflowed them is the cause to name
                 parts = terms.losses.items() if terms is not None else losses.items()

@@ -452,7 +452,10 @@ class FastLoss:
                ) -> tuple[torch.Tensor, LeanTerms]:
         core = self._core(td, actor_in, critic_in)
         losses = {key: core[key].mean().squeeze(-1) for key in _LOSS_ORDER if key in core}
-        total = sum(losses.values())  # in __call__'s key order, as total_loss sums them
+        # in __call__'s key order, as total_loss sums them; an entropy term with coefficient 0 adds exactly 0 to the
+        # loss and its gradients, so backward skips it (the MuJoCo settings: a tenth of the graph)
+        zero_entropy = "loss_entropy" in losses and not float(self.loss.entropy_coeff)
+        total = sum(value for key, value in losses.items() if not (zero_entropy and key == "loss_entropy"))
         with torch.no_grad():
             lean = LeanTerms(
                 losses={key: value.detach() for key, value in losses.items()},
