@@ -287,13 +287,15 @@ class CollectorConfig:
     cpus_per_worker: float = 1.0
     """Ray only: CPUs each worker actor reserves (Ray's num_cpus)."""
     step_loop: Literal["auto", "fast", "torchrl"] = "auto"
-    """In-process only: 'fast' steps with ppo_td's FastCollector (TorchRL Collector's batches, bit for bit,
-    without its per-step overhead), 'torchrl' with TorchRL's Collector, 'auto' fast wherever it can run the
-    env and policy (ppo_td's own parts) and TorchRL's Collector otherwise."""
+    """In-process only: 'fast' steps with ppo_td's FastCollector (TorchRL Collector's batches without its
+    per-step overhead: bit for bit with inference='torch', within float rounding with a numpy policy),
+    'torchrl' with TorchRL's Collector, 'auto' fast wherever it can run the env and policy (ppo_td's own
+    parts) and TorchRL's Collector otherwise."""
     inference: Literal["auto", "numpy", "torch"] = "auto"
     """How the fast collector runs the policy: 'auto' in numpy where it is a small feed-forward MLP (Gaussian
     or categorical, no shared trunk or masks, on the CPU: a fraction of torch's per-call cost, the same
-    operations within float rounding; its module hooks do not fire), else in torch; 'numpy' refuses any other
+    operations and draws from torch's generator, outputs within float rounding; its module hooks do not fire),
+    else in torch; 'numpy' refuses any other
     policy; 'torch' always in torch (TorchRL Collector's batches bit for bit). See ppo_td.models.inference."""
 
     def __post_init__(self) -> None:

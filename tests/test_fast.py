@@ -261,7 +261,8 @@ def test_training_with_and_without_the_fast_paths_is_identical():
     # the diagnostics: the fast update computes them once an epoch (epoch_metrics), in another summation order
     diagnostics = ("kl_k1", "kl_k3", "clip_fraction", "entropy", "value_clip_fraction")
     for a, b in zip(fast.history, plain.history, strict=True):
-        assert [a[k] for k in diagnostics] == pytest.approx([b[k] for k in diagnostics], rel=1e-6, abs=1e-7)
+        # (kl_k3 = mean ratio - 1 + k1 cancels: one float32 step of the mean ratio is 1.2e-7)
+        assert [a[k] for k in diagnostics] == pytest.approx([b[k] for k in diagnostics], rel=1e-6, abs=1e-6)
     assert fast.eval_returns == plain.eval_returns
 
 
@@ -430,4 +431,4 @@ def test_lean_terms_and_epoch_metrics_equal_the_full_outputs(entropy_coeff):
         assert set(m) == {"loss_objective", "loss_entropy", "loss_critic", "kl_approx", "kl_approx_k3",
                           "clip_fraction", "entropy", "value_clip_fraction"}
         for key, value in m.items():
-            torch.testing.assert_close(value, out[key].detach(), rtol=1e-6, atol=1e-7)
+            torch.testing.assert_close(value, out[key].detach(), rtol=1e-6, atol=1e-6)

@@ -1,5 +1,7 @@
 """Guards: non-finite env output, env exceptions and non-finite losses stop training with a clear message."""
 
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -81,6 +83,25 @@ def test_non_finite_loss_stops_with_iteration_named_and_checkpoint_kept(tmp_path
     state = load_checkpoint(tmp_path / "checkpoint.pt")
     assert state["iteration"] == 3
     assert all(torch.isfinite(v).all() for v in state["actor"].values())
+
+
+def test_non_finite_loss_from_torchrls_loss_forward_is_named_too(monkeypatch):
+    """Without the fast loss (loss.fast_forward=False) the update reads ClipPPOLoss.forward's outputs: a NaN term
+    there stops training the same way, naming the term."""
+    config = small_config(total_frames=64 * 2, eval_episodes=0)
+    config = dataclasses.replace(config, loss=dataclasses.replace(config.loss, fast_forward=False))
+    from ppo_td.training import objective
+
+    real = objective.PPOObjective.forward
+
+    def poisoned(self, td):
+        out = real(self, td)
+        out.set("loss_critic", out["loss_critic"] * float("nan"))
+        return out
+
+    monkeypatch.setattr(objective.PPOObjective, "forward", poisoned)
+    with pytest.raises(NonFiniteError, match=r"non-finite loss in epoch 1: .*'loss_critic': nan"):
+        train(config)
 
 
 def test_non_finite_parameters_stop_training_naming_the_parameter_and_keep_the_checkpoint(tmp_path):

@@ -13,7 +13,7 @@ from conftest import small_config
 from ppo_td.collect import FastCollector, FastUnsupported
 from ppo_td.config import CollectorConfig, EnvConfig, ModelConfig
 from ppo_td.models import ClosedForm, policy_net
-from ppo_td.models.inference import MAX_LAYER_WORK, NumpyPolicy
+from ppo_td.models.inference import MAX_LAYER_WORK, NumpyPolicy, one_thread
 from ppo_td.presets import get_preset
 from ppo_td.training import build_pipeline
 
@@ -56,21 +56,50 @@ def test_gaussian_samples_and_log_probs_match_the_torch_path():
 
 
 def test_categorical_samples_follow_the_probabilities_and_score_like_torch():
-    _, net = _net(small_config())
-    fast = NumpyPolicy.of(net, rows=4)
+    _, net = _net(small_config(env=EnvConfig("Acrobot-v1", num_envs=2)))  # three actions
+    fast = NumpyPolicy.of(net, rows=2)
     assert fast is not None and fast.kind == "categorical"
     with torch.no_grad():
         net.head[-1].weight.mul_(300.0)  # a policy far from uniform
-    obs = torch.randn(1, 4).expand(20_000, 4).contiguous()  # one observation, drawn 20,000 times
+    torch.manual_seed(0)
+    obs = torch.randn(1, 6).expand(30_000, 6).contiguous()  # one observation, drawn 30,000 times
     (logits,), action, log_prob = fast.sample(obs.numpy())
     with torch.no_grad():
-        dist = torch.distributions.Categorical(logits=net(obs[:1]))
         _close(logits[:1], net(obs[:1]))
+        dist = torch.distributions.Categorical(logits=net(obs[:1]))
     _close(log_prob, dist.log_prob(torch.from_numpy(action)))
-    frequencies = np.bincount(action, minlength=2) / action.size
+    frequencies = np.bincount(action, minlength=3) / action.size
     probs = dist.probs[0].numpy()
-    assert 0.02 < probs.min() and np.abs(frequencies - probs).max() < 0.015  # 5 standard errors at 20,000 draws
-    assert action.dtype == np.int64 and set(np.unique(action)) <= {0, 1}
+    assert probs.max() > 0.5 and probs.min() > 0.005  # far from uniform, every action drawn
+    assert np.abs(frequencies - probs).max() < 0.012  # over 5 standard errors at 30,000 draws
+    assert action.dtype == np.int64 and set(np.unique(action)) == {0, 1, 2}
+
+
+def test_categorical_draws_are_torchs_and_leave_its_generator_where_torch_does():
+    """torch.multinomial's one-draw path (one exponential per action): the same seed gives the torch path's
+    actions and the same generator state after; an action of probability 0 is never drawn."""
+    _, net = _net(small_config(env=EnvConfig("Acrobot-v1", num_envs=2)))
+    obs = torch.randn(64, 6)
+    torch.manual_seed(7)
+    with torch.no_grad():
+        action, log_prob = ClosedForm("categorical").sample((net(obs),))
+    after_torch = torch.get_rng_state()
+    torch.manual_seed(7)
+    _, np_action, np_log_prob = NumpyPolicy.of(net, rows=64).sample(obs.numpy())
+    assert np.array_equal(np_action, action.numpy()) and torch.equal(torch.get_rng_state(), after_torch)
+    _close(np_log_prob, log_prob)
+    with torch.no_grad():
+        net.head[-1].bias.copy_(torch.tensor([0.0, -200.0, 0.0]))  # action 1: probability 0 in float32
+        net.head[-1].weight.zero_()
+    assert 1 not in NumpyPolicy.of(net, rows=64).sample(obs.numpy())[1]
+
+
+def test_infinite_logits_are_refused_as_torchs_multinomial_refuses_them():
+    _, net = _net(small_config())
+    with torch.no_grad():
+        net.head[-1].bias.copy_(torch.tensor([float("inf"), 0.0]))
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        NumpyPolicy.of(net, rows=1).sample(np.zeros((1, 4), np.float32))
 
 
 def test_the_same_seed_draws_the_same_actions():
@@ -137,6 +166,35 @@ def test_policies_it_does_not_run_stay_on_torch():
     _, net = _net(small_config())
     net.head.insert(1, nn.LayerNorm(16))
     assert NumpyPolicy.of(net, rows=4) is None  # a layer it has no numpy form for
+    _, net = _net(small_config())
+    torch.nn.utils.prune.l1_unstructured(net.head[0], "weight", amount=0.5)
+    assert NumpyPolicy.of(net, rows=4) is None  # a weight recomputed from a mask before each forward
+    _, net = _net(small_config())
+    torch.nn.utils.parametrizations.orthogonal(net.head[2])
+    assert NumpyPolicy.of(net, rows=4) is None  # a parametrized weight
+
+
+def test_numpy_blas_stays_on_one_thread():
+    """Products numpy's OpenBLAS would spread over threads run in torch (on torch's threads) instead."""
+    assert one_thread(1, 17, 64) and one_thread(1, 64, 64) and not one_thread(1, 128, 128)  # one row: gemv
+    assert one_thread(64, 64, 1) and not one_thread(256, 64, 1)  # one output: gemv
+    assert one_thread(64, 64, 64) and not one_thread(256, 64, 64)  # gemm
+    _, net = _net(dataclasses.replace(_pendulum(), model=ModelConfig(hidden_sizes=(128, 128))))
+    assert NumpyPolicy.of(net, rows=1) is None and NumpyPolicy.of(net, rows=8) is not None
+
+
+def test_a_policy_cast_after_the_collector_was_built_goes_back_to_torch():
+    p = build_pipeline(small_config())
+    assert p.collector.fast_policy.numpy is not None
+    p.actor.double()  # its parameters are no longer float32: the next batch samples in torch
+    p.collector.fast_policy.refresh()
+    assert p.collector.fast_policy.numpy is None
+    p.collector.shutdown()
+    p = build_pipeline(small_config(collector=CollectorConfig(inference="numpy")))
+    p.actor.double()
+    with pytest.raises(FastUnsupported, match="no longer float32"):
+        next(iter(p.collector))
+    p.collector.shutdown()
 
 
 def test_collector_inference_setting():

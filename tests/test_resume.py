@@ -246,3 +246,15 @@ def test_a_resume_after_the_wrappers_changed_continues_with_fresh_episodes_and_s
         SWITCH["wrap"] = False
     assert not resumed.exact and "wrappers changed since the checkpoint" in resumed.why
     assert [m["iteration"] for m in second.history] == [2, 3]
+
+
+def test_a_resume_that_samples_the_policy_elsewhere_says_so(tmp_path):
+    """The numpy policy and torch's round differently: a run resumed with the other collector.inference is not
+    exact, and says why; with the same setting it is."""
+    train(small_config(total_frames=64 * 4, eval_episodes=0), callbacks=[stop_after(tmp_path, 2)])
+    same = resume_pipeline(tmp_path / "checkpoint.pt")
+    assert same.exact
+    same.pipeline.collector.shutdown()
+    other = resume_pipeline(tmp_path / "checkpoint.pt", collector={"inference": "torch"})
+    assert not other.exact and "sampled its policy in numpy, this one samples it in torch" in other.why
+    other.pipeline.collector.shutdown()

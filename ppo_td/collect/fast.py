@@ -24,7 +24,8 @@ naming the part (:func:`ppo_td.collect.make_collector` then uses TorchRL's Colle
 
 With ``inference='auto'`` (the default) a small feed-forward MLP policy samples in numpy
 (:class:`~ppo_td.models.inference.NumpyPolicy`: a third of torch's per-step cost at these sizes); its
-parameters, actions and log-probs then equal the torch path's within float rounding, not bit for bit.
+parameters, actions and log-probs then equal the torch path's within float rounding, not bit for bit (the
+same draws from torch's generator).
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ class FastPolicy:
     Samples as ``ProbabilisticActor`` does under ``ExplorationType.RANDOM`` (the collectors' default), so
     outputs and RNG use match: a Gaussian or unmasked categorical in closed form (:class:`ClosedForm`, torch's
     own operations without the distribution objects), any other distribution with TorchRL's
-    ``sample_and_log_prob``.
+    ``sample_and_log_prob``. With ``inference`` 'auto' or 'numpy', a small MLP policy runs in numpy instead
+    (:class:`~ppo_td.models.inference.NumpyPolicy`: the same RNG use, outputs within float rounding).
     """
 
     def __init__(self, actor: nn.Module, critic: nn.Module | None = None, device: torch.device | str = "cpu",
@@ -133,6 +135,7 @@ class FastPolicy:
         """The policy's sampling in numpy (:mod:`ppo_td.models.inference`), where ``inference`` allows it."""
         if inference not in ("auto", "numpy", "torch"):
             raise ValueError(f"inference={inference!r}; expected 'auto', 'numpy' or 'torch'")
+        self.inference = inference
         if inference != "torch":
             plain = self.recurrent is None and not self.records_value and self.device.type == "cpu"
             self.numpy = NumpyPolicy.of(net, rows) if plain else None
@@ -141,6 +144,17 @@ class FastPolicy:
                     "collector.inference='numpy' runs a small feed-forward MLP policy without a shared trunk or "
                     "action masks (Gaussian or categorical, float32, on the CPU); this one is not: set "
                     "collector.inference='auto' or 'torch'")
+
+    def refresh(self) -> None:
+        """Re-read the numpy policy's parameters (before each batch); a policy moved or cast since (no longer
+        float32 on the CPU) goes back to torch, or is refused with ``inference='numpy'``."""
+        if self.numpy is None or self.numpy.refresh():
+            return
+        if self.inference == "numpy":
+            raise FastUnsupported("collector.inference='numpy': the policy's parameters are no longer float32 CPU "
+                                  "tensors (moved or cast after the collector was built); set "
+                                  "collector.inference='auto' or 'torch'")
+        self.numpy = None
 
     @property
     def records_value(self) -> bool:
@@ -473,8 +487,7 @@ class FastCollector:
         """One batch of ``frames_per_batch`` frames from the current state."""
         self._replan()
         env, policy = self.fast_env, self.fast_policy
-        if policy.numpy is not None:
-            policy.numpy.refresh()
+        policy.refresh()
         n, steps = env.num_envs, self.frames_per_batch // env.num_envs
         cur: Values = {k: self.current[k] for k in env.carried}
         flags = {k: self.current[k] for k in _FLAGS}

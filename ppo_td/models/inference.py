@@ -4,10 +4,13 @@ At one to a few dozen env copies a policy network is a handful of tiny matrix pr
 its time there on dispatch (about 4 us an operation on this project's CPU, 23 us for a 17-64-64-6 forward
 through ``nn.Module`` calls), numpy about 1 us (6 us for the same forward). :class:`NumpyPolicy` runs a
 :class:`~ppo_td.models.PolicyNet`'s layers, sampling and log-prob on numpy views of the parameters' own memory
-(so optimizer steps and ``load_state_dict`` show through), and draws its noise from torch's generator (so
-``torch.manual_seed`` still decides every sample). The operations are the ones torch runs, in the same order,
-in the same dtype; the matrix products round differently (another BLAS), so outputs agree with the torch path
-within float rounding, not bit for bit (``tests/test_inference.py``: 1e-6 relative).
+(so optimizer steps and ``load_state_dict`` show through), and draws its noise from torch's generator the way
+the torch path does (the Gaussian's ``normal_``, the categorical's ``exponential_`` of ``torch.multinomial``'s
+one-draw path), so ``torch.manual_seed`` decides every sample and the generator ends in the same state. The
+operations are the ones torch runs, in the same order, in the same dtype; the matrix products round
+differently (another BLAS), so outputs agree with the torch path within float rounding, not bit for bit
+(``tests/test_inference.py``: 1e-6 relative; a categorical action differs only where two actions' scores tie
+within rounding).
 
 It runs exactly these policies, and :meth:`NumpyPolicy.of` returns None for anything else (the torch path runs
 them):
@@ -16,8 +19,10 @@ them):
   (:class:`~ppo_td.models.GaussianHead`) or an unmasked ``Categorical``, without distribution kwargs;
 - a head that is an ``nn.Sequential`` (TorchRL's ``MLP``) of ``nn.Linear``, ``nn.Tanh``, ``nn.ReLU`` and
   ``nn.Identity`` layers, float32 parameters on the CPU;
-- small enough that every layer's ``rows x inputs x outputs`` is at most :data:`MAX_LAYER_WORK`: there numpy's
-  per-call cost is lower and its BLAS stays on one thread (larger products run in torch, on torch's threads).
+- small enough that numpy's BLAS stays on one thread (:func:`one_thread`: larger products run in torch, on
+  torch's threads), where its per-call cost is a fraction of torch's;
+- weights that are the layers' own parameters (not recomputed by pruning, weight or spectral norm, or a
+  parametrization) and no reshaped MLP output.
 
 Module hooks do not fire in numpy; ``collector.inference='torch'`` keeps the torch path for a policy whose
 hooks must see collection.
@@ -31,13 +36,26 @@ import numpy as np
 import torch
 from torch import distributions as D
 from torch import nn
+from torch.nn.utils import parametrize, prune
 from torchrl.modules import MLP, IndependentNormal
 
 from ppo_td.models.networks import GaussianHead, PolicyNet
 
 MAX_LAYER_WORK = 1 << 18
-"""Largest ``rows x inputs x outputs`` of one layer run in numpy (OpenBLAS multi-threads products above
-about this size; below it numpy's per-call cost is a fraction of torch's)."""
+"""Largest ``rows x inputs x outputs`` of a matrix-matrix product run in numpy (OpenBLAS's gemm goes
+multi-threaded above it)."""
+MAX_VECTOR_WORK = 9216
+"""Largest ``rows x inputs`` (or ``inputs x outputs``) of a matrix-vector product run in numpy: one row, or one
+output (OpenBLAS's gemv goes multi-threaded from 2304 x 4)."""
+
+
+def one_thread(rows: int, inputs: int, outputs: int) -> bool:
+    """True when numpy's product of ``[rows, inputs] @ [inputs, outputs]`` stays on one BLAS thread."""
+    if rows == 1:
+        return inputs * outputs < MAX_VECTOR_WORK
+    if outputs == 1:
+        return rows * inputs < MAX_VECTOR_WORK
+    return rows * inputs * outputs <= MAX_LAYER_WORK
 
 _HALF_LOG_2PI = math.log(math.sqrt(2 * math.pi))
 _ACTIVATIONS = {nn.Tanh: np.tanh, nn.ReLU: lambda h, out: np.maximum(h, 0.0, out=out)}
@@ -56,7 +74,7 @@ class NumpyPolicy:
         """'normal' (a diagonal Gaussian) or 'categorical'."""
         self._linears, self._activations, self._log_std_param = linears, activations, log_std
         self._layers: list[tuple[np.ndarray, np.ndarray]] = []
-        self._scale = self._log_scale = self._two_var = np.empty(0, dtype=np.float32)
+        self._log_std: np.ndarray | None = None
         self.refresh()
 
     @classmethod
@@ -73,11 +91,17 @@ class NumpyPolicy:
             return None
         if not isinstance(body, nn.Sequential) or type(body).forward not in (nn.Sequential.forward, MLP.forward):
             return None
+        if isinstance(body, MLP) and not isinstance(body.out_features, int):
+            return None  # an MLP that reshapes its output
         linears: list[nn.Linear] = []
         activations: list[list] = []  # the activations after each linear layer
         for layer in body:
             kind_of = type(layer)
-            if kind_of is nn.Linear and layer.bias is not None:
+            own = dict(layer.named_parameters(recurse=False))
+            if parametrize.is_parametrized(layer) or prune.is_pruned(layer):
+                return None
+            if kind_of is nn.Linear and own.get("weight") is layer.weight and own.get("bias") is layer.bias \
+                    and layer.bias is not None:
                 linears.append(layer)
                 activations.append([])
             elif kind_of in _ACTIVATIONS and linears:
@@ -88,20 +112,23 @@ class NumpyPolicy:
             return None  # no layer, or an activated output
         params = [p for layer in linears for p in (layer.weight, layer.bias)] + ([log_std] if log_std is not None
                                                                                  else [])
-        if any(p.dtype != torch.float32 or p.device.type != "cpu" for p in params):
-            return None
-        if any(rows * layer.in_features * layer.out_features > MAX_LAYER_WORK for layer in linears):
+        if not _plain(params) or not all(one_thread(rows, layer.in_features, layer.out_features)
+                                         for layer in linears):
             return None
         return cls(kind, linears, activations, log_std)
 
-    def refresh(self) -> None:
+    def refresh(self) -> bool:
         """Read the parameters again (views of their memory: in-place updates show through; call this after a
-        parameter was replaced rather than updated, as the fast collector does before every batch)."""
+        parameter was replaced rather than updated, as the fast collector does before every batch). False when
+        they are no longer float32 CPU tensors (moved or cast since): the torch path must run them."""
+        params = [p for layer in self._linears for p in (layer.weight, layer.bias)]
+        if self._log_std_param is not None:
+            params.append(self._log_std_param)
+        if not _plain(params):
+            return False
         self._layers = [(layer.weight.detach().numpy().T, layer.bias.detach().numpy()) for layer in self._linears]
-        if self._log_std_param is not None:  # the Gaussian's scale and the log-prob's constants, once a batch
-            self._scale = np.exp(self._log_std_param.detach().numpy())
-            self._log_scale = np.log(self._scale) + np.float32(_HALF_LOG_2PI)
-            self._two_var = 2 * self._scale**2
+        self._log_std = self._log_std_param.detach().numpy() if self._log_std_param is not None else None
+        return True
 
     def forward(self, obs: np.ndarray) -> np.ndarray:
         """The head's output (the Gaussian's mean, or the logits) for ``obs`` ``[rows, inputs]``."""
@@ -123,22 +150,27 @@ class NumpyPolicy:
         if self.kind == "normal":
             loc = out
             scale = np.empty_like(loc)
-            scale[...] = self._scale
+            scale[...] = np.exp(self._log_std)  # GaussianHead: log_std.exp().expand_as(loc)
             eps = torch.empty(loc.shape, dtype=torch.float32).normal_().numpy()  # torch's RNG, as Normal.rsample
             action = loc + eps * scale
-            log_prob = (-((action - loc) ** 2) / self._two_var - self._log_scale).sum(-1)
+            log_prob = (-((action - loc) ** 2) / (2 * scale**2) - np.log(scale) - np.float32(_HALF_LOG_2PI)).sum(-1)
             if not np.isfinite(log_prob).all():
                 raise ValueError("the policy's Gaussian parameters (loc, scale) hold NaN or inf values, or a scale "
                                  "<= 0: the network's parameters or its input overflowed")
             return (loc, scale), action, log_prob
         logits = out
-        if np.isnan(logits).any():
-            raise ValueError("the policy's logits hold NaN values: the network's parameters or its input overflowed")
+        if not np.isfinite(logits).all():  # an overflowed network (torch's multinomial refuses NaN and +inf)
+            raise ValueError("the policy's logits hold NaN or infinite values: the network's parameters or its input "
+                             "overflowed")
         top = logits.max(-1, keepdims=True)
         normalized = logits - (top + np.log(np.exp(logits - top).sum(-1, keepdims=True)))
-        cdf = np.cumsum(np.exp(normalized), -1)
-        u = torch.rand(cdf.shape[:-1] + (1,), dtype=torch.float64).numpy()  # torch's RNG: one uniform a row
-        action = np.minimum((cdf < u * cdf[..., -1:]).sum(-1), cdf.shape[-1] - 1)  # inverse CDF
+        # torch.multinomial(probs, 1)'s own draw: one exponential per entry, the largest probs / q
+        q = torch.empty(normalized.shape, dtype=torch.float32).exponential_().numpy()
+        action = np.argmax(np.exp(normalized) / q, -1)
         log_prob = np.take_along_axis(normalized, action[..., None], -1)[..., 0]
         return (logits,), action, log_prob
+
+
+def _plain(params: list[torch.Tensor]) -> bool:
+    return all(p.dtype == torch.float32 and p.device.type == "cpu" for p in params)
 

@@ -5,7 +5,8 @@ directly. They do so only for modules shaped exactly as :func:`~ppo_td.models.wr
 and :func:`~ppo_td.models.wrap_value` build them (checked here through public
 attributes); for anything else these functions return None and the caller runs the
 TorchRL module itself. Forward hooks registered on the networks (or their layers) run
-on both paths; hooks on the TorchRL wrappers run only when the wrapper runs (set
+on both paths (in collection only with ``collector.inference='torch'``: the default samples a small MLP
+policy in numpy, :mod:`ppo_td.models.inference`); hooks on the TorchRL wrappers run only when the wrapper runs (set
 ``collector.step_loop='torchrl'`` and ``loss.fast_forward=False`` to keep them).
 """
 

@@ -84,7 +84,14 @@ def capture(pipeline: Pipeline) -> dict[str, Any]:
         "device_rng": _device_rng(pipeline.device),  # on a GPU, sampling and minibatch order draw from its RNG
         "env": env,
         "collector": pipeline.collector.state_dict() if why is None else None,
+        "sampling": _sampling(pipeline),
     }
+
+
+def _sampling(pipeline: Pipeline) -> str:
+    """Where the fast collector samples the policy: 'numpy' or 'torch' (the two round differently)."""
+    collector = pipeline.collector
+    return "numpy" if isinstance(collector, FastCollector) and collector.fast_policy.numpy is not None else "torch"
 
 
 def restore_snapshot(pipeline: Pipeline, snapshot: dict[str, Any]) -> bool:
@@ -110,6 +117,10 @@ def inexact_reason(pipeline: Pipeline, snapshot: dict[str, Any]) -> str:
     why = _structural(pipeline)
     if why is not None:
         return why
+    sampled, sampling = snapshot.get("sampling", "torch"), _sampling(pipeline)  # before numpy sampling: torch
+    if sampled != sampling:
+        return (f"the run sampled its policy in {sampled}, this one samples it in {sampling} (collector.inference): "
+                "the two round the network's outputs differently")
     saved = snapshot.get("device", "cpu")  # checkpoints before devices: the CPU
     if saved != pipeline.device.type:
         return (f"the run moved from {saved} to {pipeline.device.type}: the random numbers of sampling and of the "

@@ -521,12 +521,13 @@ def epoch_metrics(terms: list[LeanTerms], clip_epsilon: torch.Tensor, clip_value
     ``kl_approx_k3``, ``clip_fraction``, ``entropy``, ``value_clip_fraction``), for a whole epoch in one set of
     operations: per-minibatch means of the concatenated samples (equal to the full outputs within float
     rounding, ``tests/test_fast.py``)."""
-    sizes = torch.tensor([t.log_weight.shape[0] for t in terms])
-    ids = torch.repeat_interleave(torch.arange(len(terms)), sizes)
+    device = terms[0].log_weight.device
+    sizes = torch.tensor([t.log_weight.shape[0] for t in terms], device=device)
+    ids = torch.repeat_interleave(torch.arange(len(terms), device=device), sizes)
 
     def means(values: list[torch.Tensor]) -> torch.Tensor:
         flat = torch.cat([v.reshape(v.shape[0], -1).mean(1) for v in values])
-        return torch.zeros(len(terms), dtype=flat.dtype).index_add_(0, ids, flat) / sizes
+        return torch.zeros(len(terms), dtype=flat.dtype, device=device).index_add_(0, ids, flat) / sizes
 
     log_weight = [t.log_weight for t in terms]
     flat = torch.cat([w.reshape(-1) for w in log_weight])
