@@ -194,7 +194,8 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
         size = p.config.num_sequences // opt.num_minibatches
     replay = set_recurrent_mode(p.sequence_length is not None)
     # ppo_td's own loss: the loss terms only, each minibatch; their diagnostics once an epoch (epoch_metrics)
-    lean = p.loss.fast if type(p.loss) is PPOObjective else None
+    # (not when the loss object's forward was replaced: the replacement runs)
+    lean = p.loss.fast if type(p.loss) is PPOObjective and "forward" not in vars(p.loss) else None
     records: list[dict[str, torch.Tensor]] = []
     epochs = 0
     for _ in range(opt.update_epochs):
