@@ -11,6 +11,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 import ppo_td
 from ppo_td import EnvConfig, get_preset
 from ppo_td.deploy import load_policy
+from ppo_td.models import GaussianHead
 from ppo_td.models.recurrent import add_memory
 from ppo_td.persist import load_actor
 from ppo_td.training.evaluation import make_eval_env
@@ -100,7 +101,7 @@ def policy_actions(policy, seed: int, steps: int) -> list:
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_policy_acts_as_evaluation_does(runs, name):
-    policy = load_policy(runs[name])
+    policy = load_policy(runs[name], inference="torch")  # bit for bit; numpy's rounding: the test below
     for seed in (0, 1):
         expected = evaluation_actions(runs[name], seed, 200)
         policy.reset()
@@ -111,6 +112,35 @@ def test_policy_acts_as_evaluation_does(runs, name):
         assert len(got) == len(expected)
         assert all(space.contains(a) for a in got)
         np.testing.assert_array_equal(np.stack([np.asarray(a) for a in got]), expected.numpy())
+
+
+def test_one_numpy_observation_is_answered_in_numpy_within_rounding(runs, tmp_path):
+    """A small MLP policy's mode for one numpy observation runs in numpy (models/inference.py): the torch path's
+    actions within float rounding, the same types; parameters changed in place or replaced are followed."""
+    cartpole = dataclasses.replace(get_preset("cartpole"), total_frames=1024, eval_episodes=1)
+    ppo_td.train(cartpole, run_dir=str(tmp_path / "cartpole"))
+    for run in (runs["pendulum"], tmp_path / "cartpole"):  # normalized and clipped Gaussian; categorical
+        fast, exact = load_policy(run), load_policy(run, inference="torch")
+        assert fast._numpy is not None and exact._numpy is None
+        env = exact.make_env()
+        obs, _ = env.reset(seed=0)
+        for _ in range(60):
+            action, expected = fast(obs), exact(obs)
+            assert fast._numpy_action(obs) is not None  # the call above was answered in numpy
+            assert type(action) is type(expected)
+            np.testing.assert_allclose(action, expected, rtol=1e-5, atol=1e-6)
+            obs, _, terminated, truncated, _ = env.step(expected)
+            if terminated or truncated:
+                obs, _ = env.reset()
+        layer = fast.policy_net.head.net[0] if isinstance(fast.policy_net.head, GaussianHead) \
+            else fast.policy_net.head[0]
+        layer.weight.data = layer.weight.data * 3.0  # replaced memory: read again at the next call
+        exact.load_state_dict(fast.state_dict())
+        np.testing.assert_allclose(fast(obs), exact(obs), rtol=1e-5, atol=1e-6)
+        assert fast._numpy_action(obs) is not None
+        env.close()
+    with pytest.raises(ValueError, match="inference='numpy'.*'auto'.*or 'torch'"):
+        load_policy(runs["pendulum"], inference="numpy")
 
 
 def test_sampled_actions_follow_torch_seed(runs):

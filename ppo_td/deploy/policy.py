@@ -31,6 +31,7 @@ from ppo_td.envs import MASK_KEY, BuiltEnv, RunningObsNorm, build_env, gym_env
 from ppo_td.envs.wrappers import needs_nesting, nest_observation, nests_entries
 from ppo_td.models import make_actor_critic
 from ppo_td.models.device import resolve_device
+from ppo_td.models.inference import NumpyPolicy
 from ppo_td.models.networks import PolicyNet
 from ppo_td.models.plain import policy_net
 from ppo_td.models.recurrent import Recurrent, memory_spec, recurrent_parts
@@ -98,7 +99,9 @@ class Policy(nn.Module):
     env takes them: numpy (an ``int`` for one ``Discrete`` action) for numpy input, a tensor for tensor input.
     ``action_mask=``: the legal actions, where the env gives them in ``info`` (in the observation, they are read
     from there). ``deterministic``: the policy's mode (default) or an action sampled from it (with torch's RNG:
-    ``torch.manual_seed`` makes it reproducible).
+    ``torch.manual_seed`` makes it reproducible). One numpy observation of a small MLP policy (as
+    :mod:`ppo_td.models.inference` runs in collection) takes its mode in numpy, a fraction of torch's per-call
+    cost, within float rounding of the torch path; ``inference='torch'`` keeps every call on torch.
 
     A recurrent policy carries its state from call to call, one per row of the batch: call :meth:`reset` when an
     episode starts (all rows, or the rows in ``done``); the first call after it starts from a zero state.
@@ -112,8 +115,11 @@ class Policy(nn.Module):
 
     def __init__(self, actor: TensorDictModuleBase, config: TrainConfig, layout: Layout,
                  obs_stats: dict[str, Any] | None = None, device: str | torch.device = "cpu",
-                 deterministic: bool = True) -> None:
+                 deterministic: bool = True, inference: str = "auto") -> None:
         super().__init__()
+        if inference not in ("auto", "torch"):
+            raise ValueError(f"inference={inference!r}; expected 'auto' (one observation of a small MLP policy in "
+                             "numpy, within float rounding of torch) or 'torch'")
         self.config, self.layout, self.deterministic = config, layout, deterministic
         where = resolve_device(str(device), images=layout.images)
         self.actor = copy.deepcopy(actor).eval()  # a copy: the caller's module (a training actor) is left alone
@@ -146,6 +152,14 @@ class Policy(nn.Module):
         self._plain = (policy_net(self.actor) if flat and not self.memory else None,
                        recurrent_parts(self.actor) if flat and self.memory else None)
         self.to(where)
+        # one float32 observation's deterministic action in numpy (models/inference.py): a fraction of the torch
+        # path's cost on a small MLP; the parameters it reads are checked for a move or cast at every call
+        entries = layout.entries
+        simple = (len(entries) == 1 and entries[0].key == keys.OBSERVATION and entries[0].dtype == torch.float32
+                  and not layout.masked and layout.nest is None and self._plain[0] is not None
+                  and inference == "auto")
+        self._numpy = NumpyPolicy.of(self._plain[0], rows=1) if simple else None
+        self._numpy_memory: list[int] = self._numpy_pointers() if self._numpy is not None else []
 
     @property
     def policy_net(self) -> PolicyNet | None:
@@ -190,6 +204,38 @@ class Policy(nn.Module):
             raise ValueError(f"reset(done) has {rows.numel()} entries for a batch of {self._fresh.shape[0]} states")
         self._fresh |= rows.to(self._fresh.device).view_as(self._fresh)
 
+    def _numpy_pointers(self) -> list[int]:
+        """Where the numpy path's parameters and buffers live now (looked up afresh: ``.to()`` replaces buffers)."""
+        buffers = [getattr(self, name, None) for name in ("obs_mean", "obs_std", "action_low", "action_high")]
+        return self._numpy.memory() + [b.data_ptr() for b in buffers if b is not None]
+
+    def _numpy_action(self, observation: np.ndarray) -> Any:
+        """The deterministic action for one float observation of the trained shape, in numpy; None where the torch
+        path must run (another shape or dtype; parameters moved off the CPU or cast)."""
+        entry = self.layout.entries[0]
+        if observation.shape != entry.shape or observation.dtype.kind != "f":
+            return None
+        memory = self._numpy_pointers()
+        if memory != self._numpy_memory:  # moved, cast or replaced since: read them again, or leave numpy
+            if self.device.type != "cpu" or not self._numpy.refresh():
+                return None
+            self._numpy_memory = memory
+        obs = observation.astype(np.float32)[None]
+        if self.obs_norm is not None:  # as observation_values, on the buffers' memory
+            clip = self.obs_norm.clip
+            obs = (obs - self.obs_mean.numpy()) / self.obs_std.numpy()
+            np.maximum(obs, -clip, out=obs)
+            np.minimum(obs, clip, out=obs)
+        out = self._numpy.forward(obs)[0]
+        space = self.layout.action_space
+        if self._numpy.kind == "categorical":  # the mode: the most probable action
+            action = int(np.argmax(out))
+            return action if isinstance(space, gym.spaces.Discrete) else np.asarray(action, dtype=space.dtype)
+        if self.layout.clip_actions:  # the Gaussian's mode, its mean; clipped as the env clipped it
+            np.minimum(out, self.action_high.numpy(), out=out)
+            np.maximum(out, self.action_low.numpy(), out=out)
+        return out.astype(space.dtype, copy=False)
+
     @torch.no_grad()
     def forward(self, observation: Any, action_mask: Any = None, deterministic: bool | None = None,
                 episode_start: Any = None) -> Any:
@@ -197,6 +243,11 @@ class Policy(nn.Module):
         this observation (a recurrent policy starts them from a zero state; as ``reset(episode_start)`` first)."""
         if episode_start is not None:
             self.reset(episode_start)
+        if (self._numpy is not None and type(observation) is np.ndarray and action_mask is None
+                and (self.deterministic if deterministic is None else deterministic)):
+            action = self._numpy_action(observation)
+            if action is not None:
+                return action
         given = _tensor_in(observation)  # a tensor's device gets the actions back; else numpy
         as_numpy = given is None
         values, single = self.observation_values(observation, action_mask)
@@ -355,10 +406,12 @@ def acting_config(env: Any) -> Any:
 
 
 def load_policy(path: str | os.PathLike, *, device: str | torch.device = "cpu",
-                deterministic: bool = True) -> Policy | Any:
+                deterministic: bool = True, inference: str = "auto") -> Policy | Any:
     """The :class:`Policy` of a run folder (its ``checkpoint.pt``) or a checkpoint file: the actor and the frozen
     observation statistics, checked against the env rebuilt from the checkpoint's config. A multi-agent run gives
-    an :class:`~ppo_td.deploy.agents.AgentsPolicy` (the agents' observations in, their actions out)."""
+    an :class:`~ppo_td.deploy.agents.AgentsPolicy` (the agents' observations in, their actions out).
+    ``inference='torch'`` keeps every call on torch (the default answers one observation of a small MLP policy
+    in numpy, within float rounding of torch)."""
     from ppo_td.persist import checkpoint_config, load_checkpoint
     from ppo_td.persist.checkpoint import check_compatible, load_weights
 
@@ -376,7 +429,8 @@ def load_policy(path: str | os.PathLike, *, device: str | torch.device = "cpu",
     finally:
         built.close()
     load_weights(actor, state, "actor")
-    return Policy(actor, config, layout, state["obs_stats"], device=device, deterministic=deterministic)
+    return Policy(actor, config, layout, state["obs_stats"], device=device, deterministic=deterministic,
+                  inference=inference)
 
 
 def one_agent(policy: Any, what: str) -> None:

@@ -117,6 +117,14 @@ class NumpyPolicy:
             return None
         return cls(kind, linears, activations, log_std)
 
+    def memory(self) -> list[int]:
+        """Where the parameters' data lives now (``data_ptr``): a change means they were moved, cast or replaced
+        since :meth:`refresh` (a caller holding the views across optimizer steps checks it; :class:`Policy` does)."""
+        out = [t.data_ptr() for layer in self._linears for t in (layer.weight, layer.bias)]
+        if self._log_std_param is not None:
+            out.append(self._log_std_param.data_ptr())
+        return out
+
     def refresh(self) -> bool:
         """Read the parameters again (views of their memory: in-place updates show through; call this after a
         parameter was replaced rather than updated, as the fast collector does before every batch). False when
