@@ -59,6 +59,13 @@ CASES = {
     "pendulum": dataclasses.replace(get_preset("pendulum"), env=EnvConfig("Pendulum-v1", num_envs=2,
                                     max_episode_steps=30, normalize_observations=True, normalize_rewards=True),
                                     frames_per_batch=64, total_frames=256),
+    # one env copy: stepped without the vector env's step (FastEnv._one_copy); float32 and (MuJoCo) float64
+    # observations, both normalizations, clipped actions
+    "pendulum-one-copy": dataclasses.replace(get_preset("pendulum"), env=EnvConfig(
+        "Pendulum-v1", num_envs=1, max_episode_steps=20, normalize_observations=True, normalize_rewards=True),
+        frames_per_batch=32, total_frames=160),
+    "hopper-one-copy": dataclasses.replace(get_preset("hopper"), env=dataclasses.replace(
+        get_preset("hopper").env, max_episode_steps=20), frames_per_batch=64, total_frames=320),
     "pendulum-squashed": dataclasses.replace(get_preset("pendulum"), env=EnvConfig("Pendulum-v1", num_envs=2,
                                              max_episode_steps=30), model=ModelConfig(squash_actions=True),
                                              frames_per_batch=64, total_frames=256),
@@ -432,3 +439,38 @@ def test_lean_terms_and_epoch_metrics_equal_the_full_outputs(entropy_coeff):
                           "clip_fraction", "entropy", "value_clip_fraction"}
         for key, value in m.items():
             torch.testing.assert_close(value, out[key].detach(), rtol=1e-6, atol=1e-6)
+
+
+class ReusedBuffer(gym.Env):
+    """Returns the same observation array every step, updated in place (as some simulators' wrappers do)."""
+
+    observation_space = gym.spaces.Box(-10.0, 10.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.obs = 0, np.zeros(2, np.float32)
+        return self.obs, {}
+
+    def step(self, action):
+        self.t += 1
+        self.obs[:] = self.t / 10
+        return self.obs, 1.0, False, self.t >= 7, {}
+
+
+def test_one_env_copy_is_stepped_directly_and_its_observations_are_copied():
+    """One copy in a SyncVectorEnv: FastEnv steps it without the vector env's step (bit for bit the same batches,
+    the one-copy cases above), copying each observation as the vector env does, so an env that hands out one
+    array updated in place still fills the batch with each step's values."""
+    one = build_pipeline(dataclasses.replace(small_config(), env=EnvConfig("test_fast:ReusedBuffer", num_envs=1),
+                                             frames_per_batch=16, total_frames=32))
+    assert one.collector.fast_env._one_copy is not None
+    batch = next(iter(one.collector))
+    one.collector.shutdown()
+    # 7-step episodes: the observation is the step count / 10 (0 at a reset)
+    assert batch["observation"][0, :, 0].tolist() == pytest.approx([(i % 7) / 10 for i in range(16)])
+    assert batch["next", "observation"][0, :, 0].tolist() == pytest.approx([(i % 7 + 1) / 10 for i in range(16)])
+    two = build_pipeline(dataclasses.replace(small_config(), env=EnvConfig("test_fast:ReusedBuffer", num_envs=2),
+                                             frames_per_batch=16, total_frames=32))
+    assert two.collector.fast_env._one_copy is None  # two copies: the vector env steps them
+    two.collector.shutdown()
