@@ -67,6 +67,18 @@ _NUMPY = {torch.float64: np.float64, torch.float32: np.float32, torch.float16: n
 _COUNTERS = ("step_count", "episode_reward")
 
 
+def _entry_op(key: str, step: Callable[[np.ndarray], np.ndarray]) -> Callable[[Values, dict], None]:
+    def op(cur: Values, nxt: dict) -> None:
+        nxt[key] = step(nxt[key])
+    return op
+
+
+def _reward_op(step: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[Values, dict], None]:
+    def op(cur: Values, nxt: dict) -> None:
+        nxt["reward"] = step(nxt["reward"], nxt["done"])
+    return op
+
+
 class FastUnsupported(ValueError):  # noqa: N818 - a refusal with its reason, not a failure
     """The env or policy has a part :class:`FastCollector` cannot run; the message names it."""
 
@@ -340,19 +352,19 @@ class FastEnv:
             if kind is FiniteCheck:
                 if not set(t.in_keys) <= {keys.OBSERVATION, "reward"}:
                     return None
-                ops.append(lambda cur, nxt, t=t: self._check_finite(t, nxt))
+                ops.append(self._finite_check(t))
             elif kind is DoubleToFloat:
                 ops.append(lambda cur, nxt, t=t: nxt.update(
                     {k: nxt[k].astype(np.float32) for k in t.in_keys if k in nxt}))
-            elif kind is RunningObsNorm:
-                ops.append(lambda cur, nxt, t=t: nxt.__setitem__(t.in_keys[0], t.observed_array(nxt[t.in_keys[0]])))
+            elif kind is RunningObsNorm:  # bound to its buffers' memory for this batch (see begin())
+                ops.append(_entry_op(t.in_keys[0], t.array_step()))
             elif kind is StepCounter:
                 ops.append(lambda cur, nxt: nxt.__setitem__("step_count", cur["step_count"].numpy() + 1))
             elif kind is RewardSum:
                 ops.append(lambda cur, nxt: nxt.__setitem__("episode_reward",
                                                             cur["episode_reward"].numpy() + nxt["reward"]))
             elif kind is ReturnScaling:
-                ops.append(lambda cur, nxt, t=t: nxt.__setitem__("reward", t.scaled_array(nxt["reward"], nxt["done"])))
+                ops.append(_reward_op(t.array_step(self.num_envs)))
             elif kind is InitTracker:
                 ops.append(lambda cur, nxt: nxt.__setitem__(IS_INIT, np.zeros((self.num_envs, 1), dtype=bool)))
             elif kind is TensorDictPrimer:
@@ -370,10 +382,22 @@ class FastEnv:
             return None
         return vec.envs[0]
 
-    def _check_finite(self, t: FiniteCheck, nxt: dict[str, np.ndarray]) -> None:
-        step = t.count_step()
-        if not all(np.isfinite(nxt[k]).all() for k in t.in_keys if k in nxt):  # let the check name what and where
-            t.check(_Values({k: torch.from_numpy(v) for k, v in nxt.items()}), f"at step {step}")
+    @staticmethod
+    def _finite_check(t: FiniteCheck) -> Callable[[Values, dict[str, np.ndarray]], None]:
+        """``t``'s step on numpy arrays: count the step in its buffer's memory, check the values."""
+        steps, checked = t.steps.numpy(), list(t.in_keys)
+
+        def check(cur: Values, nxt: dict[str, np.ndarray]) -> None:
+            steps[()] += 1  # as t.count_step(), on the view bound for this batch
+            if not all(np.isfinite(nxt[k]).all() for k in checked if k in nxt):  # the check names what and where
+                t.check(_Values({k: torch.from_numpy(v) for k, v in nxt.items()}), f"at step {int(steps)}")
+        return check
+
+    def begin(self) -> None:
+        """Bind the numpy step to the transforms' buffers as they are now (before each batch: a buffer replaced
+        since, by ``.to()`` or a new shape, is not written through a stale view)."""
+        if self._array_steps is not None:
+            self._array_steps = self._plan_arrays()
 
     def _step_arrays(self, obs: Any, reward: Any, terminated: Any, truncated: Any, cur: Values) -> Values:
         shape = (self.num_envs, 1)
@@ -504,6 +528,7 @@ class FastCollector:
         """One batch of ``frames_per_batch`` frames from the current state."""
         self._replan()
         env, policy = self.fast_env, self.fast_policy
+        env.begin()
         policy.refresh()
         n, steps = env.num_envs, self.frames_per_batch // env.num_envs
         cur: Values = {k: self.current[k] for k in env.carried}

@@ -187,16 +187,7 @@ class ReturnScaling(RunningMoments, _Freezable, Transform):
 
     def _update(self, returns: list[float]) -> float:
         """Parallel Welford update with this step's returns (plain floats: cheaper than tiny tensor ops)."""
-        n = len(returns)
-        batch_mean = sum(returns) / n
-        batch_var = sum((r - batch_mean) ** 2 for r in returns) / n
-        stats = self.mean.numpy(), self.var.numpy(), self.count.numpy()  # the buffers' memory, no tensor ops
-        mean, var, count = (float(a) for a in stats)
-        total = count + n
-        delta = batch_mean - mean
-        var = (var * count + batch_var * n + delta * delta * count * n / total) / total
-        stats[0][()], stats[1][()], stats[2][()] = mean + delta * n / total, var, total
-        return var
+        return _return_update(returns, self.mean.numpy(), self.var.numpy(), self.count.numpy())
 
     def scaled(self, reward: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
         """One step on plain tensors (shape ``[num_envs, 1]``): update the statistics, return the scaled reward."""
@@ -209,20 +200,25 @@ class ReturnScaling(RunningMoments, _Freezable, Transform):
         returns.masked_fill_(done.reshape(flat.shape), 0.0)
         return (reward * scale).clamp_(-self.clip, self.clip)
 
-    def scaled_array(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
-        """:meth:`scaled` on numpy arrays (the fast collector's step): the same float operations and bits."""
-        flat = reward.reshape(-1)
-        if self.running_return.shape != flat.shape:
-            self.running_return = torch.zeros(flat.shape, dtype=torch.float64)
-        returns = self.running_return.numpy()  # the buffer's memory, updated in place
-        returns *= self.gamma
-        returns += flat
-        var = float(self.var) if self.frozen else self._update(returns.tolist())
-        scale = 1.0 / math.sqrt(var + self.eps)
-        returns[done.reshape(flat.shape)] = 0.0
-        scaled = reward * np.float32(scale) if reward.dtype == np.float32 else reward * scale
-        np.maximum(scaled, -self.clip, out=scaled)  # clamp, as np.clip without its Python wrapper
-        return np.minimum(scaled, self.clip, out=scaled)
+    def array_step(self, num_envs: int):
+        """:meth:`scaled` on numpy arrays for ``num_envs`` copies (the fast collector's step: the same float
+        operations and bits), bound to numpy views of the buffers, so no buffer lookup per step: valid until a
+        buffer is replaced, so the fast collector binds it again before each batch."""
+        if self.running_return.shape != (num_envs,):
+            self.running_return = torch.zeros(num_envs, dtype=torch.float64)
+        returns, mean, var, count = (b.numpy() for b in (self.running_return, self.mean, self.var, self.count))
+        gamma, eps, clip = self.gamma, self.eps, self.clip
+
+        def step(reward: np.ndarray, done: np.ndarray) -> np.ndarray:
+            np.multiply(returns, gamma, out=returns)  # in place on the buffer's memory
+            np.add(returns, reward.reshape(-1), out=returns)
+            v = float(var) if self.frozen else _return_update(returns.tolist(), mean, var, count)
+            scale = 1.0 / math.sqrt(v + eps)
+            returns[done.reshape(-1)] = 0.0
+            scaled = reward * np.float32(scale) if reward.dtype == np.float32 else reward * scale
+            np.maximum(scaled, -clip, out=scaled)
+            return np.minimum(scaled, clip, out=scaled)
+        return step
 
     def reset_returns(self, num_envs: int, reset: torch.Tensor | None) -> None:
         """Zero the running return of the copies in ``reset`` (all copies when None)."""
@@ -276,32 +272,24 @@ class RunningObsNorm(RunningMoments, _Freezable, Transform):
     def _update(self, rows: torch.Tensor) -> None:
         """Parallel Welford update, in numpy on the buffers' memory: a few small-array operations
         cost a fraction of the same tensor operations (about 15 vs 45 us per step on HalfCheetah)."""
-        self._update_array(rows.detach().numpy())
+        _moments_update(rows.detach().numpy(), self.mean.numpy(), self.var.numpy(), self.count.numpy())
 
-    def _update_array(self, rows: np.ndarray) -> None:
-        """:meth:`_update` for a numpy array (the fast collector's step), without a tensor operation."""
+    def array_step(self):
+        """:meth:`observed` for one step's observations as numpy arrays (the fast collector's step: the same float
+        operations, so the same bits, without a tensor operation), bound to numpy views of the statistics, so no
+        buffer lookup per step: valid until a buffer is replaced, so the fast collector binds it again before each
+        batch."""
         mean, var, counter = self.mean.numpy(), self.var.numpy(), self.count.numpy()
-        x = rows.reshape(-1, mean.shape[0]).astype(np.float64)
-        n = x.shape[0]
-        if n == 0:
-            return
-        count = float(counter)
-        batch_mean, batch_var = (x[0], 0.0) if n == 1 else (x.mean(0), x.var(0))
-        total = count + n
-        delta = batch_mean - mean
-        var[:] = (var * count + batch_var * n + delta * delta * (count * n / total)) / total
-        mean += delta * (n / total)
-        counter[()] = total
+        eps, clip = self.eps, self.clip
 
-    def observed_array(self, obs: np.ndarray) -> np.ndarray:
-        """:meth:`observed` for one step's observations as a numpy array (the fast collector's step): the same
-        float operations, so the same bits, without a tensor operation."""
-        if not self.frozen:
-            self._update_array(obs)
-        dtype = obs.dtype
-        scaled = (obs - self.mean.numpy().astype(dtype)) / np.sqrt(self.var.numpy() + self.eps).astype(dtype)
-        np.maximum(scaled, -self.clip, out=scaled)  # clamp: np.clip's Python wrapper costs more than both
-        return np.minimum(scaled, self.clip, out=scaled)
+        def step(obs: np.ndarray) -> np.ndarray:
+            if not self.frozen:
+                _moments_update(obs, mean, var, counter)
+            dtype = obs.dtype
+            scaled = (obs - mean.astype(dtype)) / np.sqrt(var + eps).astype(dtype)
+            np.maximum(scaled, -clip, out=scaled)
+            return np.minimum(scaled, clip, out=scaled)
+        return step
 
     def normalized(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs`` standardized by the current statistics and clipped (no update)."""
@@ -354,3 +342,33 @@ class IndexObservations(Transform):
             observation_spec[key] = MultiCategorical(nvec=torch.tensor(nvec).expand(*batch, len(nvec)),
                                                      shape=spec.shape, dtype=spec.dtype, device=spec.device)
         return observation_spec
+
+
+def _return_update(returns: list[float], mean: np.ndarray, var: np.ndarray, count: np.ndarray) -> float:
+    """:class:`ReturnScaling`'s parallel Welford update of the 0-d ``mean``/``var``/``count`` arrays (views of its
+    buffers) with this step's returns, in plain floats; returns the new variance."""
+    n = len(returns)
+    batch_mean = sum(returns) / n
+    batch_var = sum((r - batch_mean) ** 2 for r in returns) / n
+    m, v, c = float(mean), float(var), float(count)
+    total = c + n
+    delta = batch_mean - m
+    v = (v * c + batch_var * n + delta * delta * c * n / total) / total
+    mean[()], var[()], count[()] = m + delta * n / total, v, total
+    return v
+
+
+def _moments_update(rows: np.ndarray, mean: np.ndarray, var: np.ndarray, counter: np.ndarray) -> None:
+    """:class:`RunningObsNorm`'s parallel Welford update of ``mean``/``var``/``counter`` (views of its buffers)
+    with ``rows`` (in float64, as numpy's mean and variance of the whole stream)."""
+    x = rows.reshape(-1, mean.shape[0]).astype(np.float64)
+    n = x.shape[0]
+    if n == 0:
+        return
+    count = float(counter)
+    batch_mean, batch_var = (x[0], 0.0) if n == 1 else (x.mean(0), x.var(0))
+    total = count + n
+    delta = batch_mean - mean
+    var[:] = (var * count + batch_var * n + delta * delta * (count * n / total)) / total
+    mean += delta * (n / total)
+    counter[()] = total
