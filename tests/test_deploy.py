@@ -141,6 +141,9 @@ def test_one_numpy_observation_is_answered_in_numpy_within_rounding(runs, tmp_pa
         env.close()
     with pytest.raises(ValueError, match="inference='numpy'.*'auto'.*or 'torch'"):
         load_policy(runs["pendulum"], inference="numpy")
+    nan = np.full(4, np.nan, np.float32)  # non-finite outputs: the torch path answers, as it would have
+    fast = load_policy(tmp_path / "cartpole")
+    assert fast._numpy_action(nan) is None and fast(nan) == load_policy(tmp_path / "cartpole", inference="torch")(nan)
 
 
 def test_sampled_actions_follow_torch_seed(runs):

@@ -174,6 +174,16 @@ def test_policies_it_does_not_run_stay_on_torch():
     assert NumpyPolicy.of(net, rows=4) is None  # a parametrized weight
 
 
+def test_relu_policies_run_and_pickle():
+    import pickle
+
+    _, net = _net(small_config(model=ModelConfig(hidden_sizes=(16, 16), activation="relu")))
+    fast = pickle.loads(pickle.dumps(NumpyPolicy.of(net, rows=4)))  # (spawned workers and torch.save pickle it)
+    obs = torch.randn(4, 4)
+    with torch.no_grad():
+        _close(fast.forward(obs.numpy()), net(obs))
+
+
 def test_numpy_blas_stays_on_one_thread():
     """Products numpy's OpenBLAS would spread over threads run in torch (on torch's threads) instead."""
     assert one_thread(1, 17, 64) and one_thread(1, 64, 64) and not one_thread(1, 128, 128)  # one row: gemv

@@ -201,7 +201,8 @@ def _eval(args: list[str]) -> int:
 
         headless_rendering()
         folder = ns.video or str(_run_folder(ns.checkpoint) / "videos")
-        policy = load_policy(ns.checkpoint, deterministic=not ns.sampled)
+        policy = load_policy(ns.checkpoint, deterministic=not ns.sampled, inference="torch")  # evaluation's
+        # operations, bit for bit, so the first video is the first episode evaluated above
         videos = record_video(policy, folder, episodes=ns.video_episodes, seed=ns.seed, name_prefix="eval",
                               as_evaluation=True)  # seeded as the evaluation above seeded its first copy
         for path, total in videos:

@@ -6,7 +6,8 @@ the actor in training, from the observation the env emits to the action it takes
 its checkpointed statistics, the actor run in TorchRL's deterministic or random exploration mode, Box actions
 clipped to their bounds as the env clipped them in training, and a recurrent actor's state carried between calls.
 It runs the very TorchRL actor module evaluation runs, so its actions are evaluation's actions
-(``tests/test_deploy.py`` checks this step by step).
+(``tests/test_deploy.py`` checks this step by step), bit for bit with ``inference='torch'``; by default one numpy
+observation of a small MLP policy is answered in numpy, within float rounding of them.
 """
 
 from __future__ import annotations
@@ -227,14 +228,17 @@ class Policy(nn.Module):
             np.maximum(obs, -clip, out=obs)
             np.minimum(obs, clip, out=obs)
         out = self._numpy.forward(obs)[0]
+        if not np.isfinite(out).all():  # an overflowed network or a NaN observation: the torch path refuses it
+            return None
         space = self.layout.action_space
         if self._numpy.kind == "categorical":  # the mode: the most probable action
             action = int(np.argmax(out))
             return action if isinstance(space, gym.spaces.Discrete) else np.asarray(action, dtype=space.dtype)
-        if self.layout.clip_actions:  # the Gaussian's mode, its mean; clipped as the env clipped it
+        out = out.astype(space.dtype, copy=False)  # the Gaussian's mode, its mean, in the space's dtype
+        if self.layout.clip_actions:  # clipped as the env clipped it (in that dtype: a float64 bound stays exact)
             np.minimum(out, self.action_high.numpy(), out=out)
             np.maximum(out, self.action_low.numpy(), out=out)
-        return out.astype(space.dtype, copy=False)
+        return out
 
     @torch.no_grad()
     def forward(self, observation: Any, action_mask: Any = None, deterministic: bool | None = None,
@@ -415,6 +419,9 @@ def load_policy(path: str | os.PathLike, *, device: str | torch.device = "cpu",
     from ppo_td.persist import checkpoint_config, load_checkpoint
     from ppo_td.persist.checkpoint import check_compatible, load_weights
 
+    if inference not in ("auto", "torch"):
+        raise ValueError(f"inference={inference!r}; expected 'auto' (one observation of a small MLP policy in "
+                         "numpy, within float rounding of torch) or 'torch'")
     state = load_checkpoint(path)
     config = checkpoint_config(state)
     if config.env.multiagent:  # an agent group: each agent's observation in, each agent's action out

@@ -58,7 +58,11 @@ def one_thread(rows: int, inputs: int, outputs: int) -> bool:
     return rows * inputs * outputs <= MAX_LAYER_WORK
 
 _HALF_LOG_2PI = math.log(math.sqrt(2 * math.pi))
-_ACTIVATIONS = {nn.Tanh: np.tanh, nn.ReLU: lambda h, out: np.maximum(h, 0.0, out=out)}
+def _relu(h: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return np.maximum(h, 0.0, out=out)
+
+
+_ACTIVATIONS = {nn.Tanh: np.tanh, nn.ReLU: _relu}  # named functions: a NumpyPolicy pickles
 
 
 class NumpyPolicy:
