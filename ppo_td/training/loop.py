@@ -193,15 +193,16 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
         p.buffer.extend(sequences(data, p.sequence_length))
         size = p.config.num_sequences // opt.num_minibatches
     replay = set_recurrent_mode(p.sequence_length is not None)
-    # ppo_td's own loss: the loss terms only, each minibatch; their diagnostics once an epoch (epoch_metrics)
-    # (not when the loss object's forward was replaced: the replacement runs)
+    # ppo_td's own loss: the loss terms only, each minibatch; their diagnostics together (epoch_metrics) once an
+    # update, or once an epoch where target_kl reads them (not when the loss object's forward was replaced: the
+    # replacement runs)
     lean = p.loss.fast if type(p.loss) is PPOObjective and "forward" not in vars(p.loss) else None
     records: list[dict[str, torch.Tensor]] = []
+    pending: list[tuple[LeanTerms, torch.Tensor]] = []
     epochs = 0
     for _ in range(opt.update_epochs):
         # one draw per epoch: a fresh permutation of the whole batch, cut into minibatches
         # (the same minibatches as num_minibatches draws, at a quarter of the buffer overhead)
-        epoch: list[tuple[LeanTerms, torch.Tensor]] = []
         minibatches = p.buffer.sample().split(size)
         lean_here = lean is not None and lean.applies(minibatches[0])  # the minibatches share their entries
         for minibatch in minibatches:
@@ -232,25 +233,33 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
                                      "the optimizer step was not taken")
             p.optimizer.step()
             if terms is not None:
-                epoch.append((terms, grad_norm))
+                pending.append((terms, grad_norm))
                 continue
             outputs = dict(losses.items())  # one pass over the TensorDict, not a lookup per metric
             record = {name: outputs[key].detach() for key, name in _LOSS_METRICS.items() if key in outputs}
             record["grad_norm"] = grad_norm
             records.append(record)
-        if epoch:
-            outputs = epoch_metrics([t for t, _ in epoch], p.loss.clip_epsilon, p.loss.clip_value)
-            records += [{**{name: out[key] for key, name in _LOSS_METRICS.items() if key in out}, "grad_norm": norm}
-                        for out, (_, norm) in zip(outputs, epoch, strict=True)]
         epochs += 1
         if opt.target_kl is not None:
+            records += _lean_records(p, pending)
+            pending = []
             epoch_kl = torch.stack([r["kl_k3"] for r in records[-opt.num_minibatches:]]).mean()
             if epoch_kl > opt.target_kl:
                 break
+    records += _lean_records(p, pending)
     _check_parameters(p, params, epochs - 1)  # the last step's parameters; earlier ones fed a finite loss
     out = {name: float(torch.stack([r[name] for r in records]).float().mean()) for name in records[0]}
     out["epochs"] = epochs
     return out
+
+
+def _lean_records(p: Pipeline, pending: list[tuple[LeanTerms, torch.Tensor]]) -> list[dict[str, torch.Tensor]]:
+    """The metrics records of minibatches the lean path ran (their diagnostics computed together)."""
+    if not pending:
+        return []
+    outputs = epoch_metrics([t for t, _ in pending], p.loss.clip_epsilon, p.loss.clip_value)
+    return [{**{name: out[key] for key, name in _LOSS_METRICS.items() if key in out}, "grad_norm": norm}
+            for out, (_, norm) in zip(outputs, pending, strict=True)]
 
 
 def sequences(batch: TensorDictBase, length: int) -> TensorDictBase:

@@ -360,7 +360,7 @@ class FastLoss:
     def terms(self, td: TensorDictBase) -> tuple[torch.Tensor, LeanTerms]:
         """The loss to minimize for ``td`` (the sum :func:`total_loss` takes of :meth:`__call__`'s outputs, with
         the same gradients) and what the update's metrics need, detached, without computing those metrics: the
-        update computes them for a whole epoch at once (:func:`epoch_metrics`). About 0.3 ms less per minibatch on
+        update computes them for many minibatches at once (:func:`epoch_metrics`). About 0.3 ms less per minibatch on
         HalfCheetah's networks than the full outputs (a dozen diagnostics and a TensorDict of 14 entries)."""
         return self._run(td, self._terms)
 
@@ -518,7 +518,8 @@ class LeanTerms:
 def epoch_metrics(terms: list[LeanTerms], clip_epsilon: torch.Tensor, clip_value: float | None
                   ) -> list[dict[str, torch.Tensor]]:
     """Each minibatch's diagnostics as :class:`FastLoss`'s full outputs define them (``kl_approx``,
-    ``kl_approx_k3``, ``clip_fraction``, ``entropy``, ``value_clip_fraction``), for a whole epoch in one set of
+    ``kl_approx_k3``, ``clip_fraction``, ``entropy``, ``value_clip_fraction``), for many minibatches (an update's, or
+    an epoch's) in one set of
     operations: per-minibatch means of the concatenated samples (equal to the full outputs within float
     rounding, ``tests/test_fast.py``)."""
     device = terms[0].log_weight.device
