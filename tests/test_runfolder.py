@@ -140,3 +140,18 @@ def test_ctrl_c_during_the_final_evaluation_stops_at_once_and_resume_finishes(tm
     monkeypatch.undo()
     assert main(["train", "--resume", str(run), "--no-progress"]) == 0
     assert len(json.loads((run / "summary.json").read_text())["eval_returns"]) == 2
+
+
+def test_a_run_refused_while_building_leaves_the_folder_free(tmp_path, capsys):
+    """A config refused when the pipeline is built (here: numpy inference for a policy it cannot run) writes
+    nothing that blocks the same run folder: the corrected command runs there, without --overwrite."""
+    run_dir = tmp_path / "run"
+    refused = ["train", "--run-dir", str(run_dir), "--total-frames", "512", "--collector.inference", "numpy",
+               "--model.shared-trunk"]
+    assert main(refused) == 2
+    assert "collector.inference='numpy' runs a small feed-forward MLP policy" in capsys.readouterr().err
+    assert not run_dir.exists()  # made for the run, left empty: removed
+    run_dir.mkdir()
+    assert main(refused) == 2 and list(run_dir.iterdir()) == []  # the user's own folder stays, empty
+    assert main(["train", "--run-dir", str(run_dir), "--total-frames", "512", "--eval-episodes", "1"]) == 0
+    assert (run_dir / "checkpoint.pt").exists()

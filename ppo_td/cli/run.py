@@ -83,7 +83,11 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
         pipeline, frames, iteration, elapsed = resumed.pipeline, resumed.frames, resumed.iteration, resumed.elapsed
         print(f"resuming {out} {resumed.describe()}")
     else:
-        pipeline, frames, iteration = build_pipeline(cmd.config), 0, 0
+        try:
+            pipeline, frames, iteration = build_pipeline(cmd.config), 0, 0
+        except BaseException:
+            folder.abandon()  # nothing ran: the same --run-dir works again once the config is fixed
+            raise
     config = pipeline.config
     try:
         folder.write_config(config)  # atomically; on resume, with the collector settings the run now uses
@@ -183,7 +187,11 @@ def train_in_folder(config: TrainConfig, run_dir: str | Path, *, callbacks=(), c
     folder = RunFolder(run_dir)
     with folder.locked():
         folder.create(overwrite=overwrite)
-        pipeline = build_pipeline(config, **parts)
+        try:
+            pipeline = build_pipeline(config, **parts)
+        except BaseException:
+            folder.abandon()  # nothing ran: the same run_dir works again once the parts are fixed
+            raise
         try:
             if not pipeline.rebuildable:
                 raise ValueError("run_dir: the env is a TorchRL env ppo_td cannot rebuild, so its run folder could "

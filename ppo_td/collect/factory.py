@@ -41,7 +41,10 @@ def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: Tra
                                  critic=critic, device=device, inference=config.collector.inference)
         except FastUnsupported as err:
             if config.collector.inference == "numpy":
-                raise FastUnsupported(f"collector.inference='numpy' needs the fast collector: {err}") from err
+                if str(err).startswith("collector.inference"):  # the policy is the reason: its message says so
+                    raise
+                raise FastUnsupported(f"collector.inference='numpy' needs the fast collector, which cannot run "
+                                      f"this env: {err}") from err
             if config.collector.step_loop == "fast":
                 raise FastUnsupported(f"collector.step_loop='fast': {err}. Set collector.step_loop='auto' or "
                                       "'torchrl' to collect with TorchRL's Collector") from err

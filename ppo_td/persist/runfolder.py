@@ -91,6 +91,11 @@ class RunFolder:
         write_atomically(self.path / "run.json", json.dumps({"run_id": run_id, "created": time.time()}) + "\n")
         return run_id
 
+    def abandon(self) -> None:
+        """Undo :meth:`create` for a run that never started (its pipeline could not be built): remove ``run.json``,
+        so the same command can run again once fixed (a folder :meth:`locked` made goes when it is left empty)."""
+        (self.path / "run.json").unlink(missing_ok=True)
+
     @property
     def run_id(self) -> str | None:
         """The run's id (None for a folder written before run ids existed)."""
@@ -124,6 +129,7 @@ class RunFolder:
     def locked(self) -> Iterator[None]:
         """Hold ``run.lock`` (with this process's pid) while the block runs; refuse a folder another live
         process holds. A lock left by a process that died is taken over."""
+        made = not self.path.exists()
         self.path.mkdir(parents=True, exist_ok=True)
         lock = self.path / "run.lock"
         for _ in range(2):
@@ -145,6 +151,8 @@ class RunFolder:
             yield
         finally:
             lock.unlink(missing_ok=True)
+            if made and not any(self.path.iterdir()):  # made here and nothing written (an abandoned run)
+                self.path.rmdir()
 
 
 def _pid_in(lock: Path) -> int | None:
