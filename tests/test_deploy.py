@@ -141,6 +141,17 @@ def test_one_numpy_observation_is_answered_in_numpy_within_rounding(runs, tmp_pa
         env.close()
     with pytest.raises(ValueError, match="inference='numpy'.*'auto'.*or 'torch'"):
         load_policy(runs["pendulum"], inference="numpy")
+    moved, other = load_policy(runs["pendulum"]), load_policy(runs["pendulum"], inference="torch")
+    with torch.no_grad():  # other statistics, loaded through state_dict: both paths normalize with them
+        stats = {k: v.clone() for k, v in moved.state_dict().items()}
+        stats["obs_norm.mean"] += 0.5
+        stats["obs_norm.var"] *= 4.0
+    moved.load_state_dict(stats)
+    other.load_state_dict(stats)
+    obs, _ = moved.make_env().reset(seed=3)
+    expected = other(obs)
+    np.testing.assert_allclose(moved(obs), expected, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(expected, load_policy(runs["pendulum"], inference="torch")(obs), atol=1e-4)
     nan = np.full(4, np.nan, np.float32)  # non-finite outputs: the torch path answers, as it would have
     fast = load_policy(tmp_path / "cartpole")
     assert fast._numpy_action(nan) is None and fast(nan) == load_policy(tmp_path / "cartpole", inference="torch")(nan)

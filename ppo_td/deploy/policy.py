@@ -139,6 +139,7 @@ class Policy(nn.Module):
             self.register_buffer("obs_mean", self.obs_norm.mean.to(torch.float32), persistent=False)
             self.register_buffer("obs_std", torch.sqrt(self.obs_norm.var + self.obs_norm.eps).to(torch.float32),
                                  persistent=False)
+            self.register_load_state_dict_post_hook(_derive_obs_operands)  # loaded statistics: derived again
         space = layout.action_space
         if layout.clip_actions:  # Box actions clipped as the env clipped them in training
             self.register_buffer("action_low", torch.as_tensor(space.low), persistent=False)
@@ -342,6 +343,15 @@ class Policy(nn.Module):
                              f"batch of {rows} observations: call policy.reset() first")
         self._state = {key: torch.zeros(rows, *shape, device=self.device) for key, shape in self.memory.items()}
         self._fresh = torch.ones(rows, 1, dtype=torch.bool, device=self.device)
+
+
+def _derive_obs_operands(policy: Policy, incompatible_keys: Any) -> None:
+    """After ``policy.load_state_dict``: the normalizer's float32 operands from the statistics just loaded (in
+    place, so the numpy path's views stay valid)."""
+    norm = policy.obs_norm
+    with torch.no_grad():
+        policy.obs_mean.copy_(norm.mean.to(torch.float32))
+        policy.obs_std.copy_(torch.sqrt(norm.var + norm.eps).to(torch.float32))
 
 
 def _deterministic(dist: torch.distributions.Distribution) -> torch.Tensor:
