@@ -30,8 +30,6 @@ hooks must see collection.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 from torch import distributions as D
@@ -39,6 +37,7 @@ from torch import nn
 from torch.nn.utils import parametrize, prune
 from torchrl.modules import MLP, IndependentNormal
 
+from ppo_td.models.distributions import _HALF_LOG_2PI
 from ppo_td.models.networks import GaussianHead, PolicyNet
 
 MAX_LAYER_WORK = 1 << 18
@@ -57,7 +56,7 @@ def one_thread(rows: int, inputs: int, outputs: int) -> bool:
         return rows * inputs < MAX_VECTOR_WORK
     return rows * inputs * outputs <= MAX_LAYER_WORK
 
-_HALF_LOG_2PI = math.log(math.sqrt(2 * math.pi))
+
 def _relu(h: np.ndarray, out: np.ndarray) -> np.ndarray:
     return np.maximum(h, 0.0, out=out)
 
@@ -73,10 +72,10 @@ class NumpyPolicy:
         >>> params, action, log_prob = fast.sample(observation)  # numpy in, numpy out
     """
 
-    def __init__(self, kind: str, linears: list[nn.Linear], activations: list[list], log_std: nn.Parameter | None):
+    def __init__(self, kind: str, linears: list[nn.Linear], activations: list[list], head: GaussianHead | None):
         self.kind = kind
         """'normal' (a diagonal Gaussian) or 'categorical'."""
-        self._linears, self._activations, self._log_std_param = linears, activations, log_std
+        self._linears, self._activations, self._head = linears, activations, head
         self._layers: list[tuple[np.ndarray, np.ndarray]] = []
         self._log_std: np.ndarray | None = None
         self.refresh()
@@ -88,9 +87,9 @@ class NumpyPolicy:
             return None
         head: nn.Module = net.head
         if net.distribution_class is IndependentNormal and type(head) is GaussianHead:
-            kind, body, log_std = "normal", head.net, head.log_std
+            kind, body, gaussian = "normal", head.net, head
         elif net.distribution_class is D.Categorical:
-            kind, body, log_std = "categorical", head, None
+            kind, body, gaussian = "categorical", head, None
         else:
             return None
         if not isinstance(body, nn.Sequential) or type(body).forward not in (nn.Sequential.forward, MLP.forward):
@@ -114,32 +113,24 @@ class NumpyPolicy:
                 return None
         if not linears or activations[-1]:
             return None  # no layer, or an activated output
-        params = [p for layer in linears for p in (layer.weight, layer.bias)] + ([log_std] if log_std is not None
-                                                                                 else [])
-        if not _plain(params) or not all(one_thread(rows, layer.in_features, layer.out_features)
+        if not _plain(_parameters(linears, gaussian)) or not all(one_thread(rows, layer.in_features, layer.out_features)
                                          for layer in linears):
             return None
-        return cls(kind, linears, activations, log_std)
+        return cls(kind, linears, activations, gaussian)
 
     def memory(self) -> list[int]:
         """Where the parameters' data lives now (``data_ptr``): a change means they were moved, cast or replaced
         since :meth:`refresh` (a caller holding the views across optimizer steps checks it; :class:`Policy` does)."""
-        out = [t.data_ptr() for layer in self._linears for t in (layer.weight, layer.bias)]
-        if self._log_std_param is not None:
-            out.append(self._log_std_param.data_ptr())
-        return out
+        return [t.data_ptr() for t in _parameters(self._linears, self._head)]
 
     def refresh(self) -> bool:
         """Read the parameters again (views of their memory: in-place updates show through; call this after a
         parameter was replaced rather than updated, as the fast collector does before every batch). False when
         they are no longer float32 CPU tensors (moved or cast since): the torch path must run them."""
-        params = [p for layer in self._linears for p in (layer.weight, layer.bias)]
-        if self._log_std_param is not None:
-            params.append(self._log_std_param)
-        if not _plain(params):
+        if not _plain(_parameters(self._linears, self._head)):
             return False
         self._layers = [(layer.weight.detach().numpy().T, layer.bias.detach().numpy()) for layer in self._linears]
-        self._log_std = self._log_std_param.detach().numpy() if self._log_std_param is not None else None
+        self._log_std = self._head.log_std.detach().numpy() if self._head is not None else None
         return True
 
     def forward(self, obs: np.ndarray) -> np.ndarray:
@@ -181,6 +172,11 @@ class NumpyPolicy:
         action = np.argmax(np.exp(normalized) / q, -1)
         log_prob = np.take_along_axis(normalized, action[..., None], -1)[..., 0]
         return (logits,), action, log_prob
+
+
+def _parameters(linears: list[nn.Linear], head: GaussianHead | None) -> list[torch.Tensor]:
+    """The parameters the numpy form reads, looked up afresh (a replaced parameter is the new one)."""
+    return [t for layer in linears for t in (layer.weight, layer.bias)] + ([head.log_std] if head is not None else [])
 
 
 def _plain(params: list[torch.Tensor]) -> bool:
