@@ -37,6 +37,7 @@ from torch import nn
 from torch.nn.utils import parametrize, prune
 from torchrl.modules import MLP, IndependentNormal
 
+from ppo_td.models.activations import Tanh
 from ppo_td.models.distributions import _HALF_LOG_2PI
 from ppo_td.models.networks import GaussianHead, PolicyNet
 
@@ -61,7 +62,7 @@ def _relu(h: np.ndarray, out: np.ndarray) -> np.ndarray:
     return np.maximum(h, 0.0, out=out)
 
 
-_ACTIVATIONS = {nn.Tanh: np.tanh, nn.ReLU: _relu}  # named functions: a NumpyPolicy pickles
+_ACTIVATIONS = {nn.Tanh: np.tanh, Tanh: np.tanh, nn.ReLU: _relu}  # named functions: a NumpyPolicy pickles
 
 
 class NumpyPolicy:

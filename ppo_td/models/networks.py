@@ -17,8 +17,9 @@ from torch import nn
 from torchrl.modules import MLP
 
 from ppo_td.config import ModelConfig
+from ppo_td.models.activations import Tanh
 
-ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+ACTIVATIONS = {"tanh": Tanh, "relu": nn.ReLU}  # Tanh: nn.Tanh, numpy's kernel on large tensors
 
 
 def init_orthogonal_(net: nn.Module, hidden_gain: float, head_gain: float | None) -> nn.Module:
