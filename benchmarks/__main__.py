@@ -13,7 +13,8 @@ Suites:
           cartpole-novel and pendulum-novel presets): frames/s, frames to solve, returns.  About an hour.
   multiagent  ppo_td's MAPPO (and IPPO, ``--algorithms``) vs BenchMARL's on VMAS navigation at BenchMARL's defaults,
           600k frames: frames/s, collection and update time, the per-agent evaluation reward. BenchMARL runs from
-          its own virtualenv (``--benchmarl-python``; it needs torchrl < 0.12).  About half an hour per seed.
+          its own virtualenv (``--benchmarl-python``; it needs torchrl < 0.12).  About half an hour per seed;
+          ``--frames 60000`` compares throughput in about six minutes a seed.
   latency per-call latency of a trained Policy (and its exported files) on one observation beside SB3's predict
           (``--calls``, ``--rounds``).  A few minutes.
   doctor  the cost of the doctor's audit per update.
@@ -172,11 +173,12 @@ def check_same_settings(theirs: dict[str, Any], config: Any) -> None:
                          f"{differ}; make them the same before comparing")
 
 
-def multiagent(seeds: list[int], out: Path, python: str, algorithms: list[str]) -> list[str]:
+def multiagent(seeds: list[int], out: Path, python: str, algorithms: list[str], frames: int | None = None) -> list[str]:
     """ppo_td's ``vmas-navigation`` preset (BenchMARL's defaults) and BenchMARL itself, MAPPO and/or IPPO, seed by
     seed: frames/s (collection plus update, evaluation excluded on both sides), and the per-agent evaluation
     reward at the end (ppo_td: its final 10 deterministic episodes; BenchMARL: its last evaluation, 10
-    deterministic episodes, and the mean of its last five)."""
+    deterministic episodes, and the mean of its last five). ``frames`` shortens both runs (a throughput
+    comparison; the learning target is read at the preset's 600k)."""
     if not Path(python).exists():
         raise SystemExit(f"BenchMARL's Python {python} does not exist: create its virtualenv with\n  {BENCHMARL_VENV}\n"
                          "(BenchMARL 1.5.2 needs torchrl < 0.12, so it cannot share ppo_td's), or pass "
@@ -188,8 +190,9 @@ def multiagent(seeds: list[int], out: Path, python: str, algorithms: list[str]) 
         check_same_settings(run_benchmarl(python, dict(algorithm=algorithm, seed=0, max_n_frames=0, folder=str(out),
                                                        settings_only=True)), get_preset("vmas-navigation"))
     lines = ["VMAS navigation (3 agents, 100 steps), BenchMARL 1.5.2's defaults on both sides (10 envs x 600 steps, "
-             "45 epochs of 15 minibatches of 400, lr 5e-5, [256, 256] tanh MLPs, shared parameters), 600,000 "
-             "frames, one torch thread, runs one at a time.", "",
+             "45 epochs of 15 minibatches of 400, lr 5e-5, [256, 256] tanh MLPs, shared parameters), "
+             f"{frames or get_preset('vmas-navigation').total_frames:,} frames, one torch thread, runs one at a time.",
+             "",
              "| algorithm | library | total frames/s | collection frames/s | update s per 1k frames | "
              "eval reward per agent (final) | mean of last 5 evaluations |", "|---|---|---|---|---|---|---|"]
     ratios = []
@@ -197,7 +200,7 @@ def multiagent(seeds: list[int], out: Path, python: str, algorithms: list[str]) 
         pairs = []
         for seed in seeds:
             ours = run(dict(library="ppo_td", preset="vmas-navigation", seed=seed, eval_episodes=10,
-                            critic_scope="team" if algorithm == "mappo" else "agent"))
+                            critic_scope="team" if algorithm == "mappo" else "agent", total_frames=frames))
             _log(out, f"multiagent_{algorithm}", "ppo_td", ours)
             folder = (out / f"benchmarl_{algorithm}_seed{seed}").resolve()
             folder.mkdir(parents=True, exist_ok=True)
@@ -385,7 +388,13 @@ def main() -> None:
                         help=f"multiagent: BenchMARL's virtualenv Python (create it with: {BENCHMARL_VENV})")
     parser.add_argument("--algorithms", nargs="+", choices=["mappo", "ippo"], default=["mappo"],
                         help="multiagent: which algorithms (default mappo)")
+    parser.add_argument("--frames", type=int, default=None,
+                        help="multiagent: frames per run, a multiple of the preset's 6,000-frame batch (default its "
+                             "600,000): a shorter throughput comparison")
     args = parser.parse_args()
+    if args.frames is not None and (args.suite != "multiagent" or args.frames <= 0 or args.frames % 6000):
+        parser.error(f"--frames {args.frames}: only for the multiagent suite, a positive multiple of 6000 (the "
+                     "vmas-navigation batch), e.g. --frames 60000")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     machine = (f"{platform.machine()}, {torch.get_num_threads()} torch threads available, "
@@ -413,7 +422,8 @@ def main() -> None:
                      *recurrent(args.seeds, out, args.presets), ""]
     elif args.suite == "multiagent":
         sections += ["## Multi-agent PPO: ppo_td vs BenchMARL on VMAS navigation", "",
-                     *multiagent(args.seeds, out, str(Path(args.benchmarl_python).absolute()), args.algorithms), ""]
+                     *multiagent(args.seeds, out, str(Path(args.benchmarl_python).absolute()), args.algorithms,
+                                 args.frames), ""]
     elif args.suite == "atari":
         sections += ["## Atari (ALE/Pong-v5) throughput, CleanRL's Atari settings", "",
                      *throughput(args.seeds, out, "atari", 10_240,

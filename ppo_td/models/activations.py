@@ -56,7 +56,7 @@ def _numpy_applies(x: torch.Tensor) -> bool:
     return (type(x) is torch.Tensor and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
             and not x.is_neg() and not x.is_conj()
             and not (torch.jit.is_tracing() or torch.jit.is_scripting() or torch.compiler.is_compiling()
-                     or torch.compiler.is_exporting() or torch.onnx.is_in_onnx_export()))
+                     or torch.compiler.is_exporting()))  # ONNX export traces through one of these
 
 
 class Tanh(nn.Tanh):
