@@ -35,6 +35,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -202,8 +203,8 @@ def multiagent(seeds: list[int], out: Path, python: str, algorithms: list[str], 
             ours = run(dict(library="ppo_td", preset="vmas-navigation", seed=seed, eval_episodes=10,
                             critic_scope="team" if algorithm == "mappo" else "agent", total_frames=frames))
             _log(out, f"multiagent_{algorithm}", "ppo_td", ours)
-            folder = (out / f"benchmarl_{algorithm}_seed{seed}").resolve()
-            folder.mkdir(parents=True, exist_ok=True)
+            # a fresh folder per run: BenchMARL's timers are read from every CSV log under it
+            folder = Path(tempfile.mkdtemp(prefix=f"benchmarl_{algorithm}_seed{seed}_", dir=out)).resolve()
             theirs = run_benchmarl(python, dict(algorithm=algorithm, seed=seed, max_n_frames=ours["frames"],
                                                 folder=str(folder)))
             _log(out, f"multiagent_{algorithm}", "benchmarl", theirs)

@@ -64,6 +64,9 @@ def main() -> None:
     if spec.get("settings_only"):
         print(json.dumps(settings(config, algorithm, MlpConfig.get_from_yaml())))
         return
+    if any(Path(spec["folder"]).rglob("scalars/*.csv")):  # the timers below read every CSV under the folder
+        raise SystemExit(f"{spec['folder']} already holds BenchMARL logs (an earlier run's timers would be summed "
+                         "with this one's): give an empty folder")
     experiment = Experiment(task=VmasTask.NAVIGATION.get_from_yaml(), algorithm_config=algorithm,
                             model_config=MlpConfig.get_from_yaml(), critic_model_config=MlpConfig.get_from_yaml(),
                             seed=spec["seed"], config=config)
