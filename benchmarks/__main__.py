@@ -401,6 +401,8 @@ def main() -> None:
     machine = (f"{platform.machine()}, {torch.get_num_threads()} torch threads available, "
                f"Python {platform.python_version()}, torch {torch.__version__}")
     presets = f" --presets {' '.join(args.presets)}" if args.presets else ""
+    presets += f" --algorithms {' '.join(args.algorithms)}" if args.suite == "multiagent" else ""
+    presets += f" --frames {args.frames}" if args.frames else ""
     sections = [f"# ppo_td benchmarks: {args.suite}", "", f"Machine: {machine}. Command: "
                 f"`python -m benchmarks {args.suite} --seeds {' '.join(map(str, args.seeds))}{presets}`.", ""]
     if args.suite == "quick":

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import pickle
 
+import numpy as np
 import torch
 from torch import nn
+from torch.autograd import forward_ad
 
 from ppo_td.config import ModelConfig
+from ppo_td.doctor import audit
 from ppo_td.models.activations import GRAD_MIN_ELEMENTS, NO_GRAD_MIN_ELEMENTS, NumpyTanh, Tanh
 from ppo_td.models.networks import mlp
 
@@ -21,6 +24,7 @@ def test_large_tensors_use_numpy_within_float_rounding() -> None:
     x = torch.randn(*BIG, generator=torch.Generator().manual_seed(0)) * 3
     y = Tanh()(x)
     assert y.grad_fn is None and y.dtype == torch.float32
+    assert torch.equal(y, torch.from_numpy(np.tanh(x.numpy())))  # numpy's kernel ran
     torch.testing.assert_close(y, torch.tanh(x), rtol=1e-6, atol=1e-7)
     x64 = x.double()
     torch.testing.assert_close(Tanh()(x64), torch.tanh(x64))
@@ -90,3 +94,45 @@ def test_networks_use_it_and_it_is_an_nn_tanh() -> None:
     copy = pickle.loads(pickle.dumps(net))
     rows = torch.randn(BIG[0], 8)
     torch.testing.assert_close(copy(rows), net(rows))
+
+
+def test_forward_mode_derivatives() -> None:
+    x, v = torch.randn(*BIG), torch.randn(*BIG)
+    want = v * (1 - torch.tanh(x) ** 2)
+    with forward_ad.dual_level():
+        dual = Tanh()(forward_ad.make_dual(x, v))  # without gradients: torch's kernel, its tangent
+        torch.testing.assert_close(forward_ad.unpack_dual(dual).tangent, want)
+        dual = Tanh()(forward_ad.make_dual(x.clone().requires_grad_(), v))  # the Function's jvp
+        assert type(dual.grad_fn).__name__ == "NumpyTanhBackward"
+        torch.testing.assert_close(forward_ad.unpack_dual(dual).tangent, want, rtol=1e-5, atol=1e-6)
+
+
+def test_the_doctor_sees_no_cut_inside_it() -> None:
+    """Its numpy call reads a graph tensor's memory, but the Function gives the gradient back: no cut to report."""
+    torch.manual_seed(0)
+    config = ModelConfig(hidden_sizes=(64, 64))
+    trunk = mlp(8, 64, config, head_gain=None)  # the audited actor; its output goes through another network
+    head = mlp(64, 2, config, head_gain=0.01)
+    critic = mlp(8, 1, config, head_gain=1.0)
+    opt = torch.optim.Adam([*trunk.parameters(), *head.parameters(), *critic.parameters()], lr=1e-3)
+    obs = torch.randn(BIG[0], 8)
+    with audit(actor=trunk, critic=critic, optimizers=[opt]) as a:
+        loss = head(trunk(obs)).logsumexp(-1).mean() + critic(obs).square().mean()
+        assert "NumpyTanhBackward" in _graph_names(loss)  # the case in question: numpy's kernel in the graph
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert not a._cuts, a._cuts
+    assert all(f.item != 4 for f in a.findings), a.report()
+
+
+def _graph_names(t: torch.Tensor) -> set[str]:
+    names, todo, seen = set(), [t.grad_fn], set()
+    while todo:
+        fn = todo.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        names.add(type(fn).__name__)
+        todo += [f for f, _ in fn.next_functions]
+    return names

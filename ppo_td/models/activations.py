@@ -6,16 +6,21 @@ are where that shows: the multi-agent presets' [256, 256] networks over every ag
 passes over whole batches. :class:`Tanh` is an ``nn.Tanh`` (same module type for ``isinstance``, same repr,
 no state) whose forward computes the activation with ``numpy.tanh`` on the tensor's own memory when that pays:
 
-- a CPU float32/float64 tensor of plain type (not a subclass: fake, functional or the doctor's tracing
-  tensors), outside tracing, scripting, compiling and export, which keep torch's own operation;
+- a CPU float32/float64 tensor of plain type (not a subclass: fake or functional tensors, the tracing
+  tensors of ``torch.overrides``), outside tracing, scripting, compiling and export, which keep torch's own
+  operation, and not a forward-mode dual tensor without gradients (``NumpyTanh`` has a ``jvp``);
 - with gradients to record, through :class:`NumpyTanh` (an ``autograd.Function``; backward is torch's own
   ``tanh_backward``), from :data:`GRAD_MIN_ELEMENTS` elements: below that the Function's per-call cost (about
   16 us forward and 30 backward) outweighs the kernel's gain; without gradients, from
   :data:`NO_GRAD_MIN_ELEMENTS`.
 
-numpy's and torch's tanh differ by at most one float32 unit in the last place (measured: 6e-8 absolute), so a
-network's outputs move within float rounding. Both of ppo_td's paths (its fast collector and loss, TorchRL's
-collector and ``ClipPPOLoss``) call the same module, so they stay identical to each other. Under
+numpy's and torch's tanh differ by at most one float32 unit in the last place (measured: 6e-8 absolute; about
+a third of elements differ), so a network's outputs move within float rounding. Which kernel runs depends on
+the tensor's size, so the same row can differ in its last bit between collection (a few env copies, without
+gradients) and a minibatch (with gradients): the first epoch's ratios are 1 within float rounding, as with the
+numpy collection policy. ppo_td's paths and TorchRL's (its fast collector and loss, TorchRL's collector and
+``ClipPPOLoss``) call the same module at the same sizes, so they stay identical to each other. The doctor does
+not count the ``detach``/``numpy`` inside as a cut from the graph: ``NumpyTanh`` carries the gradient. Under
 ``torch.vmap`` (TorchRL's GAE may map the critic) the Function's ``vmap`` rule runs torch's tanh.
 """
 
@@ -26,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.autograd import forward_ad
 
 GRAD_MIN_ELEMENTS = 1 << 15  # measured crossover, forward + backward: [512, 64] 117 -> 94 us, [256, 64] 69 -> 79
 NO_GRAD_MIN_ELEMENTS = 1 << 10  # forward only: [64, 64] 12.3 -> 3.7 us, [32, 64] 6.3 -> 3.0
@@ -41,6 +47,12 @@ class NumpyTanh(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[torch.Tensor], output: torch.Tensor) -> None:
         ctx.save_for_backward(output)
+        ctx.save_for_forward(output)
+
+    @staticmethod
+    def jvp(ctx: Any, tangent: torch.Tensor) -> torch.Tensor:  # forward-mode AD: the same derivative
+        (y,) = ctx.saved_tensors
+        return torch.ops.aten.tanh_backward(tangent, y)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
@@ -65,6 +77,8 @@ class Tanh(nn.Tanh):
     def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 (nn.Tanh's argument name)
         if _numpy_applies(input) and (n := input.numel()) >= NO_GRAD_MIN_ELEMENTS:
             if not (input.requires_grad and torch.is_grad_enabled()):
+                if forward_ad.unpack_dual(input).tangent is not None:  # a forward-mode dual: torch's, with its jvp
+                    return torch.tanh(input)
                 try:
                     return torch.from_numpy(np.tanh(input.detach().numpy()))
                 except RuntimeError:  # no storage to read: a tensor batched by torch.vmap
