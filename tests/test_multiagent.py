@@ -405,3 +405,54 @@ def test_checkpoints_of_the_earlier_multiagent_mlp_networks_still_load(tmp_path)
     with pytest.raises(ValueError, match="does not fit"):  # anything else is still refused
         load_weights(p.critic, {**state, "critic": {"other.weight": torch.zeros(1)}}, "critic")
     p.collector.shutdown()
+
+
+# --- the fast loss on an agent group against ClipPPOLoss.forward -------------------------------------------------
+
+GROUP_LOSS_CASES = {  # a tanh-normal policy (entropy sampled) with the team critic; per-agent networks (TorchRL's
+    "vmas-team": lambda: tiny_agents("team"),  # MultiAgentMLP) with each agent's critic; per-agent masks
+    "vmas-agent-per-agent-networks": lambda: tiny_agents("agent", share_params=False),
+    "masked-pick": lambda: dataclasses.replace(masked_pick(), loss=dataclasses.replace(masked_pick().loss,
+                                                                                      entropy_coeff=0.01)),
+}
+
+
+@pytest.mark.parametrize("case", GROUP_LOSS_CASES)
+def test_group_fast_loss_equals_clipppoloss_forward(case):
+    """ppo_td's fast loss on a group's entries: the outputs and gradients of ClipPPOLoss.forward, and the same
+    random stream after it (a tanh-normal's entropy is sampled at the same point); the update's lean terms and
+    their diagnostics agree with the full outputs."""
+    from ppo_td.training.objective import FastLoss, epoch_metrics, total_loss
+
+    p = build_pipeline(GROUP_LOSS_CASES[case]())
+    assert isinstance(p.loss.fast, FastLoss) and p.loss.fast.group
+    minibatch = _one_batch(p)[:48]
+    with torch.no_grad():  # away from the rollout's policy and values, so ratios get clipped
+        for param in p.parameters:
+            param.add_(0.3 * torch.randn_like(param))
+    runs = {}
+    for path in ("fast", "torchrl"):
+        planned = p.loss.fast
+        if path == "torchrl":
+            p.loss.fast = None  # ClipPPOLoss.forward runs
+        torch.manual_seed(7)
+        try:
+            out = p.loss(minibatch)
+        finally:
+            p.loss.fast = planned
+        runs[path] = out, torch.get_rng_state(), torch.autograd.grad(total_loss(out), p.parameters)
+    (fast, fast_rng, fast_grads), (ref, ref_rng, ref_grads) = runs["fast"], runs["torchrl"]
+    assert list(fast.keys()) == list(ref.keys()) and float(ref["clip_fraction"]) > 0
+    for key in ref.keys():
+        assert torch.equal(fast[key], ref[key]), key
+    assert torch.equal(fast_rng, ref_rng)
+    for a, b in zip(fast_grads, ref_grads, strict=True):
+        assert torch.equal(a, b)
+    torch.manual_seed(7)
+    loss, terms = p.loss.fast.terms(minibatch)
+    zero_entropy = not float(p.loss.entropy_coeff)
+    want = total_loss(fast) if not zero_entropy else fast["loss_objective"] + fast["loss_critic"]
+    torch.testing.assert_close(loss, want, rtol=1e-6, atol=0)
+    (metrics,) = epoch_metrics([terms], p.loss.clip_epsilon, p.loss.clip_value)
+    for key, value in metrics.items():
+        torch.testing.assert_close(value, fast[key].detach(), rtol=1e-5, atol=1e-6)

@@ -183,3 +183,73 @@ def make_agent_actor_critic(desc: EnvDescription, config: ModelConfig,
         raise ValueError("a multi-agent env takes separate feed-forward actor and critic networks: set "
                          "model.recurrent='none' and model.shared_trunk=False")
     return make_agent_actor(desc, config, device), make_agent_critic(desc, config, device)
+
+
+_GROUP_PARAMS = ("loc", "scale", "logits")
+_GROUP_DISTRIBUTIONS = (TanhNormal, IndependentNormal, torch.distributions.Categorical, MaskedCategorical)
+
+
+class GroupPolicy:
+    """A group policy :func:`make_agent_actor` built, on plain tensors (what ppo_td's fast loss calls): the agents'
+    network (with its ``NormalParamExtractor`` for Box actions) on the group's observations, and the action
+    distribution built as the actor's ``SafeProbabilisticModule`` builds it (the same class and keyword
+    arguments). Found by :func:`group_networks`."""
+
+    trunk = None  # no trunk shared with the critic
+    shared_features = None
+
+    def __init__(self, net: nn.Module, names: tuple[str, ...], distribution_class: type,
+                 distribution_kwargs: dict, observation_key: tuple[str, str], mask_key: tuple[str, str] | None
+                 ) -> None:
+        self.net, self.names = net, names
+        self.distribution_class, self.distribution_kwargs = distribution_class, distribution_kwargs
+        self.observation_key, self.mask_key = observation_key, mask_key
+        self.masked = mask_key is not None
+
+    def __call__(self, observation: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        return self.net(observation)
+
+    def distribution(self, params: torch.Tensor | tuple[torch.Tensor, ...],
+                     mask: torch.Tensor | None = None) -> torch.distributions.Distribution:
+        kwargs = dict(zip(self.names, params if isinstance(params, tuple) else (params,), strict=True))
+        if self.masked:
+            kwargs["mask"] = mask
+        return self.distribution_class(**kwargs, **self.distribution_kwargs)
+
+
+def group_networks(actor: nn.Module, critic: nn.Module) -> tuple[GroupPolicy, nn.Module] | None:
+    """The plain-tensor policy and value network of an agent group's actor and critic, when both are exactly as
+    :func:`make_agent_actor` and :func:`make_agent_critic` build them (a critic of the agents' observations:
+    ``critic_scope`` 'team' or 'agent'); else None, and the loss runs the TorchRL modules."""
+    if type(actor) is not ProbabilisticActor or len(actor.module) != 2 or type(critic) is not ValueOperator:
+        return None
+    wrapper, dist_module = actor.module[0], actor.module[1]
+    if type(wrapper) is not TensorDictModule or len(wrapper.in_keys) != 1:
+        return None
+    observation_key = wrapper.in_keys[0]
+    if not (isinstance(observation_key, tuple) and len(observation_key) == 2
+            and observation_key[1] == keys.OBSERVATION):
+        return None
+    group, net = observation_key[0], wrapper.module
+    body = net[0] if (type(net) is nn.Sequential and len(net) == 2
+                      and type(net[1]) is NormalParamExtractor) else net
+    if type(body) not in (SharedMLP, MultiAgentMLP):
+        return None
+    names = tuple(dist_module.dist_keys)
+    reads = dict(zip(names, dist_module.in_keys, strict=True))
+    params = tuple(name for name in names if name != "mask")
+    mask_key = reads.get("mask")
+    same = (all(name in _GROUP_PARAMS for name in params)
+            and list(wrapper.out_keys) == [reads[name] for name in params]
+            and dist_module.distribution_class in _GROUP_DISTRIBUTIONS
+            and (mask_key is None or mask_key == (group, MASK_KEY))
+            and dist_module.return_log_prob and dist_module.num_samples is None
+            and list(actor.out_keys) == [*wrapper.out_keys, (group, keys.ACTION), dist_module.log_prob_key]
+            and list(critic.in_keys) == [observation_key]
+            and list(critic.out_keys) == [(group, keys.STATE_VALUE)]
+            and type(critic.module) in (SharedMLP, TeamMLP, MultiAgentMLP))
+    if not same:
+        return None
+    policy = GroupPolicy(net, params, dist_module.distribution_class, dist_module.distribution_kwargs,
+                         observation_key, mask_key)
+    return policy, critic.module

@@ -10,6 +10,7 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.modules import IndependentNormal, MaskedCategorical
+from torchrl.modules.distributions.utils import sample_and_log_prob
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.common import AUTO_LOSS_MASK_KEYS
 from torchrl.objectives.utils import distance_loss
@@ -19,6 +20,7 @@ from ppo_td import keys
 from ppo_td.config import LossConfig
 from ppo_td.envs import MASK_KEY
 from ppo_td.models import ClosedForm, MaskedMultiCategorical, PolicyNet, ValueNet, policy_net, value_net
+from ppo_td.models.multiagent import GroupPolicy, group_networks
 from ppo_td.models.networks import SharedFeatures
 from ppo_td.models.recurrent import IS_INIT, Recurrent, is_recurrent, pieces, recurrent_parts
 
@@ -317,9 +319,20 @@ class FastLoss:
         from each sequence's stored state (:meth:`~ppo_td.models.recurrent.Recurrent.sequence`), the heads run on
         the memory, and the rest on the flattened steps."""
         self.keys = loss.tensor_keys
-        self.closed_form = ClosedForm.of(actor.distribution_class, actor.distribution_kwargs, actor.masked)
+        self.group = isinstance(actor, GroupPolicy)
+        """An agent group's networks (:func:`~ppo_td.models.multiagent.group_networks`): the entries are the
+        group's (``("agents", "observation")``, ...), each agent's ratio, advantage and value, averaged over agents
+        and steps as ClipPPOLoss averages them."""
+        self.observation_key = actor.observation_key if self.group else keys.OBSERVATION
+        self.mask_key = (actor.mask_key or MASK_KEY) if self.group else MASK_KEY
+        self.closed_form = None if self.group else ClosedForm.of(actor.distribution_class,
+                                                                  actor.distribution_kwargs, actor.masked)
         """A Gaussian or unmasked categorical policy is scored in closed form (torch's operations, no
-        distribution object); any other through its distribution."""
+        distribution object); any other (and a group's) through its distribution."""
+        self.analytic_entropy = issubclass(actor.distribution_class, _ANALYTIC_ENTROPY)
+        """False for a tanh-squashed Gaussian (a group's): its entropy is estimated by sampling, as ClipPPOLoss
+        estimates it (``sample_and_log_prob`` with ``samples_mc_entropy`` draws, at the same point of the forward,
+        so the random stream stays the same)."""
         self.shared = actor.trunk is not None and actor.trunk is critic.trunk
         """Actor and critic share their trunk (encoder and hidden layers): it runs once per minibatch and both
         heads read its features (:class:`~ppo_td.models.networks.SharedFeatures`); ClipPPOLoss runs it once per
@@ -335,10 +348,11 @@ class FastLoss:
             critic = cores[1].head if cores[1] is not None else value_net(loss.critic_network)
         else:
             actor, critic, cores = policy_net(loss.actor_network), value_net(loss.critic_network), None
-        if (not isinstance(actor, PolicyNet) or not isinstance(critic, ValueNet)
-                or not issubclass(actor.distribution_class, _ANALYTIC_ENTROPY)):
-            return None
-        return cls(loss, actor, critic, cores)
+        if (isinstance(actor, PolicyNet) and isinstance(critic, ValueNet)
+                and issubclass(actor.distribution_class, _ANALYTIC_ENTROPY)):
+            return cls(loss, actor, critic, cores)
+        group = group_networks(loss.actor_network, loss.critic_network) if cores is None else None
+        return cls(loss, *group) if group is not None else None
 
     def applies(self, td: TensorDictBase) -> bool:
         """True when this forward computes what ``ClipPPOLoss.forward`` would for ``td``."""
@@ -377,7 +391,7 @@ class FastLoss:
         """The heads' inputs: the observations, or each network's memory over a recurrent minibatch's sequences
         (computed once where the two share their core), with the minibatch's steps flattened."""
         if self.cores is None:
-            obs = td.get(keys.OBSERVATION)
+            obs = td.get(self.observation_key)
             return compute(td, obs, obs)
         if td.batch_dims != 2:
             raise ValueError(f"a recurrent loss reads [sequences, steps] minibatches, got batch size {td.batch_size}")
@@ -409,7 +423,7 @@ class FastLoss:
             log_prob, entropy = self.closed_form.log_prob_entropy(
                 params if isinstance(params, tuple) else (params,), td.get(k.action))
         else:
-            dist = self.actor.distribution(params, td.get(MASK_KEY, None))
+            dist = self.actor.distribution(params, td.get(self.mask_key, None))
             log_prob, entropy = dist.log_prob(td.get(k.action)), None
         log_weight = (log_prob - prev_log_prob).unsqueeze(-1)
         # the clipped surrogate
@@ -423,8 +437,12 @@ class FastLoss:
         if loss.entropy_bonus:
             # ClipPPOLoss samples the entropy when the closed form is not finite; for the distributions planned
             # here that happens only with non-finite parameters, whose losses the update reports as non-finite
-            if entropy is None:
+            if entropy is None and self.analytic_entropy:
                 entropy = dist.entropy()
+            elif entropy is None:  # ClipPPOLoss._get_entropy's estimate, and its shape
+                _, log_prob_mc = sample_and_log_prob(dist, (loss.samples_mc_entropy,),
+                                                     reparameterize=dist.has_rsample)
+                entropy = -log_prob_mc.mean(0).unsqueeze(-1)
             core["entropy"] = entropy
             core["loss_entropy"] = -loss.entropy_coeff * entropy
         core.update(self._critic_core(td, critic_in))
@@ -530,18 +548,17 @@ def epoch_metrics(terms: list[LeanTerms], clip_epsilon: torch.Tensor, clip_value
         flat = torch.cat([v.reshape(v.shape[0], -1).mean(1) for v in values])
         return torch.zeros(len(terms), dtype=flat.dtype, device=device).index_add_(0, ids, flat) / sizes
 
-    log_weight = [t.log_weight for t in terms]
-    flat = torch.cat([w.reshape(-1) for w in log_weight])
+    log_weight = [t.log_weight for t in terms]  # per sample: [rows, 1], or [rows, agents, 1] for a group
     kl = means([-w for w in log_weight])
     mean_ratio = means([w.exp() for w in log_weight])
     low, high = (-clip_epsilon).log1p(), clip_epsilon.log1p()
     metrics = {"kl_approx": kl, "kl_approx_k3": kl_k3(mean_ratio, kl),
-               "clip_fraction": means([((flat < low) | (flat > high)).to(flat.dtype)])}
+               "clip_fraction": means([((w < low) | (w > high)).to(w.dtype) for w in log_weight])}
     if terms[0].entropy is not None:
         metrics["entropy"] = means([t.entropy for t in terms])
     if clip_value and terms[0].pre_clipped is not None:
-        pre = torch.cat([t.pre_clipped.reshape(-1) for t in terms])
-        metrics["value_clip_fraction"] = means([(pre.abs() > clip_value).to(pre.dtype)])
+        metrics["value_clip_fraction"] = means([(t.pre_clipped.abs() > clip_value).to(t.pre_clipped.dtype)
+                                                for t in terms])
     return [{**t.losses, **{key: value[i] for key, value in metrics.items()}} for i, t in enumerate(terms)]
 
 
