@@ -456,3 +456,16 @@ def test_group_fast_loss_equals_clipppoloss_forward(case):
     (metrics,) = epoch_metrics([terms], p.loss.clip_epsilon, p.loss.clip_value)
     for key, value in metrics.items():
         torch.testing.assert_close(value, fast[key].detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_the_doctors_checkup_sees_the_group_networks_in_the_update():
+    """The fast loss calls the group's networks, not the TorchRL wrappers: the checkup audits those networks, so
+    every minibatch's critic forward is seen (not only GAE's)."""
+    from ppo_td.doctor import checkup
+
+    p = build_pipeline(tiny_agents("team"))
+    assert p.loss.fast is not None and p.loss.fast.group
+    a = checkup(p)
+    minibatches = p.config.optim.update_epochs * p.config.optim.num_minibatches
+    assert a._forwards.get("critic", 0) > minibatches and a._forwards.get("actor", 0) > minibatches, a._forwards
+    assert not a.findings, a.report()

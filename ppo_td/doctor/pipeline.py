@@ -7,6 +7,7 @@ from torchrl.modules import set_recurrent_mode
 
 from ppo_td.doctor.watch import Audit, audit
 from ppo_td.models import policy_net, value_net
+from ppo_td.models.multiagent import group_networks
 from ppo_td.training import Pipeline, update
 from ppo_td.training.loop import sequences
 
@@ -21,6 +22,9 @@ def checkup(pipeline: Pipeline) -> Audit:
     # ppo_td's own networks where the actor and critic are ppo_td's: the fast paths call them directly, so the
     # audit's forward hooks see every forward on either path; other modules are audited as they are
     actor, critic = policy_net(p.actor), value_net(p.critic)
+    group = group_networks(p.actor, p.critic) if actor is None or critic is None else None
+    if group is not None:  # an agent group's: the fast loss calls these two as well
+        actor, critic = group[0].net, group[1]
     actor, critic = p.actor if actor is None else actor, p.critic if critic is None else critic
     batch = next(iter(p.collector))
     if p.device.type != "cpu":  # as the training loop does: collected on the CPU, GAE and the update on the device
