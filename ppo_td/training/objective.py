@@ -9,7 +9,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule
 from torch import nn
-from torchrl.modules import IndependentNormal, MaskedCategorical
+from torchrl.modules import IndependentNormal, MaskedCategorical, TanhNormal
 from torchrl.modules.distributions.utils import sample_and_log_prob
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.common import AUTO_LOSS_MASK_KEYS
@@ -340,16 +340,18 @@ class FastLoss:
 
     @classmethod
     def plan(cls, loss: PPOObjective) -> FastLoss | None:
-        """The fast forward of ``loss``, or None when its actor or critic is not ppo_td's own (or its
-        distribution's entropy has no closed form: ClipPPOLoss estimates it by sampling)."""
+        """The fast forward of ``loss``, or None when its actor or critic is not ppo_td's own (or a recurrent
+        policy's distribution has no closed-form entropy). A tanh-squashed Gaussian's entropy is sampled as
+        ClipPPOLoss samples it."""
         cores = recurrent_parts(loss.actor_network), recurrent_parts(loss.critic_network)
         if cores[0] is not None and (cores[1] is not None or not is_recurrent(loss.critic_network)):
             actor = cores[0].head
             critic = cores[1].head if cores[1] is not None else value_net(loss.critic_network)
         else:
             actor, critic, cores = policy_net(loss.actor_network), value_net(loss.critic_network), None
-        if (isinstance(actor, PolicyNet) and isinstance(critic, ValueNet)
-                and issubclass(actor.distribution_class, _ANALYTIC_ENTROPY)):
+        if isinstance(actor, PolicyNet) and isinstance(critic, ValueNet) and (
+                issubclass(actor.distribution_class, _ANALYTIC_ENTROPY)
+                or (cores is None and actor.distribution_class is TanhNormal)):
             return cls(loss, actor, critic, cores)
         group = group_networks(loss.actor_network, loss.critic_network) if cores is None else None
         return cls(loss, *group) if group is not None else None
