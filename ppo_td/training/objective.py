@@ -301,10 +301,10 @@ class PPOObjective(ClipPPOLoss):
 class FastLoss:
     """``PPOObjective.forward`` on plain tensors: ``ClipPPOLoss.forward``'s operations, in its order.
 
-    Runs ppo_td's :class:`~ppo_td.models.PolicyNet` and :class:`~ppo_td.models.ValueNet`
-    directly and computes every output ``ClipPPOLoss.forward`` writes (losses, clip
-    fractions, KL estimates, entropy, ESS, ratio statistics) with the same tensor
-    operations, so results and gradients are identical. It reads the loss's settings from
+    Runs ppo_td's :class:`~ppo_td.models.PolicyNet` and :class:`~ppo_td.models.ValueNet` (or an agent group's
+    networks, :func:`~ppo_td.models.multiagent.group_networks`) directly and computes every output
+    ``ClipPPOLoss.forward`` writes (losses, clip fractions, KL estimates, entropy, ESS, ratio statistics) with
+    the same tensor operations, so results and gradients are identical. It reads the loss's settings from
     its public attributes at every call (``clip_epsilon``, ``entropy_coeff``, ...), so a
     scheduled coefficient takes effect. :meth:`applies` sends a minibatch without an
     advantage, with a loss mask, or a loss whose settings this forward does not implement
@@ -330,9 +330,9 @@ class FastLoss:
         """A Gaussian or unmasked categorical policy is scored in closed form (torch's operations, no
         distribution object); any other (and a group's) through its distribution."""
         self.analytic_entropy = issubclass(actor.distribution_class, _ANALYTIC_ENTROPY)
-        """False for a tanh-squashed Gaussian (a group's): its entropy is estimated by sampling, as ClipPPOLoss
-        estimates it (``sample_and_log_prob`` with ``samples_mc_entropy`` draws, at the same point of the forward,
-        so the random stream stays the same)."""
+        """False for a tanh-squashed Gaussian (one agent's or a group's): its entropy is estimated by sampling, as
+        ClipPPOLoss estimates it (``sample_and_log_prob`` with ``samples_mc_entropy`` draws, at the same point of
+        the forward, so the random stream stays the same)."""
         self.shared = actor.trunk is not None and actor.trunk is critic.trunk
         """Actor and critic share their trunk (encoder and hidden layers): it runs once per minibatch and both
         heads read its features (:class:`~ppo_td.models.networks.SharedFeatures`); ClipPPOLoss runs it once per
