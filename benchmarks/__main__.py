@@ -390,12 +390,16 @@ def main() -> None:
     parser.add_argument("--algorithms", nargs="+", choices=["mappo", "ippo"], default=["mappo"],
                         help="multiagent: which algorithms (default mappo)")
     parser.add_argument("--frames", type=int, default=None,
-                        help="multiagent: frames per run, a multiple of the preset's 6,000-frame batch (default its "
-                             "600,000): a shorter throughput comparison")
+                        help="multiagent: frames per run, a multiple of the preset's batch (6,000 frames; default "
+                             "its 600,000): a shorter throughput comparison")
     args = parser.parse_args()
-    if args.frames is not None and (args.suite != "multiagent" or args.frames <= 0 or args.frames % 6000):
-        parser.error(f"--frames {args.frames}: only for the multiagent suite, a positive multiple of 6000 (the "
-                     "vmas-navigation batch), e.g. --frames 60000")
+    if args.frames is not None:
+        from ppo_td.presets import get_preset
+
+        batch = get_preset("vmas-navigation").frames_per_batch
+        if args.suite != "multiagent" or args.frames <= 0 or args.frames % batch:
+            parser.error(f"--frames {args.frames}: only for the multiagent suite, a positive multiple of {batch} "
+                         f"(the vmas-navigation batch), e.g. --frames {10 * batch}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     machine = (f"{platform.machine()}, {torch.get_num_threads()} torch threads available, "

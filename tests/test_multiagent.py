@@ -409,9 +409,10 @@ def test_checkpoints_of_the_earlier_multiagent_mlp_networks_still_load(tmp_path)
 
 # --- the fast loss on an agent group against ClipPPOLoss.forward -------------------------------------------------
 
-GROUP_LOSS_CASES = {  # a tanh-normal policy (entropy sampled) with the team critic; per-agent networks (TorchRL's
-    "vmas-team": lambda: tiny_agents("team"),  # MultiAgentMLP) with each agent's critic; per-agent masks
-    "vmas-agent-per-agent-networks": lambda: tiny_agents("agent", share_params=False),
+GROUP_LOSS_CASES = {
+    "vmas-team": lambda: tiny_agents("team"),  # a tanh-normal policy (its entropy sampled), the team critic
+    "vmas-agent-per-agent-networks": lambda: tiny_agents("agent", share_params=False),  # TorchRL's MultiAgentMLP
+    # per-agent masks, a discrete policy
     "masked-pick": lambda: dataclasses.replace(masked_pick(), loss=dataclasses.replace(masked_pick().loss,
                                                                                       entropy_coeff=0.01)),
 }

@@ -65,24 +65,27 @@ class NumpyTanh(torch.autograd.Function):
 
 
 def _numpy_applies(x: torch.Tensor) -> bool:
-    return (type(x) is torch.Tensor and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
-            and not x.is_neg() and not x.is_conj()
-            and not (torch.jit.is_tracing() or torch.jit.is_scripting() or torch.compiler.is_compiling()
-                     or torch.compiler.is_exporting()))  # ONNX export traces through one of these
+    """The checks after the size (a plain CPU tensor outside tracing was checked first): dtype, views, compiling."""
+    return (x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and not x.is_neg()
+            and not x.is_conj() and not (torch.jit.is_scripting() or torch.compiler.is_compiling()
+                                         or torch.compiler.is_exporting()))  # ONNX export traces through these
 
 
 class Tanh(nn.Tanh):
     """``nn.Tanh`` computed by numpy on large CPU tensors (see the module docs); torch's ``tanh`` otherwise."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 (nn.Tanh's argument name)
-        if _numpy_applies(input) and (n := input.numel()) >= NO_GRAD_MIN_ELEMENTS:
-            if not (input.requires_grad and torch.is_grad_enabled()):
-                if forward_ad.unpack_dual(input).tangent is not None:  # a forward-mode dual: torch's, with its jvp
-                    return torch.tanh(input)
-                try:
-                    return torch.from_numpy(np.tanh(input.detach().numpy()))
-                except RuntimeError:  # no storage to read: a tensor batched by torch.vmap
-                    return torch.tanh(input)
-            if n >= GRAD_MIN_ELEMENTS:
-                return NumpyTanh.apply(input)
-        return torch.tanh(input)
+        # the cheap checks first: most calls (small minibatches, single observations) stop at the size
+        if type(input) is not torch.Tensor or torch.jit.is_tracing():  # (under tracing numel() is traced too)
+            return torch.tanh(input)
+        grad = input.requires_grad and torch.is_grad_enabled()
+        if input.numel() < (GRAD_MIN_ELEMENTS if grad else NO_GRAD_MIN_ELEMENTS) or not _numpy_applies(input):
+            return torch.tanh(input)
+        if grad:
+            return NumpyTanh.apply(input)
+        if forward_ad.unpack_dual(input).tangent is not None:  # a forward-mode dual: torch's op, with its jvp
+            return torch.tanh(input)
+        try:
+            return torch.from_numpy(np.tanh(input.detach().numpy()))
+        except RuntimeError:  # no storage to read: a tensor batched by torch.vmap
+            return torch.tanh(input)
