@@ -288,7 +288,8 @@ class CollectorConfig:
     """Ray only: CPUs each worker actor reserves (Ray's num_cpus)."""
     step_loop: Literal["auto", "fast", "torchrl"] = "auto"
     """In-process only: 'fast' steps with ppo_td's FastCollector (TorchRL Collector's batches without its
-    per-step overhead: bit for bit with inference='torch', within float rounding with a numpy policy),
+    per-step overhead: bit for bit with inference='torch', within float rounding with a numpy policy; a VMAS
+    agent group with its AgentsCollector, bit for bit),
     'torchrl' with TorchRL's Collector, 'auto' fast wherever it can run the env and policy (ppo_td's own
     parts) and TorchRL's Collector otherwise."""
     inference: Literal["auto", "numpy", "torch"] = "auto"
@@ -380,9 +381,11 @@ class TrainConfig:
             _check(not self.model.shared_trunk, "model.shared_trunk", self.model.shared_trunk,
                    f"False with env.suite={self.env.suite!r} (the critic may see more than the policy: separate "
                    "networks)")
-            _check(self.collector.step_loop != "fast", "collector.step_loop", self.collector.step_loop,
-                   f"'auto' or 'torchrl' with env.suite={self.env.suite!r} (TorchRL's Collector steps multi-agent "
-                   "envs)")
+            _check(self.collector.step_loop != "fast" or self.env.suite == "vmas", "collector.step_loop",
+                   self.collector.step_loop, f"'auto' or 'torchrl' with env.suite={self.env.suite!r} (TorchRL's "
+                   "Collector steps PettingZoo envs; ppo_td's agents collector steps VMAS scenarios)")
+            _check(self.collector.inference != "numpy", "collector.inference", self.collector.inference,
+                   f"'auto' or 'torch' with env.suite={self.env.suite!r} (an agent group's policy samples in torch)")
         _check(self.total_frames >= self.frames_per_batch, "total_frames", self.total_frames,
                f">= frames_per_batch={self.frames_per_batch} (at least one iteration)")
         _check(self.eval_episodes >= 0, "eval_episodes", self.eval_episodes, ">= 0")

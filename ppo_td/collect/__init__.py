@@ -1,5 +1,6 @@
 """Collection: the fast in-process collector, TorchRL's Collector as the fallback, worker processes and Ray."""
 
+from ppo_td.collect.agents import AgentsCollector
 from ppo_td.collect.factory import adopt_collector, make_collector, torchrl_env
 from ppo_td.collect.failures import WorkerError
 from ppo_td.collect.fast import FastCollector, FastEnv, FastPolicy, FastUnsupported
@@ -13,6 +14,7 @@ from ppo_td.collect.workers import (
 )
 
 __all__ = [
+    "AgentsCollector",
     "FastCollector",
     "FastEnv",
     "FastPolicy",

@@ -10,6 +10,7 @@ from tensordict.nn import TensorDictModule
 from torchrl.collectors import Collector
 from torchrl.envs import EnvBase
 
+from ppo_td.collect.agents import AgentsCollector
 from ppo_td.collect.fast import FastCollector, FastUnsupported
 from ppo_td.collect.workers import WorkerCollector, make_worker_collector
 from ppo_td.config import TrainConfig
@@ -19,13 +20,14 @@ from ppo_td.models.recurrent import collection_policy
 
 def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: TrainConfig, done_frames: int = 0,
                    critic: TensorDictModule | None = None,
-                   device: torch.device | str = "cpu") -> FastCollector | Collector | WorkerCollector:
+                   device: torch.device | str = "cpu") -> FastCollector | AgentsCollector | Collector | WorkerCollector:
     """A collector yielding ``[num_envs, steps_per_env]`` batches, where ``config.collector`` says.
 
     In-process (default), ``env`` is stepped here: by :class:`~ppo_td.collect.FastCollector`
     (the same batches without TorchRL's per-step overhead) where it can run ``env`` (a
-    :class:`~ppo_td.envs.BuiltEnv`) and ``actor`` (one ppo_td's factories built), else by
-    TorchRL's ``Collector`` (``collector.step_loop`` chooses). With ``collector.backend``
+    :class:`~ppo_td.envs.BuiltEnv`) and ``actor`` (one ppo_td's factories built), a VMAS agent group by
+    :class:`~ppo_td.collect.AgentsCollector` likewise, else by TorchRL's ``Collector`` (``collector.step_loop``
+    chooses). With ``collector.backend``
     'process' or 'ray' the workers build their own envs (:mod:`ppo_td.collect.workers`)
     and ``env`` stays the learner's copy that holds the merged normalization statistics.
     ``done_frames`` (a resumed run's frame count) shortens the budget accordingly. ``critic``: when it shares
@@ -37,6 +39,9 @@ def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: Tra
         return make_worker_collector(config, actor, total_frames, critic=critic)
     if config.collector.step_loop != "torchrl":
         try:
+            if isinstance(env, BuiltEnv) and env.simulator is not None:  # (config: inference is not 'numpy')
+                return AgentsCollector(env, actor, frames_per_batch=config.frames_per_batch,
+                                       total_frames=total_frames, device=device)
             return FastCollector(env, actor, frames_per_batch=config.frames_per_batch, total_frames=total_frames,
                                  critic=critic, device=device, inference=config.collector.inference)
         except FastUnsupported as err:

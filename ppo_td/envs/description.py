@@ -252,12 +252,15 @@ class BuiltEnv:
 
     env: TransformedEnv
     vector: gym.vector.VectorEnv | None
-    """None for a multi-agent env (TorchRL steps it)."""
+    """None for a multi-agent env (see :attr:`simulator`)."""
     description: EnvDescription
     obs_norm: RunningObsNorm | None = None
     return_scaling: ReturnScaling | None = None
     config: Any = None
     """The :class:`~ppo_td.config.EnvConfig` it was built from (what rebuilds it)."""
+    simulator: Any = None
+    """The VMAS ``Environment`` under a VMAS env (ppo_td built it and handed it to TorchRL's ``VmasWrapper``):
+    what :class:`~ppo_td.collect.AgentsCollector` steps. None for any other env."""
 
     def close(self) -> None:
         if not self.env.is_closed:

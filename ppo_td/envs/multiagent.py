@@ -44,12 +44,13 @@ def build_agents_env(config: EnvConfig, seed: int | None = None) -> BuiltEnv:
     if not config.multiagent:
         raise ValueError(f"env.suite={config.suite!r} is a one-agent suite: build it with ppo_td.envs.build_env")
     kwargs = _kwargs(config)
-    base = _vmas(config, kwargs, seed) if config.suite == "vmas" else _pettingzoo(config, kwargs, seed)
+    base, simulator = _vmas(config, kwargs, seed) if config.suite == "vmas" else (
+        _pettingzoo(config, kwargs, seed), None)
     group = _single_group(base, config)
     transforms = [StepCounter(max_steps=config.max_episode_steps),
                   RewardSum(in_keys=[(group, "reward")], out_keys=[(group, "episode_reward")])]
     env = TransformedEnv(base, Compose(*transforms))
-    return BuiltEnv(env=env, vector=None, description=describe_agents(env), config=config)
+    return BuiltEnv(env=env, vector=None, description=describe_agents(env), config=config, simulator=simulator)
 
 
 _SET_BY_PPO_TD = {"vmas": ("num_envs", "max_steps", "seed", "device"), "pettingzoo": ()}
@@ -78,16 +79,21 @@ def _import(suite: str, module: str) -> Any:
                          "importable module with a parallel_env function, e.g. mpe2.simple_spread_v3)") from err
 
 
-def _vmas(config: EnvConfig, kwargs: dict[str, Any], seed: int | None) -> EnvBase:
-    _import("vmas", "vmas")
-    from torchrl.envs.libs.vmas import VmasEnv
+def _vmas(config: EnvConfig, kwargs: dict[str, Any], seed: int | None) -> tuple[EnvBase, Any]:
+    """The VMAS scenario's simulator and TorchRL's wrapper of it: what ``VmasEnv`` builds, with the simulator kept
+    (:class:`~ppo_td.collect.AgentsCollector` steps it)."""
+    vmas = _import("vmas", "vmas")
+    from torchrl.envs.libs.vmas import VmasEnv, VmasWrapper
 
     if config.env_id not in VmasEnv.available_envs:
         raise ValueError(f"env.env_id={config.env_id!r} is not a VMAS scenario; VMAS has "
                          f"{', '.join(sorted(VmasEnv.available_envs))}")
     # Box actions are stored as sampled and clipped to their range by VMAS (env.clip_actions), as for one agent
     kwargs = {"continuous_actions": True, "clamp_actions": config.clip_actions, **kwargs}
-    return VmasEnv(config.env_id, num_envs=config.num_envs, max_steps=None, seed=seed, device="cpu", **kwargs)
+    categorical = kwargs.pop("categorical_actions", True)  # the wrapper's (VmasEnv takes it too)
+    simulator = vmas.make_env(config.env_id, num_envs=config.num_envs, device="cpu", max_steps=None, seed=seed,
+                              wrapper=None, **kwargs)
+    return VmasWrapper(simulator, categorical_actions=categorical), simulator
 
 
 def _pettingzoo(config: EnvConfig, kwargs: dict[str, Any], seed: int | None) -> EnvBase:

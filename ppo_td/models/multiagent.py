@@ -22,6 +22,7 @@ reads.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import torch
 from tensordict.nn import TensorDictModule
@@ -199,15 +200,21 @@ class GroupPolicy:
     shared_features = None
 
     def __init__(self, net: nn.Module, names: tuple[str, ...], distribution_class: type,
-                 distribution_kwargs: dict, observation_key: tuple[str, str], mask_key: tuple[str, str] | None
-                 ) -> None:
+                 distribution_kwargs: dict, observation_key: tuple[str, str], mask_key: tuple[str, str] | None,
+                 param_keys: list[tuple[str, str]], log_prob_key: tuple[str, str]) -> None:
         self.net, self.names = net, names
         self.distribution_class, self.distribution_kwargs = distribution_class, distribution_kwargs
         self.observation_key, self.mask_key = observation_key, mask_key
         self.masked = mask_key is not None
+        self.param_keys, self.log_prob_key = param_keys, log_prob_key
+        """Where the actor writes the distribution's parameters and the action's log-probability."""
 
     def __call__(self, observation: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         return self.net(observation)
+
+    def parameters(self) -> Iterator[nn.Parameter]:
+        """The network's parameters (where they are tells where the policy runs)."""
+        return self.net.parameters()
 
     def distribution(self, params: torch.Tensor | tuple[torch.Tensor, ...],
                      mask: torch.Tensor | None = None) -> torch.distributions.Distribution:
@@ -217,11 +224,10 @@ class GroupPolicy:
         return self.distribution_class(**kwargs, **self.distribution_kwargs)
 
 
-def group_networks(actor: nn.Module, critic: nn.Module) -> tuple[GroupPolicy, nn.Module] | None:
-    """The plain-tensor policy and value network of an agent group's actor and critic, when both are exactly as
-    :func:`make_agent_actor` and :func:`make_agent_critic` build them (a critic of the agents' observations:
-    ``critic_scope`` 'team' or 'agent'); else None, and the loss runs the TorchRL modules."""
-    if type(actor) is not ProbabilisticActor or len(actor.module) != 2 or type(critic) is not ValueOperator:
+def group_policy(actor: nn.Module) -> GroupPolicy | None:
+    """The plain-tensor policy of an agent group's actor when it is exactly as :func:`make_agent_actor` builds it
+    (what ppo_td's fast loss and agents collector run); else None, and the TorchRL module runs."""
+    if type(actor) is not ProbabilisticActor or len(actor.module) != 2:
         return None
     wrapper, dist_module = actor.module[0], actor.module[1]
     if type(wrapper) is not TensorDictModule or len(wrapper.in_keys) != 1:
@@ -244,12 +250,22 @@ def group_networks(actor: nn.Module, critic: nn.Module) -> tuple[GroupPolicy, nn
             and dist_module.distribution_class in _GROUP_DISTRIBUTIONS
             and (mask_key is None or mask_key == (group, MASK_KEY))
             and dist_module.return_log_prob and dist_module.num_samples is None
-            and list(actor.out_keys) == [*wrapper.out_keys, (group, keys.ACTION), dist_module.log_prob_key]
-            and list(critic.in_keys) == [observation_key]
-            and list(critic.out_keys) == [(group, keys.STATE_VALUE)]
-            and type(critic.module) in (SharedMLP, TeamMLP, MultiAgentMLP))
+            and list(actor.out_keys) == [*wrapper.out_keys, (group, keys.ACTION), dist_module.log_prob_key])
     if not same:
         return None
-    policy = GroupPolicy(net, params, dist_module.distribution_class, dist_module.distribution_kwargs,
-                         observation_key, mask_key)
-    return policy, critic.module
+    return GroupPolicy(net, params, dist_module.distribution_class, dist_module.distribution_kwargs,
+                       observation_key, mask_key, list(wrapper.out_keys), dist_module.log_prob_key)
+
+
+def group_networks(actor: nn.Module, critic: nn.Module) -> tuple[GroupPolicy, nn.Module] | None:
+    """The plain-tensor policy and value network of an agent group's actor and critic, when both are exactly as
+    :func:`make_agent_actor` and :func:`make_agent_critic` build them (a critic of the agents' observations:
+    ``critic_scope`` 'team' or 'agent'); else None, and the loss runs the TorchRL modules."""
+    policy = group_policy(actor)
+    if policy is None or type(critic) is not ValueOperator:
+        return None
+    group = policy.observation_key[0]
+    same = (list(critic.in_keys) == [policy.observation_key]
+            and list(critic.out_keys) == [(group, keys.STATE_VALUE)]
+            and type(critic.module) in (SharedMLP, TeamMLP, MultiAgentMLP))
+    return (policy, critic.module) if same else None

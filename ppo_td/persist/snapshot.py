@@ -8,8 +8,8 @@ as plain data: no environment is pickled (:mod:`ppo_td.envs.state` reads and wri
 
 Exact with ppo_td's fast collector over an env ppo_td built (the default) whose every layer
 has readable state (:func:`ppo_td.envs.state.why_not_restorable`). TorchRL's ``Collector``
-has no public way to read or set its current step, and worker collectors keep their
-simulators in the workers; those runs, and envs whose state cannot be read, resume from the
+has no public way to read or set its current step, a VMAS simulator none to read its state, and worker
+collectors keep their simulators in the workers; those runs, and envs whose state cannot be read, resume from the
 last completed iteration with fresh episodes (``exact`` is False in the snapshot, ``why``
 says why, and the resume says so).
 """
@@ -23,12 +23,14 @@ from typing import Any
 
 import torch
 
-from ppo_td.collect import FastCollector
+from ppo_td.collect import AgentsCollector, FastCollector
 from ppo_td.envs.state import StateMismatch, check_fits, load_state, read_state, why_not_restorable
 from ppo_td.training import Pipeline
 
 
 def _structural(pipeline: Pipeline) -> str | None:
+    if isinstance(pipeline.collector, AgentsCollector):
+        return "a VMAS simulator's state (its entities, the scenario's own variables) has no public reader"
     if not isinstance(pipeline.collector, FastCollector):
         return ("the collector's current step is not restorable (worker processes, Ray, or TorchRL's "
                 "Collector keep it where no public API reaches)")

@@ -1,0 +1,258 @@
+"""The agents collector: TorchRL ``Collector``'s batches of a VMAS agent group, without its per-step machinery.
+
+A VMAS scenario simulates its copies in torch, a couple of milliseconds a step on the CPU; TorchRL's ``Collector``
+over its ``VmasWrapper`` adds about as much again (TensorDict construction per agent, spec and key bookkeeping,
+``step_mdp``, the policy's TensorDictModule dispatch). :class:`AgentsCollector` runs the same steps on plain
+tensors: it steps the VMAS ``Environment`` that :func:`ppo_td.envs.build_env` built (its public ``step``,
+``reset``, ``reset_at`` and ``get_from_scenario``), reads the outputs with the wrapper's public readers, applies
+ppo_td's two multi-agent transforms (``StepCounter`` with the episode limit, ``RewardSum`` over the group's reward)
+as TorchRL does, and samples the group's policy as TorchRL's ``ProbabilisticActor`` does, in the same order. So it
+writes the same batch as ``Collector`` from the same state, bit for bit, and leaves the simulator and torch's RNG
+in the same state (``tests/test_agents_collector.py`` compares every key over truncations and partial resets).
+
+It runs exactly that, and refuses anything else with :class:`~ppo_td.collect.FastUnsupported` naming the part
+(:func:`ppo_td.collect.make_collector` then uses TorchRL's ``Collector``): a VMAS env ppo_td built, one agent group
+whose agents share their specs, observations that are single tensors, the two transforms above with an episode
+limit, and an actor that :func:`ppo_td.models.make_agent_actor` built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.utils import expand_as_right
+from torch import nn
+from torchrl.envs import Compose, RewardSum, StepCounter
+from torchrl.modules.distributions.utils import sample_and_log_prob
+
+from ppo_td import keys
+from ppo_td.collect.fast import FastUnsupported
+from ppo_td.envs import BuiltEnv
+from ppo_td.models.multiagent import GroupPolicy, group_policy
+
+Values = dict[str, torch.Tensor]
+
+_FLAGS = ("done", "terminated", "truncated")
+
+
+class AgentsCollector:
+    """In-process collector of a VMAS agent group with TorchRL ``Collector``'s batches and interface, minus its
+    per-step cost.
+
+    Yields ``[num_envs, frames_per_batch // num_envs]`` TensorDicts (time dim named ``"time"``) with the keys
+    ``Collector`` writes (the group's entries under its name, ``("collector", "traj_ids")`` included) until
+    ``total_frames``. The policy is called, not copied: weight updates apply at once.
+
+    Raises:
+        FastUnsupported: a part of ``env`` or ``actor`` it cannot run (the message names it).
+
+    Example:
+        >>> env = build_env(get_preset("vmas-navigation").env)
+        >>> collector = AgentsCollector(env, make_agent_actor(env.description, config.model), 6000, 60_000)
+        >>> batch = next(iter(collector))  # [10, 600]; batch["agents", "action"] is [10, 600, 3, 2]
+    """
+
+    def __init__(self, env: BuiltEnv, actor: nn.Module, frames_per_batch: int, total_frames: int,
+                 device: torch.device | str = "cpu") -> None:
+        if not isinstance(env, BuiltEnv) or env.simulator is None:
+            raise FastUnsupported("the env is not a VMAS env that ppo_td.envs.build_env built (the agents collector "
+                                  "steps its VMAS simulator)")
+        self.built, self.env, self.simulator = env, env.env, env.simulator
+        self.wrapper = env.env.base_env
+        """TorchRL's ``VmasWrapper`` of :attr:`simulator` (its readers turn VMAS's outputs into its entries)."""
+        group_map = self.wrapper.group_map
+        if len(group_map) != 1:
+            raise FastUnsupported(f"the env has the agent groups {sorted(group_map)}; the agents collector steps one")
+        (self.group, names), = group_map.items()
+        if self.wrapper.het_specs_map[self.group]:
+            raise FastUnsupported(f"the agents of group {self.group!r} have different specs")
+        index = self.wrapper.agent_names_to_indices_map
+        if sorted(index[name] for name in names) != list(range(len(names))):
+            raise FastUnsupported(f"group {self.group!r} holds some of the simulator's agents, not all")
+        self.order = [names.index(agent) for agent in sorted(index, key=index.__getitem__)]
+        """For each of the simulator's agents, in its order, its place in the group (what the wrapper's step
+        hands VMAS)."""
+        self.agents = [index[name] for name in names]
+        """For each of the group's agents, its place in the simulator's lists."""
+        self.max_steps = self._check_transforms()
+        one_hot = not self.simulator.continuous_actions and not self.wrapper.categorical_actions
+        self.to_categorical = self.wrapper.full_action_spec_unbatched[self.group, keys.ACTION].to_categorical \
+            if one_hot else None
+        """Discrete actions the policy gives one-hot: VMAS takes their indices."""
+        policy = group_policy(actor)
+        if policy is None:
+            raise FastUnsupported(f"the actor ({type(actor).__name__}) is not one that "
+                                  "ppo_td.models.make_agent_actor builds, so the agents collector cannot run it on "
+                                  "plain tensors")
+        if policy.observation_key != (self.group, keys.OBSERVATION) or policy.masked:
+            raise FastUnsupported(f"the actor reads {policy.observation_key} (and a mask: {policy.masked}); the "
+                                  f"agents collector gives it {(self.group, keys.OBSERVATION)} only")
+        self.policy: GroupPolicy = policy
+        self.policy_device = torch.device(device)
+        self.num_envs = int(self.wrapper.batch_size[0])
+        if frames_per_batch % self.num_envs:
+            raise ValueError(f"frames_per_batch={frames_per_batch} must be a multiple of the {self.num_envs} env "
+                             "copies")
+        self.frames_per_batch, self.total_frames = frames_per_batch, total_frames
+        first = self.env.reset()
+        group = first.get(self.group)
+        if not isinstance(group.get(keys.OBSERVATION), torch.Tensor):
+            raise FastUnsupported("the agents observe several entries (a dict observation); the agents collector "
+                                  "steps single-tensor observations")
+        info = group.get("info", None)
+        self.info_keys: list[str] = [] if info is None else list(info.keys())
+        if info is not None and any(isinstance(info.get(k), TensorDictBase) for k in self.info_keys):
+            raise FastUnsupported("the scenario's info has nested entries")
+        self.current: Values = {keys.OBSERVATION: group.get(keys.OBSERVATION),
+                                "episode_reward": group.get("episode_reward"),
+                                **{("info", k): info.get(k) for k in self.info_keys},
+                                "step_count": first.get("step_count"),
+                                **{k: first.get(k) for k in _FLAGS}}
+        self.traj_ids = torch.arange(self.num_envs)
+        self.next_traj = self.num_envs
+        self.frames = 0
+
+    def _check_transforms(self) -> int:
+        """The episode limit of ppo_td's ``StepCounter``, after checking the env's transforms are exactly what
+        :func:`ppo_td.envs.build_env` adds to a multi-agent env."""
+        transform = self.env.transform
+        parts = list(transform) if isinstance(transform, Compose) else [transform]
+        expected = "StepCounter(max_steps=...) and RewardSum over the group's reward, as ppo_td.envs.build_env adds"
+        if [type(t) for t in parts] != [StepCounter, RewardSum]:
+            raise FastUnsupported(f"the env's transforms are {[type(t).__name__ for t in parts]}; the agents "
+                                  f"collector runs {expected}")
+        counter, rewards = parts
+        if (counter.max_steps is None or list(counter.step_count_keys) != ["step_count"]
+                or list(counter.truncated_keys) != ["truncated"] or not counter.update_done
+                or list(rewards.in_keys) != [(self.group, "reward")]
+                or list(rewards.out_keys) != [(self.group, "episode_reward")]):
+            raise FastUnsupported(f"the env's StepCounter or RewardSum differ from {expected}")
+        return int(counter.max_steps)
+
+    def __len__(self) -> int:
+        return -(self.total_frames // -self.frames_per_batch)
+
+    def __iter__(self) -> Iterator[TensorDictBase]:
+        while self.frames < self.total_frames:
+            batch = self.rollout()
+            self.frames += batch.numel()
+            yield batch
+
+    def _group(self, per_agent: list[torch.Tensor], read: Any) -> torch.Tensor:
+        """One entry of the group, ``[num_envs, agents, ...]``, from the simulator's per-agent list."""
+        return torch.stack([read(per_agent[i]) for i in self.agents], 1)
+
+    def _info(self, infos: list[dict[str, torch.Tensor]]) -> Values:
+        """The group's info entries as the wrapper's ``read_info`` gives them (float32, one trailing dim)."""
+        read = self.wrapper.read_reward  # the same unsqueeze of a [num_envs] entry as read_info's
+        return {("info", k): torch.stack([read(infos[i][k].to(torch.float32)) for i in self.agents], 1)
+                for k in self.info_keys}
+
+    def _sample(self, observation: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]:
+        """The policy's parameters, action and log-probability, sampled as ``ProbabilisticActor`` samples."""
+        policy, device = self.policy, self.policy_device
+        params = policy(observation if device.type == "cpu" else observation.to(device, non_blocking=True))
+        params = params if isinstance(params, tuple) else (params,)
+        dist = policy.distribution(params)
+        action, log_prob = sample_and_log_prob(dist, torch.Size(), reparameterize=dist.has_rsample)
+        if device.type != "cpu":
+            params, action, log_prob = tuple(p.cpu() for p in params), action.cpu(), log_prob.cpu()
+        return params, action, log_prob
+
+    def _step(self, action: torch.Tensor, cur: Values) -> Values:
+        """The env's ``("next", ...)`` entries after ``action`` from ``cur``, with the transforms' step applied."""
+        wrapper = self.wrapper
+        if self.to_categorical is not None:  # the wrapper's read_action (its lookup of VMAS's continuous_actions
+            action = self.to_categorical(action)  # through the wrapper's __getattr__ costs 0.2 ms a step)
+        actions = action.unbind(1)
+        obs, rewards, dones, infos = self.simulator.step([actions[i] for i in self.order])
+        done = wrapper.read_done(dones)
+        step_count = cur["step_count"] + 1
+        truncated = step_count >= self.max_steps  # StepCounter's step
+        reward = self._group(rewards, wrapper.read_reward)
+        return {keys.OBSERVATION: self._group(obs, wrapper.read_obs), "reward": reward,
+                **self._info(infos), "step_count": step_count,
+                "episode_reward": cur["episode_reward"] + reward,  # RewardSum's step
+                "done": truncated | done, "terminated": done.clone(), "truncated": truncated}
+
+    def _reset(self, reset: torch.Tensor, cur: Values) -> Values:
+        """Reset the copies where ``reset`` (``[num_envs, 1]``) is True, as the wrapper's reset, the transforms'
+        and TorchRL's partial-reset update do; the other copies keep ``cur``."""
+        wrapper, mask = self.wrapper, reset.view(self.num_envs)
+        if mask.all():
+            self.simulator.reset(return_observations=False)
+        else:
+            for index in mask.nonzero().view(-1).tolist():
+                self.simulator.reset_at(index, return_observations=False)
+        obs, dones, infos = self.simulator.get_from_scenario(get_observations=True, get_infos=True,
+                                                             get_rewards=False, get_dones=True)
+        step_count = torch.where(~reset, cur["step_count"], 0)
+        truncated = step_count >= self.max_steps  # StepCounter's reset, which also sets done to it
+        out = {keys.OBSERVATION: self._group(obs, wrapper.read_obs), **self._info(infos),
+               "step_count": step_count,
+               "episode_reward": torch.where(expand_as_right(~mask, cur["episode_reward"]),  # RewardSum's reset
+                                             cur["episode_reward"], 0.0),
+               "done": truncated, "terminated": wrapper.read_done(dones).clone(), "truncated": truncated}
+        return {key: torch.where(expand_as_right(mask, value), value, cur[key]) for key, value in out.items()}
+
+    @torch.no_grad()
+    def rollout(self) -> TensorDictBase:
+        """One batch of ``frames_per_batch`` frames from the current state."""
+        n, steps = self.num_envs, self.frames_per_batch // self.num_envs
+        cur, traj_ids = self.current, self.traj_ids
+        carried = list(cur)
+        param_names = [key[-1] for key in self.policy.param_keys]
+        log_prob_name = self.policy.log_prob_key[-1]
+        root: dict[Any, list[torch.Tensor]] = {k: [] for k in [*carried, *param_names, keys.ACTION, log_prob_name]}
+        nexts: dict[Any, list[torch.Tensor]] = {k: [] for k in [*carried, "reward"]}
+        ids: list[torch.Tensor] = []
+        for _ in range(steps):
+            params, action, log_prob = self._sample(cur[keys.OBSERVATION])
+            for key in carried:
+                root[key].append(cur[key])
+            for name, value in zip(param_names, params, strict=True):
+                root[name].append(value)
+            root[keys.ACTION].append(action)
+            root[log_prob_name].append(log_prob)
+            nxt = self._step(action, cur)
+            for key, store in nexts.items():
+                store.append(nxt[key])
+            ids.append(traj_ids)
+            cur = {k: nxt[k] for k in carried}
+            done = nxt["done"]
+            if done.any():
+                cur = self._reset(done, cur)
+                ended = done.view(n)
+                fresh = torch.arange(self.next_traj, self.next_traj + int(ended.sum()))
+                self.next_traj += fresh.numel()
+                traj_ids = traj_ids.masked_scatter(ended, fresh)
+        self.current, self.traj_ids = cur, traj_ids
+        source = self._layout(root, [n, steps])
+        source["next"] = TensorDict(self._layout(nexts, [n, steps]), batch_size=[n, steps])
+        source["collector"] = TensorDict({"traj_ids": torch.stack(ids, 1)}, batch_size=[n, steps])
+        return TensorDict(source, batch_size=[n, steps]).refine_names(None, "time")
+
+    def _layout(self, entries: dict[Any, list[torch.Tensor]], batch: list[int]) -> dict[str, Any]:
+        """The batch's entries (stacked over time) in ``Collector``'s layout: env-wide ones at the root, the
+        group's under its name (batch ``[envs, time, agents]``), its info under ``(group, "info")``."""
+        env_wide = {"step_count", *_FLAGS}
+        out: dict[str, Any] = {k: torch.stack(v, 1) for k, v in entries.items() if k in env_wide}
+        shape = [*batch, len(self.agents)]
+        group = TensorDict({k: torch.stack(v, 1) for k, v in entries.items()
+                            if k not in env_wide and not isinstance(k, tuple)}, batch_size=shape)
+        if self.info_keys:
+            group["info"] = TensorDict({k[1]: torch.stack(v, 1) for k, v in entries.items() if isinstance(k, tuple)},
+                                       batch_size=shape)
+        out[self.group] = group
+        return out
+
+    def update_policy_weights_(self, *args: Any, **kwargs: Any) -> None:
+        """Nothing to do: the collector calls the training policy itself."""
+
+    def shutdown(self) -> None:
+        """Close the env (as ``Collector.shutdown`` does)."""
+        if not self.env.is_closed:
+            self.env.close()
