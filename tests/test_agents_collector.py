@@ -8,11 +8,12 @@ import pytest
 import torch
 from torchrl.collectors import Collector
 from torchrl.envs import RewardScaling
+from torchrl.modules import ProbabilisticActor
 
 from ppo_td.collect import AgentsCollector, FastUnsupported, make_collector
 from ppo_td.config import CollectorConfig
 from ppo_td.envs import build_env
-from ppo_td.models.multiagent import make_agent_actor
+from ppo_td.models.multiagent import GroupPolicy, make_agent_actor
 from ppo_td.presets import get_preset
 from ppo_td.training import build_pipeline
 
@@ -21,8 +22,13 @@ pytest.importorskip("vmas")
 CASES = {
     # every copy's episode ends together, by the episode limit: full resets
     "navigation, truncations": dict(env_id="navigation", max_episode_steps=7, share_params=True),
-    # the package falls at different times in each copy: terminations and partial resets, with per-agent networks
-    "balance, partial resets": dict(env_id="balance", max_episode_steps=200, share_params=False, kwargs=()),
+    # the package falls at different times in each copy: terminations, partial resets, truncations of some copies
+    # while others go on, and (with this seed and limit) a copy terminated at the very step its episode is truncated;
+    # per-agent networks
+    "balance, partial resets": dict(env_id="balance", max_episode_steps=38, share_params=False, kwargs=()),
+    # Discrete actions (VMAS's action indices)
+    "navigation, discrete": dict(env_id="navigation", max_episode_steps=7, share_params=True,
+                                 kwargs=("continuous_actions=False",)),
 }
 
 
@@ -59,7 +65,8 @@ def test_agents_collector_writes_torchrls_batches_bit_for_bit(case):
     for i, (a, b) in enumerate(zip(theirs, ours, strict=True)):
         assert set(a.keys(True, True)) == set(b.keys(True, True)), f"batch {i}"
         assert a.batch_size == b.batch_size and a.names == b.names
-        assert a["agents"].batch_size == b["agents"].batch_size == torch.Size([4, 50, a["agents", "action"].shape[2]])
+        agents = a["agents", "observation"].shape[2]
+        assert a["agents"].batch_size == b["agents"].batch_size == torch.Size([4, 50, agents])
         for key in a.keys(True, True):
             x, y = a[key], b[key]
             assert x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y), f"batch {i}, {key}"
@@ -67,7 +74,10 @@ def test_agents_collector_writes_torchrls_batches_bit_for_bit(case):
     done = torch.cat([batch["next", "done"] for batch in theirs], 1).squeeze(-1)  # [envs, steps]
     ends = done.sum(0)
     if case.startswith("balance"):  # the case exercised what it is for
-        assert ((ends > 0) & (ends < 4)).any() and torch.cat([b["next", "terminated"] for b in theirs], 1).any()
+        terminated = torch.cat([b["next", "terminated"] for b in theirs], 1).squeeze(-1)
+        truncated = torch.cat([b["next", "truncated"] for b in theirs], 1).squeeze(-1)
+        partial = (truncated.sum(0) > 0) & (truncated.sum(0) < 4)
+        assert ((ends > 0) & (ends < 4)).any() and partial.any() and (terminated & truncated).any()
     else:
         assert ((ends == 0) | (ends == 4)).all() and ends.sum() >= 4 * 20
 
@@ -103,10 +113,32 @@ def test_the_pipeline_steps_vmas_with_the_agents_collector_and_falls_back_where_
         dataclasses.replace(pettingzoo, collector=CollectorConfig(step_loop="fast"))
 
 
+def test_a_transform_added_after_building_is_not_skipped():
+    pipeline = build_pipeline(_tiny())
+    next(iter(pipeline.collector))
+    pipeline.env.append_transform(RewardScaling(loc=0.0, scale=2.0, in_keys=[("agents", "reward")]))
+    with pytest.raises(FastUnsupported, match="transforms changed after the agents collector was built"):
+        next(iter(pipeline.collector))
+
+
 def test_the_agents_collector_refuses_what_it_does_not_run():
     config = _tiny()
     env = build_env(config.env, seed=0)
     actor = make_agent_actor(env.description, config.model)
+    dist = actor.module[1]
+
+    def rebuilt(**kwargs):
+        return ProbabilisticActor(actor.module[0], in_keys=dict(zip(dist.dist_keys, dist.in_keys, strict=True)),
+                                  out_keys=[("agents", "action")], distribution_class=dist.distribution_class,
+                                  distribution_kwargs=dist.distribution_kwargs, return_log_prob=True, **kwargs)
+
+    assert isinstance(AgentsCollector(env, rebuilt(log_prob_key=("agents", "action_log_prob")), 80, 160).policy,
+                      GroupPolicy)  # as make_agent_actor builds it
+    with pytest.raises(FastUnsupported, match="writes entries of group 'agents'"):  # its log-prob at the root
+        AgentsCollector(env, rebuilt(log_prob_key="sample_log_prob"), 80, 160)
+    with pytest.raises(FastUnsupported, match="projects its actions into a spec: True"):  # TorchRL's safe projection
+        AgentsCollector(env, rebuilt(log_prob_key=("agents", "action_log_prob"), safe=True,
+                                     spec=env.env.full_action_spec[("agents", "action")]), 80, 160)
     with pytest.raises(FastUnsupported, match="not a VMAS env"):
         AgentsCollector(env.env, actor, 80, 160)
     with pytest.raises(FastUnsupported, match="make_agent_actor"):

@@ -12,8 +12,11 @@ in the same state (``tests/test_agents_collector.py`` compares every key over tr
 
 It runs exactly that, and refuses anything else with :class:`~ppo_td.collect.FastUnsupported` naming the part
 (:func:`ppo_td.collect.make_collector` then uses TorchRL's ``Collector``): a VMAS env ppo_td built, one agent group
-whose agents share their specs, observations that are single tensors, the two transforms above with an episode
-limit, and an actor that :func:`ppo_td.models.make_agent_actor` built.
+whose agents share their specs, observations that are single tensors, Box or Discrete (index) actions, the two
+transforms above with an episode limit (checked again before each batch), and an actor that
+:func:`ppo_td.models.make_agent_actor` built, left as built. One difference it cannot see: a ``ProbabilisticActor``
+given its own ``generator`` (TorchRL has no public reader for it) samples from that generator under ``Collector``,
+from torch's global one here; set ``collector.step_loop='torchrl'`` for such an actor.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import expand_as_right
 from torch import nn
+from torchrl.data import Composite
 from torchrl.envs import Compose, RewardSum, StepCounter
 from torchrl.modules.distributions.utils import sample_and_log_prob
 
@@ -77,19 +81,25 @@ class AgentsCollector:
         hands VMAS)."""
         self.agents = [index[name] for name in names]
         """For each of the group's agents, its place in the simulator's lists."""
+        self.transforms = self._current_transforms()
         self.max_steps = self._check_transforms()
-        one_hot = not self.simulator.continuous_actions and not self.wrapper.categorical_actions
-        self.to_categorical = self.wrapper.full_action_spec_unbatched[self.group, keys.ACTION].to_categorical \
-            if one_hot else None
-        """Discrete actions the policy gives one-hot: VMAS takes their indices."""
+        if not self.simulator.continuous_actions and not self.wrapper.categorical_actions:
+            raise FastUnsupported("one-hot discrete actions (VmasWrapper categorical_actions=False)")
+        if isinstance(self.wrapper.observation_spec[self.group, keys.OBSERVATION], Composite):
+            raise FastUnsupported("the agents observe several entries (a dict observation); the agents collector "
+                                  "steps single-tensor observations")
         policy = group_policy(actor)
         if policy is None:
             raise FastUnsupported(f"the actor ({type(actor).__name__}) is not one that "
                                   "ppo_td.models.make_agent_actor builds, so the agents collector cannot run it on "
                                   "plain tensors")
-        if policy.observation_key != (self.group, keys.OBSERVATION) or policy.masked:
-            raise FastUnsupported(f"the actor reads {policy.observation_key} (and a mask: {policy.masked}); the "
-                                  f"agents collector gives it {(self.group, keys.OBSERVATION)} only")
+        written = [*policy.param_keys, (self.group, keys.ACTION), policy.log_prob_key]
+        if (policy.observation_key != (self.group, keys.OBSERVATION) or policy.masked or actor.module[1].safe
+                or any(not (isinstance(k, tuple) and len(k) == 2 and k[0] == self.group) for k in written)):
+            raise FastUnsupported(f"the actor reads {policy.observation_key} (and a mask: {policy.masked}), writes "
+                                  f"{written} (and projects its actions into a spec: {actor.module[1].safe}); the "
+                                  f"agents collector runs a policy of {(self.group, keys.OBSERVATION)} that writes "
+                                  f"entries of group {self.group!r}, as make_agent_actor builds it")
         self.policy: GroupPolicy = policy
         self.policy_device = torch.device(device)
         self.num_envs = int(self.wrapper.batch_size[0])
@@ -99,9 +109,6 @@ class AgentsCollector:
         self.frames_per_batch, self.total_frames = frames_per_batch, total_frames
         first = self.env.reset()
         group = first.get(self.group)
-        if not isinstance(group.get(keys.OBSERVATION), torch.Tensor):
-            raise FastUnsupported("the agents observe several entries (a dict observation); the agents collector "
-                                  "steps single-tensor observations")
         info = group.get("info", None)
         self.info_keys: list[str] = [] if info is None else list(info.keys())
         if info is not None and any(isinstance(info.get(k), TensorDictBase) for k in self.info_keys):
@@ -115,11 +122,14 @@ class AgentsCollector:
         self.next_traj = self.num_envs
         self.frames = 0
 
+    def _current_transforms(self) -> list[Any]:
+        transform = self.env.transform
+        return list(transform) if isinstance(transform, Compose) else [transform]
+
     def _check_transforms(self) -> int:
         """The episode limit of ppo_td's ``StepCounter``, after checking the env's transforms are exactly what
         :func:`ppo_td.envs.build_env` adds to a multi-agent env."""
-        transform = self.env.transform
-        parts = list(transform) if isinstance(transform, Compose) else [transform]
+        parts = self.transforms
         expected = "StepCounter(max_steps=...) and RewardSum over the group's reward, as ppo_td.envs.build_env adds"
         if [type(t) for t in parts] != [StepCounter, RewardSum]:
             raise FastUnsupported(f"the env's transforms are {[type(t).__name__ for t in parts]}; the agents "
@@ -165,9 +175,8 @@ class AgentsCollector:
     def _step(self, action: torch.Tensor, cur: Values) -> Values:
         """The env's ``("next", ...)`` entries after ``action`` from ``cur``, with the transforms' step applied."""
         wrapper = self.wrapper
-        if self.to_categorical is not None:  # the wrapper's read_action (its lookup of VMAS's continuous_actions
-            action = self.to_categorical(action)  # through the wrapper's __getattr__ costs 0.2 ms a step)
-        actions = action.unbind(1)
+        actions = action.unbind(1)  # the wrapper's read_action (whose lookup of VMAS's continuous_actions through the
+        # wrapper's __getattr__ costs 0.2 ms a step) for the actions it takes as they are: Box, or Discrete indices
         obs, rewards, dones, infos = self.simulator.step([actions[i] for i in self.order])
         done = wrapper.read_done(dones)
         step_count = cur["step_count"] + 1
@@ -201,6 +210,11 @@ class AgentsCollector:
     @torch.no_grad()
     def rollout(self) -> TensorDictBase:
         """One batch of ``frames_per_batch`` frames from the current state."""
+        now = self._current_transforms()
+        if len(now) != len(self.transforms) or any(a is not b for a, b in zip(now, self.transforms, strict=True)):
+            raise FastUnsupported("the env's transforms changed after the agents collector was built (it runs "
+                                  "StepCounter and RewardSum only): add transforms before building the pipeline, "
+                                  "or set collector.step_loop='torchrl'")
         n, steps = self.num_envs, self.frames_per_batch // self.num_envs
         cur, traj_ids = self.current, self.traj_ids
         carried = list(cur)

@@ -90,10 +90,10 @@ def _vmas(config: EnvConfig, kwargs: dict[str, Any], seed: int | None) -> tuple[
                          f"{', '.join(sorted(VmasEnv.available_envs))}")
     # Box actions are stored as sampled and clipped to their range by VMAS (env.clip_actions), as for one agent
     kwargs = {"continuous_actions": True, "clamp_actions": config.clip_actions, **kwargs}
-    categorical = kwargs.pop("categorical_actions", True)  # the wrapper's (VmasEnv takes it too)
+    wrapper_kwargs = {k: kwargs.pop(k) for k in ("categorical_actions", "group_map") if k in kwargs}  # VmasEnv's own
     simulator = vmas.make_env(config.env_id, num_envs=config.num_envs, device="cpu", max_steps=None, seed=seed,
                               wrapper=None, **kwargs)
-    return VmasWrapper(simulator, categorical_actions=categorical), simulator
+    return VmasWrapper(simulator, **wrapper_kwargs), simulator
 
 
 def _pettingzoo(config: EnvConfig, kwargs: dict[str, Any], seed: int | None) -> EnvBase:

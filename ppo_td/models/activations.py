@@ -10,8 +10,9 @@ no state) whose forward computes the activation with ``numpy.tanh`` on the tenso
   tensors of ``torch.overrides``), outside tracing, scripting, compiling and export, which keep torch's own
   operation, and not a forward-mode dual tensor without gradients (``NumpyTanh`` has a ``jvp``);
 - with gradients to record, through :class:`NumpyTanh` (an ``autograd.Function``; backward is torch's own
-  ``tanh_backward``), from :data:`GRAD_MIN_ELEMENTS` elements: below that the Function's per-call cost (about
-  16 us forward and 30 backward) outweighs the kernel's gain; without gradients, from
+  ``tanh_backward``; under functorch transforms its twin :class:`NumpyTanhFunctorch`), from
+  :data:`GRAD_MIN_ELEMENTS` elements: below that the Function's per-call cost (about 16 us forward and 30
+  backward) outweighs the kernel's gain; without gradients, from
   :data:`NO_GRAD_MIN_ELEMENTS`.
 
 numpy's and torch's tanh differ by at most one float32 unit in the last place (measured: 6e-8 absolute; about
@@ -21,7 +22,7 @@ gradients) and a minibatch (with gradients): the first epoch's ratios are 1 with
 numpy collection policy. ppo_td's paths and TorchRL's (its fast collector and loss, TorchRL's collector and
 ``ClipPPOLoss``) call the same module at the same sizes, so they stay identical to each other. The doctor does
 not count the ``detach``/``numpy`` inside as a cut from the graph: ``NumpyTanh`` carries the gradient. Under
-``torch.vmap`` (TorchRL's GAE may map the critic) the Function's ``vmap`` rule runs torch's tanh.
+``torch.vmap`` (TorchRL's GAE may map the critic) :class:`NumpyTanhFunctorch`'s ``vmap`` rule runs torch's tanh.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ GRAD_MIN_ELEMENTS = 1 << 15  # measured crossover, forward + backward: [512, 64]
 NO_GRAD_MIN_ELEMENTS = 1 << 10  # forward only: [64, 64] 12.3 -> 3.7 us, [32, 64] 6.3 -> 3.0
 
 
-class NumpyTanh(torch.autograd.Function):
-    """tanh computed by numpy on a CPU tensor's memory; backward ``grad * (1 - y^2)`` by torch's kernel."""
+class NumpyTanhFunctorch(torch.autograd.Function):
+    """:class:`NumpyTanh` as functorch transforms (vmap, ``torch.func.grad``, ...) need it: with ``setup_context``
+    and a ``vmap`` rule (torch's tanh)."""
 
     @staticmethod
     def forward(x: torch.Tensor) -> torch.Tensor:
@@ -64,6 +66,25 @@ class NumpyTanh(torch.autograd.Function):
         return torch.tanh(x), in_dims[0]
 
 
+class NumpyTanh(torch.autograd.Function):
+    """tanh computed by numpy on a CPU tensor's memory; backward ``grad * (1 - y^2)`` by torch's kernel.
+
+    Without ``setup_context`` (forward stores what backward and jvp read), so its ``apply`` skips the
+    ``inspect.signature`` binding torch does on every call of a Function that has one (about 47 us, a tenth of a
+    [1200, 256] activation's cost). functorch transforms need ``setup_context``: under them ``apply`` raises
+    before running anything, and :class:`NumpyTanhFunctorch` runs instead."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        y = torch.from_numpy(np.tanh(x.detach().numpy()))
+        ctx.save_for_backward(y)
+        ctx.save_for_forward(y)
+        return y
+
+    jvp = NumpyTanhFunctorch.jvp
+    backward = NumpyTanhFunctorch.backward
+
+
 def _numpy_applies(x: torch.Tensor) -> bool:
     """The checks after the size (a plain CPU tensor outside tracing was checked first): dtype, views, compiling."""
     return (x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and not x.is_neg()
@@ -82,7 +103,10 @@ class Tanh(nn.Tanh):
         if input.numel() < (GRAD_MIN_ELEMENTS if grad else NO_GRAD_MIN_ELEMENTS) or not _numpy_applies(input):
             return torch.tanh(input)
         if grad:
-            return NumpyTanh.apply(input)
+            try:
+                return NumpyTanh.apply(input)
+            except RuntimeError:  # a functorch transform (vmap, grad, ...): the Function it can run
+                return NumpyTanhFunctorch.apply(input)
         if forward_ad.unpack_dual(input).tangent is not None:  # a forward-mode dual: torch's op, with its jvp
             return torch.tanh(input)
         try:
