@@ -12,8 +12,8 @@ from ppo_td.models import ClosedForm
 
 def _params(kind, requires_grad=False):
     g = torch.Generator().manual_seed(3)
-    if kind == "normal":
-        loc = 5 * torch.randn(7, 3, generator=g)
+    if kind in ("normal", "tanh_normal"):
+        loc = 5 * torch.randn(7, 3, generator=g)  # (saturates the tanh: its safe clamp matters)
         log_std = torch.randn(3, generator=g)
         leaves = [loc.requires_grad_(requires_grad), log_std.requires_grad_(requires_grad)]
         return leaves, (loc, log_std.exp().expand_as(loc))
@@ -25,13 +25,21 @@ def _params(kind, requires_grad=False):
 def _torch_dist(kind, params):
     if kind == "normal":
         return IndependentNormal(*params)
+    if kind == "tanh_normal":
+        return TanhNormal(*params, low=torch.tensor([-1.0] * 3), high=torch.tensor([1.0] * 3))
     return D.Categorical(logits=params[0])
 
 
-@pytest.mark.parametrize("kind", ["normal", "categorical"])
+def _closed(kind, params):
+    dist = _torch_dist(kind, params)
+    kwargs = {"low": dist.low, "high": dist.high} if kind == "tanh_normal" else {}
+    return ClosedForm.of(type(dist), kwargs, masked=False)
+
+
+@pytest.mark.parametrize("kind", ["normal", "tanh_normal", "categorical"])
 def test_sampling_matches_torch_bit_for_bit(kind):
     _, params = _params(kind)
-    closed = ClosedForm.of(type(_torch_dist(kind, params)), {}, masked=False)
+    closed = _closed(kind, params)
     torch.manual_seed(0)
     action, log_prob = closed.sample(params)
     rng_after = torch.get_rng_state()
@@ -59,12 +67,37 @@ def test_scoring_matches_torch_with_gradients(kind):
     assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
 
 
-def test_only_the_two_plain_distributions_have_a_closed_form():
+def test_tanh_normal_scoring_and_sampled_entropy_match_torch_with_gradients():
+    """ClipPPOLoss's two uses of a tanh-normal: the stored action's log-prob, then one reparameterized draw's
+    log-prob (its entropy estimate); the same values, gradients and random stream."""
+    leaves, params = _params("tanh_normal", requires_grad=True)
+    action = _torch_dist("tanh_normal", tuple(p.detach() for p in params)).sample()
+    closed = _closed("tanh_normal", params)
+    torch.manual_seed(1)
+    log_prob, entropy = closed.log_prob_entropy(params, action)
+    mc = closed.sample_log_prob(params, (1,))
+    ours = torch.autograd.grad((log_prob * 0.7).sum() - mc.mean(), leaves)
+    rng_after = torch.get_rng_state()
+    leaves, params = _params("tanh_normal", requires_grad=True)
+    dist = _torch_dist("tanh_normal", params)
+    torch.manual_seed(1)
+    expected_log_prob = dist.log_prob(action)
+    _, expected_mc = sample_and_log_prob(dist, (1,), reparameterize=True)
+    theirs = torch.autograd.grad((expected_log_prob * 0.7).sum() - expected_mc.mean(), leaves)
+    assert entropy is None and torch.equal(log_prob, expected_log_prob) and torch.equal(mc, expected_mc)
+    assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
+    assert torch.equal(rng_after, torch.get_rng_state())
+
+
+def test_which_distributions_have_a_closed_form():
     assert ClosedForm.of(IndependentNormal, {}, masked=False).kind == "normal"
     assert ClosedForm.of(D.Categorical, {}, masked=False).kind == "categorical"
     assert ClosedForm.of(MaskedCategorical, {}, masked=True) is None
     assert ClosedForm.of(D.Categorical, {}, masked=True) is None
-    assert ClosedForm.of(TanhNormal, {"low": -1.0, "high": 1.0}, masked=False) is None
+    unit = {"low": torch.tensor([-1.0, -1.0]), "high": torch.tensor([1.0, 1.0])}
+    assert ClosedForm.of(TanhNormal, unit, masked=False).kind == "tanh_normal"
+    assert ClosedForm.of(TanhNormal, {"low": -2.0, "high": 2.0}, masked=False) is None  # an affine map after it
+    assert ClosedForm.of(TanhNormal, {**unit, "tanh_loc": True}, masked=False) is None
     assert ClosedForm.of(IndependentNormal, {"tanh_loc": True}, masked=False) is None  # kwargs change the math
 
 

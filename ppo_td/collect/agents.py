@@ -35,6 +35,7 @@ from torchrl.modules.distributions.utils import sample_and_log_prob
 from ppo_td import keys
 from ppo_td.collect.fast import FastUnsupported
 from ppo_td.envs import BuiltEnv
+from ppo_td.models import ClosedForm
 from ppo_td.models.multiagent import GroupPolicy, group_policy
 
 Values = dict[str, torch.Tensor]
@@ -101,6 +102,9 @@ class AgentsCollector:
                                   f"agents collector runs a policy of {(self.group, keys.OBSERVATION)} that writes "
                                   f"entries of group {self.group!r}, as make_agent_actor builds it")
         self.policy: GroupPolicy = policy
+        self.closed_form = ClosedForm.of(policy.distribution_class, policy.distribution_kwargs, policy.masked)
+        """A Gaussian, tanh-normal (bounds -1 and 1) or categorical policy samples without building the distribution
+        object (:class:`~ppo_td.models.ClosedForm`: the same operations, so the same bits)."""
         self.policy_device = torch.device(device)
         self.num_envs = int(self.wrapper.batch_size[0])
         if frames_per_batch % self.num_envs:
@@ -166,8 +170,11 @@ class AgentsCollector:
         policy, device = self.policy, self.policy_device
         params = policy(observation if device.type == "cpu" else observation.to(device, non_blocking=True))
         params = params if isinstance(params, tuple) else (params,)
-        dist = policy.distribution(params)
-        action, log_prob = sample_and_log_prob(dist, torch.Size(), reparameterize=dist.has_rsample)
+        if self.closed_form is not None:
+            action, log_prob = self.closed_form.sample(params)
+        else:
+            dist = policy.distribution(params)
+            action, log_prob = sample_and_log_prob(dist, torch.Size(), reparameterize=dist.has_rsample)
         if device.type != "cpu":
             params, action, log_prob = tuple(p.cpu() for p in params), action.cpu(), log_prob.cpu()
         return params, action, log_prob

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 from torch import distributions as D
 from torch.nn import functional as F  # noqa: N812 - torch's own name
-from torchrl.modules import IndependentNormal, MaskedCategorical
+from torchrl.modules import IndependentNormal, MaskedCategorical, TanhNormal
 
 _NO_SAMPLE_SHAPE = torch.Size()
 
@@ -49,11 +49,25 @@ class MaskedMultiCategorical(D.Distribution):
 
 
 _HALF_LOG_2PI = math.log(math.sqrt(2 * math.pi))  # torch's Normal.log_prob constant
+_TANH_LIMIT = {dtype: 1.0 - torch.finfo(dtype).resolution for dtype in (torch.float16, torch.bfloat16, torch.float32,
+                                                                       torch.float64)}
+"""Where TorchRL's safe tanh and atanh clamp (``1 - finfo(dtype).resolution``)."""
+
+
+def _unit_bounds(kwargs: dict) -> bool:
+    """``TanhNormal`` keyword arguments that are bounds of -1 and 1 only (its other settings at their defaults): the
+    distribution is the safe tanh of a diagonal Gaussian, without an affine map after it."""
+    if set(kwargs) - {"low", "high"}:
+        return False
+    low, high = kwargs.get("low", -1.0), kwargs.get("high", 1.0)
+    return bool((torch.as_tensor(low) == -1.0).all()) and bool((torch.as_tensor(high) == 1.0).all())
 
 
 class ClosedForm:
-    """Sampling, log-prob and entropy of a diagonal Gaussian (TorchRL's ``IndependentNormal``) or an unmasked
-    ``Categorical`` on plain tensors, without building ``torch.distributions`` objects.
+    """Sampling, log-prob and entropy of a diagonal Gaussian (TorchRL's ``IndependentNormal``), an unmasked
+    ``Categorical`` or a tanh-normal with bounds -1 and 1 (TorchRL's ``TanhNormal``: its safe tanh, no affine map
+    after it; its entropy is sampled, :meth:`sample_log_prob`) on plain tensors, without building
+    ``torch.distributions`` objects.
 
     The fast collector and the fast loss call these once per step and once per minibatch; building the
     distribution objects (argument validation, broadcasting, lazy properties) cost about as much as the small
@@ -66,10 +80,17 @@ class ClosedForm:
     def __init__(self, kind: str) -> None:
         self.kind = kind
 
+    @property
+    def analytic_entropy(self) -> bool:
+        """False for the tanh-normal, whose entropy is sampled (:meth:`sample_log_prob`)."""
+        return self.kind != "tanh_normal"
+
     @classmethod
     def of(cls, distribution_class: type, distribution_kwargs: dict, masked: bool) -> ClosedForm | None:
         """The closed form of ``distribution_class(**params, **distribution_kwargs)``, or None (then the
         distribution object is built)."""
+        if distribution_class is TanhNormal and not masked and _unit_bounds(distribution_kwargs):
+            return cls("tanh_normal")
         if distribution_kwargs or masked:
             return None
         if distribution_class is IndependentNormal:
@@ -79,7 +100,17 @@ class ClosedForm:
         return None
 
     def sample(self, params: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-        """An action and its log-prob (``Normal.rsample`` / ``Categorical.sample``, then ``log_prob``)."""
+        """An action and its log-prob (``Normal.rsample`` / ``Categorical.sample``, then ``log_prob``; the
+        tanh-normal's ``rsample_and_log_prob``)."""
+        if self.kind == "tanh_normal":
+            loc, scale = params
+            preimage = self._normal_sample(loc, scale, ())
+            action = preimage.tanh().clamp(-_TANH_LIMIT[loc.dtype], _TANH_LIMIT[loc.dtype])  # TorchRL's safe tanh
+            log_prob = self._torch_normal_log_prob(loc, scale, preimage) - self._tanh_log_det(preimage)
+            if not bool(log_prob.isfinite().all()):
+                raise ValueError("the policy's tanh-normal parameters (loc, scale) hold NaN or inf values, or a scale "
+                                 "<= 0: the network's parameters or its input overflowed")
+            return action, log_prob
         if self.kind == "normal":
             loc, scale = params
             eps = torch.empty(loc.shape, dtype=loc.dtype, device=loc.device).normal_()
@@ -98,7 +129,13 @@ class ClosedForm:
 
     def log_prob_entropy(self, params: tuple[torch.Tensor, ...],
                          action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The log-prob of ``action`` and the entropy, as ``log_prob`` and ``entropy`` compute them."""
+        """The log-prob of ``action`` and the entropy, as ``log_prob`` and ``entropy`` compute them (the
+        tanh-normal's entropy is None: it is sampled, :meth:`sample_log_prob`)."""
+        if self.kind == "tanh_normal":  # TransformedDistribution.log_prob: the Jacobian term, then the base's
+            loc, scale = params
+            limit = _TANH_LIMIT[action.dtype]
+            preimage = action.clamp(-limit, limit).atanh()  # TorchRL's safe atanh (the stored action has no grad)
+            return (0.0 - self._tanh_log_det(preimage)) + self._torch_normal_log_prob(loc, scale, preimage), None
         if self.kind == "normal":
             loc, scale = params  # two log(scale) nodes, as torch's two calls: the same gradients, bit for bit
             log_prob = self._normal_log_prob(loc, scale, action, scale.log())
@@ -107,6 +144,33 @@ class ClosedForm:
         log_prob = self._categorical_log_prob(logits, action)  # before the entropy, as the loss calls them
         probs = F.softmax(logits, dim=-1)
         return log_prob, -(torch.clamp(logits, min=torch.finfo(logits.dtype).min) * probs).sum(-1)
+
+    def sample_log_prob(self, params: tuple[torch.Tensor, ...], shape: tuple[int, ...]) -> torch.Tensor:
+        """The log-prob of ``shape`` reparameterized draws of the tanh-normal (TorchRL's ``rsample_and_log_prob``,
+        what ``ClipPPOLoss`` estimates the entropy with; the draws themselves are not computed: nothing reads
+        them)."""
+        loc, scale = params
+        preimage = self._normal_sample(loc, scale, shape)
+        return self._torch_normal_log_prob(loc, scale, preimage) - self._tanh_log_det(preimage)
+
+    @staticmethod
+    def _torch_normal_log_prob(loc: torch.Tensor, scale: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        """``Independent(Normal(loc, scale), 1).log_prob(value)`` with torch's operations in torch's order (the
+        order the gradients of ``scale``'s several uses are summed in)."""
+        var = scale**2
+        log_scale = scale.log()
+        return (-((value - loc) ** 2) / (2 * var) - log_scale - _HALF_LOG_2PI).sum(-1)
+
+    @staticmethod
+    def _normal_sample(loc: torch.Tensor, scale: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+        """``Normal.rsample(shape)``: standard normal noise of the extended shape, scaled and shifted."""
+        eps = torch.empty((*shape, *loc.shape), dtype=loc.dtype, device=loc.device).normal_()
+        return loc + eps * scale
+
+    @staticmethod
+    def _tanh_log_det(x: torch.Tensor) -> torch.Tensor:
+        """``TanhTransform.log_abs_det_jacobian`` at ``x``, summed over the action's entries."""
+        return (2.0 * (math.log(2.0) - x - F.softplus(-2.0 * x))).sum(-1)
 
     @staticmethod
     def _normal_log_prob(loc: torch.Tensor, scale: torch.Tensor, value: torch.Tensor,
