@@ -69,6 +69,16 @@ CASES = {
     "pendulum-squashed": dataclasses.replace(get_preset("pendulum"), env=EnvConfig("Pendulum-v1", num_envs=2,
                                              max_episode_steps=30), model=ModelConfig(squash_actions=True),
                                              frames_per_batch=64, total_frames=256),
+    # bounds -1 and 1: the tanh-normal sampled and scored in closed form (ClosedForm), no affine map
+    "mountaincar-squashed": dataclasses.replace(get_preset("pendulum"), env=EnvConfig(
+        "MountainCarContinuous-v0", num_envs=2, max_episode_steps=30), model=ModelConfig(squash_actions=True),
+        loss=dataclasses.replace(get_preset("pendulum").loss, entropy_coeff=0.01),  # the sampled entropy's gradients
+        frames_per_batch=64, total_frames=256),
+    # a Gaussian with the entropy in the loss: scale's gradients summed in torch's order
+    "pendulum-entropy": dataclasses.replace(get_preset("pendulum"), env=EnvConfig("Pendulum-v1", num_envs=2,
+                                            max_episode_steps=30),
+                                            loss=dataclasses.replace(get_preset("pendulum").loss, entropy_coeff=0.01),
+                                            frames_per_batch=64, total_frames=256),
     # action masks: Discrete (ActionMask transform, MaskedCategorical) and MultiDiscrete (MaskedMultiCategorical)
     "trading-masked": dataclasses.replace(get_preset("trading"), env=EnvConfig("ppo_td/Trading-v0", num_envs=4),
                                           frames_per_batch=128, total_frames=512),
@@ -170,6 +180,8 @@ LOSS_CASES = {
     "trading-masked": CASES["trading-masked"],
     "multidiscrete-masked": CASES["multidiscrete-masked"],
     "pendulum-squashed": CASES["pendulum-squashed"],  # entropy sampled: both paths from the same seed
+    "mountaincar-squashed": CASES["mountaincar-squashed"],  # ... and scored in closed form
+    "pendulum-entropy": CASES["pendulum-entropy"],
 }
 
 

@@ -415,7 +415,18 @@ GROUP_LOSS_CASES = {
     # per-agent masks, a discrete policy
     "masked-pick": lambda: dataclasses.replace(masked_pick(), loss=dataclasses.replace(masked_pick().loss,
                                                                                       entropy_coeff=0.01)),
+    # the entropy in the loss: the gradients of scale's several uses summed in torch's order (closed forms)
+    "vmas-team-entropy": lambda: _with(tiny_agents("team"), loss={"entropy_coeff": 0.01}),
+    "vmas-gaussian-entropy": lambda: _with(tiny_agents("agent"), loss={"entropy_coeff": 0.01},
+                                           model={"squash_actions": False}),
+    "mpe-categorical-entropy": lambda: _with(tiny_agents("team", suite="pettingzoo"), loss={"entropy_coeff": 0.01}),
 }
+
+
+def _with(config, **parts):
+    """``config`` with fields of its sub-configs replaced (``loss={"entropy_coeff": 0.01}``)."""
+    return dataclasses.replace(config, **{name: dataclasses.replace(getattr(config, name), **fields)
+                                          for name, fields in parts.items()})
 
 
 @pytest.mark.parametrize("case", GROUP_LOSS_CASES)

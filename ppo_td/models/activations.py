@@ -105,7 +105,9 @@ class Tanh(nn.Tanh):
         if grad:
             try:
                 return NumpyTanh.apply(input)
-            except RuntimeError:  # a functorch transform (vmap, grad, ...): the Function it can run
+            except RuntimeError as err:  # under a functorch transform (vmap, grad, ...) apply refuses a Function
+                if "setup_context" not in str(err):  # without setup_context before running anything: the
+                    raise  # Function it can run; any other error (after the forward ran) is the caller's
                 return NumpyTanhFunctorch.apply(input)
         if forward_ad.unpack_dual(input).tangent is not None:  # a forward-mode dual: torch's op, with its jvp
             return torch.tanh(input)

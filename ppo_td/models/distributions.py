@@ -80,11 +80,6 @@ class ClosedForm:
     def __init__(self, kind: str) -> None:
         self.kind = kind
 
-    @property
-    def analytic_entropy(self) -> bool:
-        """False for the tanh-normal, whose entropy is sampled (:meth:`sample_log_prob`)."""
-        return self.kind != "tanh_normal"
-
     @classmethod
     def of(cls, distribution_class: type, distribution_kwargs: dict, masked: bool) -> ClosedForm | None:
         """The closed form of ``distribution_class(**params, **distribution_kwargs)``, or None (then the
@@ -105,7 +100,9 @@ class ClosedForm:
         if self.kind == "tanh_normal":
             loc, scale = params
             preimage = self._normal_sample(loc, scale, ())
-            action = preimage.tanh().clamp(-_TANH_LIMIT[loc.dtype], _TANH_LIMIT[loc.dtype])  # TorchRL's safe tanh
+            limit = _TANH_LIMIT[preimage.dtype]
+            action = preimage.tanh().clamp(-limit, limit)  # TorchRL's safe tanh's value (its gradient past the
+            # limit is not kept: the collectors sample without gradients)
             log_prob = self._torch_normal_log_prob(loc, scale, preimage) - self._tanh_log_det(preimage)
             if not bool(log_prob.isfinite().all()):
                 raise ValueError("the policy's tanh-normal parameters (loc, scale) hold NaN or inf values, or a scale "
@@ -115,7 +112,7 @@ class ClosedForm:
             loc, scale = params
             eps = torch.empty(loc.shape, dtype=loc.dtype, device=loc.device).normal_()
             action = loc + eps * scale
-            log_prob = self._normal_log_prob(loc, scale, action, scale.log())
+            log_prob = self._torch_normal_log_prob(loc, scale, action)
             if not bool(log_prob.isfinite().all()):  # NaN/inf mean, or a scale that is NaN, inf or <= 0
                 raise ValueError("the policy's Gaussian parameters (loc, scale) hold NaN or inf values, or a scale "
                                  "<= 0: the network's parameters or its input overflowed")
@@ -137,8 +134,8 @@ class ClosedForm:
             preimage = action.clamp(-limit, limit).atanh()  # TorchRL's safe atanh (the stored action has no grad)
             return (0.0 - self._tanh_log_det(preimage)) + self._torch_normal_log_prob(loc, scale, preimage), None
         if self.kind == "normal":
-            loc, scale = params  # two log(scale) nodes, as torch's two calls: the same gradients, bit for bit
-            log_prob = self._normal_log_prob(loc, scale, action, scale.log())
+            loc, scale = params  # scale's uses in torch's order (its gradients are summed in that order)
+            log_prob = self._torch_normal_log_prob(loc, scale, action)
             return log_prob, (0.5 + 0.5 * math.log(2 * math.pi) + torch.log(scale)).sum(-1)
         logits = self._normalized(params[0])
         log_prob = self._categorical_log_prob(logits, action)  # before the entropy, as the loss calls them
@@ -155,8 +152,9 @@ class ClosedForm:
 
     @staticmethod
     def _torch_normal_log_prob(loc: torch.Tensor, scale: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
-        """``Independent(Normal(loc, scale), 1).log_prob(value)`` with torch's operations in torch's order (the
-        order the gradients of ``scale``'s several uses are summed in)."""
+        """``Independent(Normal(loc, scale), 1).log_prob(value)`` with torch's operations in torch's order: the
+        square, then the log (autograd sums the gradients of ``scale``'s several uses in the order they were
+        made, so another order changes the last bits once the entropy uses ``scale`` too)."""
         var = scale**2
         log_scale = scale.log()
         return (-((value - loc) ** 2) / (2 * var) - log_scale - _HALF_LOG_2PI).sum(-1)
@@ -171,12 +169,6 @@ class ClosedForm:
     def _tanh_log_det(x: torch.Tensor) -> torch.Tensor:
         """``TanhTransform.log_abs_det_jacobian`` at ``x``, summed over the action's entries."""
         return (2.0 * (math.log(2.0) - x - F.softplus(-2.0 * x))).sum(-1)
-
-    @staticmethod
-    def _normal_log_prob(loc: torch.Tensor, scale: torch.Tensor, value: torch.Tensor,
-                         log_scale: torch.Tensor) -> torch.Tensor:
-        var = scale**2
-        return (-((value - loc) ** 2) / (2 * var) - log_scale - _HALF_LOG_2PI).sum(-1)
 
     @staticmethod
     def _normalized(logits: torch.Tensor) -> torch.Tensor:
