@@ -355,8 +355,10 @@ def test_cli_trains_resumes_and_evaluates_a_multiagent_run(tmp_path, capsys):
     assert summary["frames"] == 240 and len(summary["eval_returns"]) == 2
     assert main(["eval", str(tmp_path), "--episodes", "3"]) == 0
     assert "deterministic evaluation, reward per agent:" in capsys.readouterr().out
-    assert main(["export", str(tmp_path), "--format", "torchscript"]) == 2
-    assert "export takes one-agent policies" in capsys.readouterr().err
+    assert main(["export", str(tmp_path), "--format", "torchscript"]) == 0
+    printed = capsys.readouterr().out
+    assert "inputs: observation float32 (batch, 3 agents, 18)\noutputs: action\n" in printed
+    assert "match the policy's on 64 random inputs" in printed
 
     # the trained group as VMAS gives it: a list with each agent's [envs, obs] in, each agent's actions out
     policy = ppo_td.load_policy(str(tmp_path))
@@ -481,3 +483,51 @@ def test_the_doctors_checkup_sees_the_group_networks_in_the_update():
     minibatches = p.config.optim.update_epochs * p.config.optim.num_minibatches
     assert a._forwards.get("critic", 0) > minibatches and a._forwards.get("actor", 0) > minibatches, a._forwards
     assert not a.findings, a.report()
+
+
+# --- a trained group as a file --------------------------------------------------------------------------------------
+
+def _has(module):
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+EXPORT_FORMATS = ["torchscript", "export",
+                  pytest.param("onnx", marks=pytest.mark.skipif(not (_has("onnxscript") and _has("onnxruntime")),
+                                                                reason="the export extra"))]
+
+
+@pytest.mark.parametrize("fmt", EXPORT_FORMATS)
+def test_a_trained_group_exports_to_a_file_that_acts_as_its_policy_without_ppo_td(tmp_path, fmt):
+    """VMAS with a tanh-normal (its squashed mean, clamped as TorchRL clamps it), VMAS with a clipped Gaussian and
+    per-agent networks, and masked Discrete agents through PettingZoo: each file, run in a fresh process with plain
+    torch or onnxruntime, gives AgentsPolicy's actions on random observations (and masks)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import ppo_td
+    from ppo_td.deploy.export import example_inputs, export_policy
+
+    cases = {"tanh-normal": tiny_agents(),
+             "gaussian": _with(tiny_agents("agent", share_params=False), model={"squash_actions": False}),
+             "masked": masked_pick()}
+    for name, config in cases.items():
+        run = tmp_path / name
+        ppo_td.train(dataclasses.replace(config, total_frames=config.frames_per_batch, eval_episodes=0),
+                     run_dir=str(run))
+        policy = ppo_td.load_policy(str(run))
+        steps = [example_inputs(policy, batch=5, generator=torch.Generator().manual_seed(t)) for t in range(3)]
+        steps = [(3 * obs, *mask) for obs, *mask in steps]  # beyond the tanh's linear range, and Box bounds
+        expected = np.stack([policy(obs.numpy(), action_mask=mask[0].numpy() if mask else None)
+                             for obs, *mask in steps])
+        data = {f"in{i}": np.stack([s[i].numpy() for s in steps]) for i in range(len(steps[0]))}
+        np.savez(tmp_path / "in.npz", **data)
+        path = export_policy(policy, fmt, tmp_path / f"{name}-{fmt}{'.pt2' if fmt == 'export' else ''}")
+        script = Path(__file__).parent / "scripts" / "run_exported.py"
+        subprocess.run([sys.executable, str(script), fmt, str(path), str(tmp_path / "in.npz"),
+                        str(tmp_path / "out.npz")], check=True, timeout=300)
+        got = np.load(tmp_path / "out.npz")["action"]
+        assert got.shape == expected.shape, name
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=name)

@@ -7,7 +7,9 @@ their bounds. Its inputs are batches (a leading batch dimension, of any size): t
 order :func:`input_names` gives (one ``observation`` for a Box; the leaves of a Dict, ``observation.<key>``),
 then ``action_mask`` for a masked policy, then a recurrent policy's state (zeros at an episode's start; the file
 returns the next state after the action). ``tests/test_deploy.py`` loads each format with plain ``torch`` or
-``onnxruntime`` and checks its actions against :class:`~ppo_td.deploy.Policy`'s.
+``onnxruntime`` and checks its actions against :class:`~ppo_td.deploy.Policy`'s. An agent group's file
+(:class:`DeterministicAgentsPolicy`) takes ``observation`` ``[batch, agents, obs]`` (and ``action_mask``) and gives
+each agent's action, as :class:`~ppo_td.deploy.agents.AgentsPolicy` acts (``tests/test_multiagent.py``).
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 from torch import nn
+from torchrl.modules import TanhNormal
 
 from ppo_td import keys
-from ppo_td.deploy.policy import Policy, _deterministic, one_agent
+from ppo_td.deploy.agents import AgentsPolicy
+from ppo_td.deploy.policy import Policy, _deterministic
 from ppo_td.envs import MASK_KEY
+from ppo_td.models.multiagent import group_policy, plain_agent_network
 from ppo_td.models.plain import policy_net
 from ppo_td.models.recurrent import recurrent_parts, rnn
 
@@ -91,8 +96,60 @@ class DeterministicPolicy(nn.Module):
         return action
 
 
-def input_names(policy: Policy) -> list[str]:
+class DeterministicAgentsPolicy(nn.Module):
+    """An agent group's policy on plain tensors: the agents' observations ``[batch, agents, obs]`` (and masks
+    ``[batch, agents, actions]``) in, each agent's deterministic action out (``[batch, agents, action]``; Discrete:
+    ``[batch, agents]``), as :class:`~ppo_td.deploy.agents.AgentsPolicy` acts: the group's network, the mode of its
+    distribution (a tanh-normal's squashed mean), Box actions clipped where training clipped them."""
+
+    def __init__(self, policy: AgentsPolicy) -> None:
+        super().__init__()
+        group = group_policy(policy.actor)
+        if group is None:
+            raise ExportError(f"the agents' actor is a {type(policy.actor).__name__} that ppo_td's factories did "
+                              "not build (export bakes in ppo_td's own networks); export it yourself with "
+                              "torch.export.export on a module of plain tensors")
+        self.net, self.policy = plain_agent_network(group.net), group  # per-agent networks as plain modules
+        self.masked = group.masked
+        kwargs = group.distribution_kwargs
+        self.squashed = group.distribution_class is TanhNormal and set(kwargs) <= {"low", "high"}
+        """A tanh-normal's deterministic action written out (its safe tanh is an autograd Function, which
+        TorchScript's tracer cannot record): the mean's tanh, clamped as TorchRL clamps it, mapped into the bounds."""
+        if self.squashed:
+            low = torch.as_tensor(kwargs.get("low", -1.0), dtype=torch.float32)
+            high = torch.as_tensor(kwargs.get("high", 1.0), dtype=torch.float32)
+            self.affine = bool((low != -1.0).any() or (high != 1.0).any())
+            self.register_buffer("bounds_mid", (high + low) / 2)
+            self.register_buffer("bounds_half", (high - low) / 2)
+        self.clip = policy.clip
+        if self.clip:
+            self.register_buffer("low", policy.action_low.detach().clone())
+            self.register_buffer("high", policy.action_high.detach().clone())
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:  # (observation[, action_mask]), as DeterministicPolicy
+        params = self.net(inputs[0].to(torch.float32))
+        if self.squashed:  # TanhNormal.deterministic_sample's values: its transforms applied to the mean
+            limit = 1.0 - torch.finfo(params[0].dtype).resolution
+            action = params[0].tanh().clamp(-limit, limit)
+            if self.affine:
+                action = self.bounds_mid + self.bounds_half * action
+        else:
+            action = _deterministic(self.policy.distribution(params, inputs[1].to(torch.bool) if self.masked
+                                                             else None))
+        if self.clip:
+            action = torch.maximum(torch.minimum(action, self.high), self.low)
+        return action
+
+
+def _module(policy: Policy | AgentsPolicy) -> nn.Module:
+    """What is exported for ``policy``."""
+    return DeterministicAgentsPolicy(policy) if isinstance(policy, AgentsPolicy) else DeterministicPolicy(policy)
+
+
+def input_names(policy: Policy | AgentsPolicy) -> list[str]:
     """The exported file's inputs, in order."""
+    if isinstance(policy, AgentsPolicy):
+        return [keys.OBSERVATION] + ([MASK_KEY] if policy.description.action_mask else [])
     names = [e.name for e in policy.layout.entries if e.key != MASK_KEY]
     if policy.layout.masked:
         names.append(MASK_KEY)
@@ -100,8 +157,8 @@ def input_names(policy: Policy) -> list[str]:
     return names + (list(rec.state) if rec is not None else [])
 
 
-def output_names(policy: Policy) -> list[str]:
-    rec = recurrent_parts(policy.actor)
+def output_names(policy: Policy | AgentsPolicy) -> list[str]:
+    rec = None if isinstance(policy, AgentsPolicy) else recurrent_parts(policy.actor)
     return ["action"] + ([f"next_{k}" for k in rec.state] if rec is not None else [])
 
 
@@ -118,10 +175,18 @@ def export_inputs(policy: Policy, observation: Any, action_mask: Any = None) -> 
     return tuple(by_name[name] for name in names)
 
 
-def example_inputs(policy: Policy, batch: int = 2,
+def example_inputs(policy: Policy | AgentsPolicy, batch: int = 2,
                    generator: torch.Generator | None = None) -> tuple[torch.Tensor, ...]:
     """Random inputs of the exported file's kinds: observations within the env's space, an all-legal mask, zero
     states (``batch`` rows)."""
+    if isinstance(policy, AgentsPolicy):
+        desc = policy.description
+        out = [torch.randn(batch, desc.num_agents, desc.observation_size, generator=generator)]
+        if desc.action_mask:  # each agent of each row with at least one legal action
+            mask = torch.rand(batch, desc.num_agents, desc.action_size, generator=generator) < 0.5
+            legal = torch.randint(0, desc.action_size, (batch, desc.num_agents, 1), generator=generator)
+            out.append(mask.scatter(-1, legal, True))
+        return tuple(out)
     space = policy.layout.observation_space
     out = []
     for entry in policy.layout.entries:
@@ -163,13 +228,12 @@ def _high(space: Any, entry: Any) -> int:
     return 2
 
 
-def export_policy(policy: Policy, fmt: str, path: str | os.PathLike) -> Path:
+def export_policy(policy: Policy | AgentsPolicy, fmt: str, path: str | os.PathLike) -> Path:
     """Write ``policy``'s deterministic form to ``path`` in format ``fmt`` (``torchscript``, ``export`` or
     ``onnx``); the batch dimension stays dynamic. Returns the path. Raises :class:`ExportError` naming the module
     that could not be traced and the format to try instead."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r}: choose one of {sorted(FORMATS)}")
-    one_agent(policy, "export")
     if fmt == "onnx":
         missing = [m for m in ("onnx", "onnxscript") if importlib.util.find_spec(m) is None]
         if missing:
@@ -177,7 +241,7 @@ def export_policy(policy: Policy, fmt: str, path: str | os.PathLike) -> Path:
                               "(or export --format torchscript / export, which need nothing more)")
     if policy.device.type != "cpu":
         policy = copy.deepcopy(policy).to("cpu")  # traced on the CPU; the file runs wherever it is loaded
-    module = DeterministicPolicy(policy).eval()
+    module = _module(policy).eval()
     args = example_inputs(policy, batch=2)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -212,8 +276,12 @@ def _write(module: nn.Module, args: tuple, fmt: str, path: Path, policy: Policy)
     program.save(str(path))
 
 
-def _describe(policy: Policy) -> str:
+def _describe(policy: Policy | AgentsPolicy) -> str:
     """The modules a trace goes through, by class, and the settings that chose them."""
+    if isinstance(policy, AgentsPolicy):
+        group = group_policy(policy.actor)
+        return (f"the agent group's policy ({type(group.net).__name__} with {group.distribution_class.__name__} "
+                f"actions; inputs {', '.join(input_names(policy))})")
     rec = recurrent_parts(policy.actor)
     net = policy_net(policy.actor)
     encoder = rec.encoder if rec is not None else (net.trunk if net is not None else None)
@@ -227,8 +295,14 @@ def _describe(policy: Policy) -> str:
     return f"the policy ({', '.join(parts)}; inputs {', '.join(input_names(policy))})"
 
 
-def input_specs(policy: Policy) -> list[str]:
+def input_specs(policy: Policy | AgentsPolicy) -> list[str]:
     """Each input of the exported file with its dtype and shape (``batch`` leading)."""
+    if isinstance(policy, AgentsPolicy):
+        desc = policy.description
+        specs = [f"observation float32 (batch, {desc.num_agents} agents, {desc.observation_size})"]
+        if desc.action_mask:
+            specs.append(f"action_mask bool (batch, {desc.num_agents} agents, {desc.action_size})")
+        return specs
     specs = [(e.name, e.dtype, e.shape) for e in policy.layout.entries if e.key != MASK_KEY]
     if policy.layout.masked:
         specs.append((MASK_KEY, torch.bool, next(e.shape for e in policy.layout.entries if e.key == MASK_KEY)))
@@ -239,13 +313,13 @@ def input_specs(policy: Policy) -> list[str]:
             for name, dtype, shape in specs]
 
 
-def check_export(policy: Policy, fmt: str, path: str | os.PathLike, rows: int = 64) -> float | None:
+def check_export(policy: Policy | AgentsPolicy, fmt: str, path: str | os.PathLike, rows: int = 64) -> float | None:
     """Run the file at ``path`` on ``rows`` random inputs beside ``policy`` and return the largest difference of
     their actions (None for ONNX without onnxruntime). Raises :class:`ExportError` when they differ by more than
     1e-5 (relative)."""
     args = example_inputs(policy, batch=rows, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        expected = DeterministicPolicy(policy).eval()(*args)
+        expected = _module(policy).eval()(*args)
         if fmt == "torchscript":
             got = torch.jit.load(str(path))(*args)
         elif fmt == "export":

@@ -28,6 +28,7 @@ import torch
 from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.modules import (
+    MLP,
     IndependentNormal,
     MaskedCategorical,
     MultiAgentMLP,
@@ -105,6 +106,40 @@ class TeamMLP(nn.Module):
                              "([..., agents, features] expected)")
         out = self.net(inputs.flatten(-2))
         return out.unsqueeze(-2).expand(*out.shape[:-1], self.num_agents, out.shape[-1])
+
+
+class PerAgentMLPs(nn.Module):
+    """A per-agent ``MultiAgentMLP``'s function (``share_params=False``, not centralised) as plain modules: each
+    agent's own MLP, given its slice of the stacked parameters, on its row of ``[..., agents, features]``. What an
+    exported file holds (TorchScript's tracer and ``torch.export`` cannot follow ``MultiAgentMLP``'s vmapped call over
+    its ``TensorDictParams``); the same values within float rounding (separate products instead of a batched one).
+    """
+
+    def __init__(self, net: MultiAgentMLP) -> None:
+        super().__init__()
+        if net.share_params or net.centralized:
+            raise ValueError("PerAgentMLPs copies a MultiAgentMLP with per-agent parameters that is not centralised")
+        self.nets = nn.ModuleList()
+        for i in range(net.n_agents):
+            agent = MLP(in_features=net.n_agent_inputs, out_features=net.n_agent_outputs, depth=net.depth,
+                        num_cells=net.num_cells, activation_class=net.activation_class)
+            agent.load_state_dict({".".join(key): value[i].detach().clone()
+                                   for key, value in net.params.items(True, True)})
+            self.nets.append(agent.to(next(iter(net.parameters())).device))
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return torch.stack([agent(inputs[..., i, :]) for i, agent in enumerate(self.nets)], dim=-2)
+
+
+def plain_agent_network(net: nn.Module) -> nn.Module:
+    """The group policy's network (a :class:`GroupPolicy`'s ``net``) with a per-agent ``MultiAgentMLP`` replaced by
+    :class:`PerAgentMLPs` (its ``NormalParamExtractor`` kept): what tracers can follow. Any other network is
+    returned as it is."""
+    head = net[1] if type(net) is nn.Sequential and len(net) == 2 and type(net[1]) is NormalParamExtractor else None
+    body = net[0] if head is not None else net
+    if type(body) is not MultiAgentMLP or body.share_params or body.centralized:
+        return net
+    return nn.Sequential(PerAgentMLPs(body), head) if head is not None else PerAgentMLPs(body)
 
 
 class StateAndObservation(nn.Module):
