@@ -531,3 +531,36 @@ def test_a_trained_group_exports_to_a_file_that_acts_as_its_policy_without_ppo_t
         got = np.load(tmp_path / "out.npz")["action"]
         assert got.shape == expected.shape, name
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_the_exported_group_module_acts_as_agents_policy_in_other_bounds_and_layouts():
+    """The file's module against AgentsPolicy (TorchRL's actor under DETERMINISTIC) where the trained runs above do not
+    go: a tanh-normal mapped into other bounds than [-1, 1] (its affine step), per-agent networks without a
+    Gaussian head (masked Discrete), one agent, one row; and building it leaves torch's RNG where it was."""
+    from ppo_td.deploy.agents import AgentsPolicy
+    from ppo_td.deploy.export import DeterministicAgentsPolicy, example_inputs
+    from ppo_td.models.multiagent import make_agent_actor
+
+    vmas_env = build_env(tiny_agents().env, seed=0)
+    masked_env = build_env(masked_pick().env, seed=0)
+    bounded = dataclasses.replace(vmas_env.description, action_low=(-2.0, -0.5), action_high=(3.0, 0.5))
+    single = dataclasses.replace(bounded, num_agents=1)
+    vmas_env.close()
+    masked_env.close()
+    layouts = [(bounded, tiny_agents(share_params=False)), (bounded, tiny_agents()),
+               (single, tiny_agents(share_params=False)), (masked_env.description, masked_pick())]
+    for desc, config in layouts:
+        torch.manual_seed(0)
+        actor = make_agent_actor(desc, config.model)
+        names = [f"agent_{i}" for i in range(desc.num_agents)]
+        policy = AgentsPolicy(actor, config, desc, names)
+        before = torch.get_rng_state()
+        module = DeterministicAgentsPolicy(policy)
+        assert torch.equal(before, torch.get_rng_state())
+        for rows in (1, 9):
+            obs, *mask = example_inputs(policy, batch=rows, generator=torch.Generator().manual_seed(rows))
+            obs = 4 * obs
+            expected = policy(obs, action_mask=mask[0] if mask else None, deterministic=True)
+            torch.testing.assert_close(module(obs, *mask), expected, rtol=1e-5, atol=1e-5)
+        if desc is bounded:
+            assert module.affine and bool((expected[..., 0] > 1.0).any())  # beyond [-1, 1]: mapped into the bounds

@@ -115,9 +115,10 @@ class DeterministicAgentsPolicy(nn.Module):
         self.squashed = group.distribution_class is TanhNormal and set(kwargs) <= {"low", "high"}
         """A tanh-normal's deterministic action written out (its safe tanh is an autograd Function, which
         TorchScript's tracer cannot record): the mean's tanh, clamped as TorchRL clamps it, mapped into the bounds."""
-        if self.squashed:
-            low = torch.as_tensor(kwargs.get("low", -1.0), dtype=torch.float32)
-            high = torch.as_tensor(kwargs.get("high", 1.0), dtype=torch.float32)
+        if self.squashed:  # on the network's device (the bounds in the kwargs stay where the actor was built)
+            device = next(self.net.parameters()).device
+            low = torch.as_tensor(kwargs.get("low", -1.0)).to(device, torch.float32)
+            high = torch.as_tensor(kwargs.get("high", 1.0)).to(device, torch.float32)
             self.affine = bool((low != -1.0).any() or (high != 1.0).any())
             self.register_buffer("bounds_mid", (high + low) / 2)
             self.register_buffer("bounds_half", (high - low) / 2)
@@ -319,7 +320,10 @@ def check_export(policy: Policy | AgentsPolicy, fmt: str, path: str | os.PathLik
     1e-5 (relative)."""
     args = example_inputs(policy, batch=rows, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        expected = _module(policy).eval()(*args)
+        if isinstance(policy, AgentsPolicy):  # the group's own actor (TorchRL's modules), not the exported module
+            expected = policy(args[0], action_mask=args[1] if len(args) > 1 else None, deterministic=True)
+        else:
+            expected = _module(policy).eval()(*args)
         if fmt == "torchscript":
             got = torch.jit.load(str(path))(*args)
         elif fmt == "export":

@@ -121,8 +121,9 @@ class PerAgentMLPs(nn.Module):
             raise ValueError("PerAgentMLPs copies a MultiAgentMLP with per-agent parameters that is not centralised")
         self.nets = nn.ModuleList()
         for i in range(net.n_agents):
-            agent = MLP(in_features=net.n_agent_inputs, out_features=net.n_agent_outputs, depth=net.depth,
-                        num_cells=net.num_cells, activation_class=net.activation_class)
+            with torch.random.fork_rng(devices=[]):  # the initial weights, overwritten below, draw from torch's RNG
+                agent = MLP(in_features=net.n_agent_inputs, out_features=net.n_agent_outputs, depth=net.depth,
+                            num_cells=net.num_cells, activation_class=net.activation_class)
             agent.load_state_dict({".".join(key): value[i].detach().clone()
                                    for key, value in net.params.items(True, True)})
             self.nets.append(agent.to(next(iter(net.parameters())).device))
