@@ -1,6 +1,10 @@
 import dataclasses
 import logging
+import subprocess
+import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -28,3 +32,15 @@ def small_config(**overrides) -> TrainConfig:
 @pytest.fixture
 def tiny_config() -> TrainConfig:
     return small_config()
+
+
+def run_exported_file(fmt: str, path, inputs: dict, folder) -> np.ndarray:
+    """The actions of an exported policy file run in a fresh process that imports only torch, numpy and onnxruntime
+    (``tests/scripts/run_exported.py``, which asserts ppo_td, tensordict and TorchRL stay unimported): ``inputs``
+    maps ``in{i}``/``state{j}`` to ``[steps, batch, ...]`` arrays."""
+    folder = Path(folder)
+    np.savez(folder / "in.npz", **inputs)
+    script = Path(__file__).parent / "scripts" / "run_exported.py"
+    subprocess.run([sys.executable, str(script), fmt, str(path), str(folder / "in.npz"), str(folder / "out.npz")],
+                   check=True, timeout=300)
+    return np.load(folder / "out.npz")["action"]

@@ -9,6 +9,7 @@ import torch
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 import ppo_td
+from conftest import run_exported_file
 from ppo_td import EnvConfig, get_preset
 from ppo_td.deploy import load_policy
 from ppo_td.models import GaussianHead
@@ -230,9 +231,6 @@ def test_exported_files_act_as_the_policy_without_ppo_td(runs, tmp_path, fmt):
     """Each case's file, loaded in a fresh process with plain torch or onnxruntime (ppo_td, tensordict and TorchRL
     never imported), gives Policy's actions to 1e-5 on random observations of the env's space: 6 steps of a batch
     of 5, the state fed back for the recurrent one."""
-    import subprocess
-    import sys
-    from pathlib import Path
 
     from ppo_td.deploy.export import export_inputs, export_policy
 
@@ -248,12 +246,8 @@ def test_exported_files_act_as_the_policy_without_ppo_td(runs, tmp_path, fmt):
         arrays = [export_inputs(policy, batches[t], mask[t]) for t in range(6)]
         data = {f"in{i}": np.stack([a[i].numpy() for a in arrays]) for i in range(len(arrays[0]))}
         data.update({f"state{j}": np.zeros((5, *shape), np.float32) for j, shape in enumerate(policy.memory.values())})
-        np.savez(tmp_path / "in.npz", **data)
         path = export_policy(policy, fmt, tmp_path / f"{name}.{fmt}")
-        script = Path(__file__).parent / "scripts" / "run_exported.py"
-        subprocess.run([sys.executable, str(script), fmt, str(path), str(tmp_path / "in.npz"),
-                        str(tmp_path / "out.npz")], check=True, timeout=300)
-        got = np.load(tmp_path / "out.npz")["action"]
+        got = run_exported_file(fmt, path, data, tmp_path)
         assert got.shape == expected.shape, name
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=name)
 

@@ -11,6 +11,7 @@ from tensordict import TensorDict
 from torch import nn
 from torchrl.modules import ValueOperator
 
+from conftest import run_exported_file
 from ppo_td.config import EnvConfig, LossConfig, ModelConfig, OptimConfig, TrainConfig
 from ppo_td.envs import build_env
 from ppo_td.presets import get_preset
@@ -503,9 +504,6 @@ def test_a_trained_group_exports_to_a_file_that_acts_as_its_policy_without_ppo_t
     """VMAS with a tanh-normal (its squashed mean, clamped as TorchRL clamps it), VMAS with a clipped Gaussian and
     per-agent networks, and masked Discrete agents through PettingZoo: each file, run in a fresh process with plain
     torch or onnxruntime, gives AgentsPolicy's actions on random observations (and masks)."""
-    import subprocess
-    import sys
-    from pathlib import Path
 
     import ppo_td
     from ppo_td.deploy.export import example_inputs, export_policy
@@ -523,12 +521,8 @@ def test_a_trained_group_exports_to_a_file_that_acts_as_its_policy_without_ppo_t
         expected = np.stack([policy(obs.numpy(), action_mask=mask[0].numpy() if mask else None)
                              for obs, *mask in steps])
         data = {f"in{i}": np.stack([s[i].numpy() for s in steps]) for i in range(len(steps[0]))}
-        np.savez(tmp_path / "in.npz", **data)
         path = export_policy(policy, fmt, tmp_path / f"{name}-{fmt}{'.pt2' if fmt == 'export' else ''}")
-        script = Path(__file__).parent / "scripts" / "run_exported.py"
-        subprocess.run([sys.executable, str(script), fmt, str(path), str(tmp_path / "in.npz"),
-                        str(tmp_path / "out.npz")], check=True, timeout=300)
-        got = np.load(tmp_path / "out.npz")["action"]
+        got = run_exported_file(fmt, path, data, tmp_path)
         assert got.shape == expected.shape, name
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=name)
 

@@ -21,7 +21,6 @@ from torch's global one here; set ``collector.step_loop='torchrl'`` for such an 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -33,7 +32,7 @@ from torchrl.envs import Compose, RewardSum, StepCounter
 from torchrl.modules.distributions.utils import sample_and_log_prob
 
 from ppo_td import keys
-from ppo_td.collect.fast import FastUnsupported
+from ppo_td.collect.fast import FastUnsupported, InProcessCollector
 from ppo_td.envs import BuiltEnv
 from ppo_td.models import ClosedForm
 from ppo_td.models.multiagent import GroupPolicy, group_policy
@@ -43,7 +42,7 @@ Values = dict[str, torch.Tensor]
 _FLAGS = ("done", "terminated", "truncated")
 
 
-class AgentsCollector:
+class AgentsCollector(InProcessCollector):
     """In-process collector of a VMAS agent group with TorchRL ``Collector``'s batches and interface, minus its
     per-step cost.
 
@@ -145,15 +144,6 @@ class AgentsCollector:
                 or list(rewards.out_keys) != [(self.group, "episode_reward")]):
             raise FastUnsupported(f"the env's StepCounter or RewardSum differ from {expected}")
         return int(counter.max_steps)
-
-    def __len__(self) -> int:
-        return -(self.total_frames // -self.frames_per_batch)
-
-    def __iter__(self) -> Iterator[TensorDictBase]:
-        while self.frames < self.total_frames:
-            batch = self.rollout()
-            self.frames += batch.numel()
-            yield batch
 
     def _group(self, per_agent: list[torch.Tensor], read: Any) -> torch.Tensor:
         """One entry of the group, ``[num_envs, agents, ...]``, from the simulator's per-agent list."""
@@ -269,11 +259,3 @@ class AgentsCollector:
                                        batch_size=shape)
         out[self.group] = group
         return out
-
-    def update_policy_weights_(self, *args: Any, **kwargs: Any) -> None:
-        """Nothing to do: the collector calls the training policy itself."""
-
-    def shutdown(self) -> None:
-        """Close the env (as ``Collector.shutdown`` does)."""
-        if not self.env.is_closed:
-            self.env.close()

@@ -454,7 +454,38 @@ class FastEnv:
         return cur
 
 
-class FastCollector:
+class InProcessCollector:
+    """What ppo_td's in-process collectors share, TorchRL ``Collector``'s interface: batches of ``frames_per_batch``
+    frames from :meth:`rollout` until ``total_frames``; the policy is called, not copied (weight updates apply at
+    once); :meth:`shutdown` closes the env."""
+
+    env: Any
+    frames_per_batch: int
+    total_frames: int
+    frames: int
+
+    def rollout(self) -> TensorDictBase:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return -(self.total_frames // -self.frames_per_batch)
+
+    def __iter__(self) -> Iterator[TensorDictBase]:
+        while self.frames < self.total_frames:
+            batch = self.rollout()
+            self.frames += batch.numel()
+            yield batch
+
+    def update_policy_weights_(self, *args: Any, **kwargs: Any) -> None:
+        """Nothing to do: the collector calls the training policy itself."""
+
+    def shutdown(self) -> None:
+        """Close the env (as ``Collector.shutdown`` does)."""
+        if not self.env.is_closed:
+            self.env.close()
+
+
+class FastCollector(InProcessCollector):
     """In-process collector with TorchRL ``Collector``'s batches and interface, minus its per-step cost.
 
     Yields ``[num_envs, frames_per_batch // num_envs]`` TensorDicts (time dim named
@@ -489,15 +520,6 @@ class FastCollector:
         self.traj_ids = torch.arange(n)
         self.next_traj = n
         self.frames = 0
-
-    def __len__(self) -> int:
-        return -(self.total_frames // -self.frames_per_batch)
-
-    def __iter__(self) -> Iterator[TensorDictBase]:
-        while self.frames < self.total_frames:
-            batch = self.rollout()
-            self.frames += batch.numel()
-            yield batch
 
     def state_dict(self) -> dict[str, Any]:
         """The current step of every env copy and the trajectory counters (what the next batch starts from)."""
@@ -569,11 +591,3 @@ class FastCollector:
             source["collector"][keys.STATE_VALUE] = torch.stack(state_values, 1)
         self.current, self.traj_ids = {**cur, **flags}, traj_ids
         return TensorDict(source, batch_size=[n, steps]).refine_names(None, "time")
-
-    def update_policy_weights_(self, *args: Any, **kwargs: Any) -> None:
-        """Nothing to do: the collector calls the training policy itself."""
-
-    def shutdown(self) -> None:
-        """Close the env (as ``Collector.shutdown`` does)."""
-        if not self.env.is_closed:
-            self.env.close()
