@@ -28,11 +28,11 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import expand_as_right
 from torch import nn
 from torchrl.data import Composite
-from torchrl.envs import Compose, RewardSum, StepCounter
+from torchrl.envs import RewardSum, StepCounter
 from torchrl.modules.distributions.utils import sample_and_log_prob
 
 from ppo_td import keys
-from ppo_td.collect.fast import FastUnsupported, InProcessCollector
+from ppo_td.collect.fast import FastUnsupported, InProcessCollector, env_transforms
 from ppo_td.envs import BuiltEnv
 from ppo_td.models import ClosedForm
 from ppo_td.models.multiagent import GroupPolicy, group_policy
@@ -64,7 +64,7 @@ class AgentsCollector(InProcessCollector):
         if not isinstance(env, BuiltEnv) or env.simulator is None:
             raise FastUnsupported("the env is not a VMAS env that ppo_td.envs.build_env built (the agents collector "
                                   "steps its VMAS simulator)")
-        self.built, self.env, self.simulator = env, env.env, env.simulator
+        self.env, self.simulator = env.env, env.simulator
         self.wrapper = env.env.base_env
         """TorchRL's ``VmasWrapper`` of :attr:`simulator` (its readers turn VMAS's outputs into its entries)."""
         group_map = self.wrapper.group_map
@@ -81,7 +81,7 @@ class AgentsCollector(InProcessCollector):
         hands VMAS)."""
         self.agents = [index[name] for name in names]
         """For each of the group's agents, its place in the simulator's lists."""
-        self.transforms = self._current_transforms()
+        self.transforms = env_transforms(self.env)
         self.max_steps = self._check_transforms()
         if not self.simulator.continuous_actions and not self.wrapper.categorical_actions:
             raise FastUnsupported("one-hot discrete actions (VmasWrapper categorical_actions=False)")
@@ -124,10 +124,6 @@ class AgentsCollector(InProcessCollector):
         self.traj_ids = torch.arange(self.num_envs)
         self.next_traj = self.num_envs
         self.frames = 0
-
-    def _current_transforms(self) -> list[Any]:
-        transform = self.env.transform
-        return list(transform) if isinstance(transform, Compose) else [transform]
 
     def _check_transforms(self) -> int:
         """The episode limit of ppo_td's ``StepCounter``, after checking the env's transforms are exactly what
@@ -207,7 +203,7 @@ class AgentsCollector(InProcessCollector):
     @torch.no_grad()
     def rollout(self) -> TensorDictBase:
         """One batch of ``frames_per_batch`` frames from the current state."""
-        now = self._current_transforms()
+        now = env_transforms(self.env)
         if len(now) != len(self.transforms) or any(a is not b for a, b in zip(now, self.transforms, strict=True)):
             raise FastUnsupported("the env's transforms changed after the agents collector was built (it runs "
                                   "StepCounter and RewardSum only): add transforms before building the pipeline, "

@@ -226,6 +226,12 @@ class FastPolicy:
         values[self.log_prob_key] = log_prob
 
 
+def env_transforms(env: Any) -> list[Any]:
+    """The transforms of a ``TransformedEnv`` as they are now, in order (a ``Compose``'s parts, or the one)."""
+    transform = env.transform
+    return list(transform) if isinstance(transform, Compose) else [transform]
+
+
 class FastEnv:
     """Step and partially reset a :class:`~ppo_td.envs.BuiltEnv` on plain tensors, through its
     GymWrapper's readers and each transform's own code."""
@@ -414,8 +420,7 @@ class FastEnv:
 
     def current_transforms(self) -> list[Any]:
         """The env's transforms as they are now (one may have been appended after planning)."""
-        transform = self.built.env.transform
-        return list(transform) if isinstance(transform, Compose) else [transform]
+        return env_transforms(self.built.env)
 
     def stale(self) -> bool:
         """True when the env's transforms are no longer the ones this plan runs."""
