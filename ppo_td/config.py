@@ -349,6 +349,10 @@ class TrainConfig:
     """Seed of torch, the environments and the sampler."""
     eval_episodes: int = 10
     """Deterministic episodes run after training to report the final score."""
+    eval_max_steps: int = 10_000
+    """Step cap of an evaluation episode on an env without a time limit of its own (a registered or
+    ``env.max_episode_steps`` limit, or an Atari game's): an episode still running at the cap is reported as cut,
+    with no return, never as a finished episode."""
     device: str = "auto"
     """Where the networks and the update run: ``auto`` (a GPU for image observations when there is one, else
     the CPU: small MLPs are faster on the CPU, as Stable-Baselines3's PPO docs advise), ``cpu``, ``cuda``,
@@ -389,6 +393,7 @@ class TrainConfig:
         _check(self.total_frames >= self.frames_per_batch, "total_frames", self.total_frames,
                f">= frames_per_batch={self.frames_per_batch} (at least one iteration)")
         _check(self.eval_episodes >= 0, "eval_episodes", self.eval_episodes, ">= 0")
+        _check(self.eval_max_steps >= 1, "eval_max_steps", self.eval_max_steps, ">= 1")
         _check(0 <= self.seed < 2**32, "seed", self.seed, "in [0, 2**32) (Gymnasium and numpy seeds)")
         _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", self.device) is not None, "device", self.device,
                "one of auto, cpu, cuda, cuda:N, mps")

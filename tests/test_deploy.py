@@ -324,7 +324,7 @@ def test_videos_of_eval_and_training(runs, tmp_path, capsys, monkeypatch):
     lines = [line for line in printed.splitlines() if line.startswith("video: ")]
     assert [line.split()[1] for line in lines] == [str(tmp_path / "v" / f"eval-episode-{i}.mp4") for i in range(2)]
     evaluation = load_actor(runs["pendulum"])
-    first = ppo_td.training.evaluate(evaluation[1], evaluation[0].env, 1, seed=0, obs_stats=evaluation[2])[0]
+    first = ppo_td.training.evaluate(evaluation[1], evaluation[0].env, 1, seed=0, obs_stats=evaluation[2]).returns[0]
     assert lines[0].endswith(f"(return {first:.1f})")  # the first video is evaluation's first episode
     frames = iio.imread(tmp_path / "v" / "eval-episode-0.mp4", plugin="pyav" if _has("av") else None)
     assert frames.shape[0] >= 150 and frames.shape[-1] == 3  # Pendulum: 200 steps, RGB frames

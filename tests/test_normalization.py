@@ -185,7 +185,7 @@ def test_checkpoint_round_trip_and_frozen_evaluation_statistics(tmp_path):
     _, actor, obs_stats = load_actor(tmp_path / "checkpoint.pt")
     eval_env = make_eval_env(config.env, 3, seed=5, obs_stats=obs_stats)
     norm = find_transform(eval_env, RunningObsNorm)
-    run_episodes(actor, eval_env, config.env)
+    run_episodes(actor, eval_env, 10_000)
     after = observation_stats(eval_env)
     for key, value in at_save.items():
         assert torch.equal(value, after[key]), f"evaluation moved {key}"

@@ -1,7 +1,5 @@
 """``python -m ppo_td.cli``: the ``ppo-td`` command."""
 
-import sys
+from ppo_td.cli import script
 
-from ppo_td.cli.main import main
-
-sys.exit(main())
+script()

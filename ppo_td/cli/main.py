@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 import tyro
 
+from ppo_td.cli.signals import exit_code, interrupt_on_signals, signal_name
 from ppo_td.config import TrainConfig
 from ppo_td.presets import DEFAULT_PRESET, get_preset, preset_for
 
@@ -47,15 +48,19 @@ def main(argv: list[str] | None = None) -> int:
     if command not in commands:
         print(f"ppo-td: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         return 2
+    # the doctor lets a user's script see its own Ctrl-C; elsewhere SIGINT and SIGTERM stop the command at once
+    # (training: at the end of an iteration, with a checkpoint), saying what they stopped
+    guard = contextlib.nullcontext() if command == "doctor" else interrupt_on_signals()
     try:
-        if not (command == "doctor" and _script_at(rest) is not None):  # a user's script needs no TorchRL
-            import torchrl  # noqa: F401 - it sets its logger's level when imported: import first, then quieten it
+        with guard:
+            if not (command == "doctor" and _script_at(rest) is not None):  # a user's script needs no TorchRL
+                import torchrl  # noqa: F401 - it sets its logger's level when imported: import first, then quieten
 
-            logging.getLogger("torchrl").setLevel(logging.WARNING)  # its INFO lines would break the progress bar
-        return commands[command](rest)
-    except KeyboardInterrupt:
-        print(f"ppo-td {command}: interrupted", file=sys.stderr)
-        return 130
+                logging.getLogger("torchrl").setLevel(logging.WARNING)  # its INFO lines would break the progress bar
+            return commands[command](rest)
+    except KeyboardInterrupt as err:
+        print(f"ppo-td {command}: {signal_name(err)}: stopped", file=sys.stderr)
+        return exit_code(err)
     except Exception as err:
         from ppo_td.collect import WorkerError  # e.g. workers that could not start
 
@@ -104,6 +109,8 @@ class TrainCommand:
     """Replace the run that --run-dir already holds (without it, a folder holding a run is refused)."""
     resume_device: tyro.conf.Suppress[str | None] = None
     """--device given with --resume: where the resumed run's networks go (set from the flag, not a flag)."""
+    resume_eval_max_steps: tyro.conf.Suppress[int | None] = None
+    """--eval-max-steps given with --resume: the step cap of its final evaluation (set from the flag)."""
 
     def collector_changes(self) -> dict[str, Any]:
         """The collector fields the shorthand flags set (only those given)."""
@@ -124,7 +131,7 @@ class TrainCommand:
 # what --resume may change: where collection runs, how the run is watched and checkpointed; never the config
 RESUME_FLAGS = {"--resume", "--collector", "--workers", "--ray-address", "--checkpoint-every", "--keep-checkpoints",
                 "--tensorboard", "--no-tensorboard", "--progress", "--no-progress", "--log-every", "--device",
-                "--video-every"}
+                "--video-every", "--eval-max-steps"}
 
 
 def _train(args: list[str]) -> int:
@@ -149,10 +156,12 @@ def _train(args: list[str]) -> int:
         refused = sorted(given - RESUME_FLAGS)
         if refused:  # checked by name: a flag equal to the default would otherwise pass unnoticed
             raise ValueError(f"--resume continues a run with the config stored in its checkpoint and writes to the "
-                             f"same folder: drop {', '.join(refused)} (only --collector, --workers, --ray-address "
-                             "and --device may change, i.e. where collection and the update run, and how the run "
-                             "is shown and checkpointed)")
-        return run_training(dataclasses.replace(cmd, resume_device=cmd.config.device if "--device" in given else None))
+                             f"same folder: drop {', '.join(refused)} (only --collector, --workers, --ray-address, "
+                             "--device and --eval-max-steps may change, i.e. where collection and the update run, "
+                             "how the run is shown and checkpointed, and where evaluation episodes are cut)")
+        return run_training(dataclasses.replace(
+            cmd, resume_device=cmd.config.device if "--device" in given else None,
+            resume_eval_max_steps=cmd.config.eval_max_steps if "--eval-max-steps" in given else None))
     return run_training(dataclasses.replace(cmd, config=cmd.resolved_config()))
 
 
@@ -182,19 +191,36 @@ def _eval(args: list[str]) -> int:
                         help="also record episodes as MP4 videos into FOLDER (default: <run folder>/videos); needs "
                              "the env to render rgb_array frames and the video extra (moviepy)")
     parser.add_argument("--video-episodes", type=int, default=1, help="episodes to record with --video (default 1)")
+    parser.add_argument("--max-steps", type=int, default=None, metavar="N",
+                        help="cut an episode still running after N steps, on an env without a time limit of its own "
+                             "(default: the run's eval_max_steps, 10,000 unless set); a cut episode has no return")
     ns = parser.parse_args(args)
-    from ppo_td.cli.run import format_returns
+    from ppo_td.cli.report import cap_note, format_evaluation
     from ppo_td.persist import load_actor
     from ppo_td.training import evaluate
 
     if ns.episodes < 1 or ns.video_episodes < 1:
         raise ValueError("--episodes and --video-episodes must be >= 1")
+    if ns.max_steps is not None and ns.max_steps < 1:
+        raise ValueError(f"--max-steps {ns.max_steps}: give the steps an episode may run (>= 1)")
     config, actor, obs_stats = load_actor(ns.checkpoint)
     if ns.video is not None and config.env.multiagent:  # refused before the episodes run
         raise ValueError(f"--video records one-agent runs; {ns.checkpoint} trained agents of env.suite="
                          f"{config.env.suite!r} (videos of multi-agent runs are not supported yet)")
-    returns = evaluate(actor, config.env, ns.episodes, seed=ns.seed, obs_stats=obs_stats, sampled=ns.sampled)
-    print(format_returns(returns, "sampled" if ns.sampled else "deterministic", per_agent=config.env.multiagent))
+    if ns.max_steps is not None:
+        config = dataclasses.replace(config, eval_max_steps=ns.max_steps)
+    note = cap_note(config.env, config.eval_max_steps, "--max-steps")
+    if note:
+        print(note)
+    how = "sampled" if ns.sampled else "deterministic"
+    try:
+        ev = evaluate(actor, config.env, ns.episodes, seed=ns.seed, obs_stats=obs_stats, sampled=ns.sampled,
+                      max_steps=config.eval_max_steps)
+    except KeyboardInterrupt as err:
+        print(f"ppo-td eval: {signal_name(err)}: the {how} evaluation stopped before its episodes ended",
+              file=sys.stderr)
+        return exit_code(err)
+    print(format_evaluation(ev, how, per_agent=config.env.multiagent))
     if ns.video is not None:
         from ppo_td.deploy import load_policy
         from ppo_td.deploy.video import headless_rendering, record_video
@@ -203,10 +229,18 @@ def _eval(args: list[str]) -> int:
         folder = ns.video or str(_run_folder(ns.checkpoint) / "videos")
         policy = load_policy(ns.checkpoint, deterministic=not ns.sampled, inference="torch")  # evaluation's
         # operations, bit for bit, so the first video is the first episode evaluated above
-        videos = record_video(policy, folder, episodes=ns.video_episodes, seed=ns.seed, name_prefix="eval",
-                              as_evaluation=True)  # seeded as the evaluation above seeded its first copy
-        for path, total in videos:
-            print(f"video: {path} (return {total:.1f})")
+        try:
+            videos = record_video(policy, folder, episodes=ns.video_episodes, seed=ns.seed, name_prefix="eval",
+                                  as_evaluation=True,  # seeded as the evaluation above seeded its first copy
+                                  max_steps=config.eval_max_steps)
+        except KeyboardInterrupt as err:
+            print(f"ppo-td eval: {signal_name(err)}: the video recording stopped (a partly written video is "
+                  "removed)", file=sys.stderr)
+            return exit_code(err)
+        for video in videos:
+            ending = (f"cut at {video.steps:,} steps, reward so far {video.total:.1f}" if video.cut
+                      else f"return {video.total:.1f}")
+            print(f"video: {video.path} ({ending})")
     return 0
 
 

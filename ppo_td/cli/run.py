@@ -2,41 +2,21 @@
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import json
 import signal
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ppo_td.cli.report import cap_note, format_evaluation
+from ppo_td.cli.signals import exit_code, signal_name, stop_after_iteration
 from ppo_td.config import TrainConfig, from_dict
 
 if TYPE_CHECKING:
     from ppo_td.cli.main import TrainCommand
     from ppo_td.persist import RunFolder
-
-
-@contextlib.contextmanager
-def _stop_on_signals(checkpointer):
-    """First SIGINT/SIGTERM: checkpoint and stop after the current iteration. A second SIGINT aborts."""
-    received: list[int] = []
-
-    def handler(signum, frame):
-        if received and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        received.append(signum)
-        checkpointer.request_stop()
-        print(f"\n{signal.Signals(signum).name}: stopping at the end of this iteration, with a checkpoint "
-              "(Ctrl-C again stops now, without one)", file=sys.stderr, flush=True)
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield received
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def run_training(cmd: TrainCommand) -> int:
@@ -55,7 +35,7 @@ def run_training(cmd: TrainCommand) -> int:
             folder.check_checkpoint(state, folder.path / "checkpoint.pt")
             config = from_dict(state["config"])
             if state["frames"] >= config.num_iterations * config.frames_per_batch:
-                return _finish_complete_run(folder.path, config)
+                return _finish_complete_run(folder.path, _evaluated_as(config, cmd))
             return _train_in(folder, cmd, resume=True)
     c = cmd.config
     _check_device(c.device)
@@ -99,10 +79,10 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
     bar = Progress(config.num_iterations * config.frames_per_batch, config.num_iterations, initial=frames,
                    bar=cmd.progress, every=cmd.log_every,
                    label="reward per agent" if config.env.multiagent else "return")
-    videos = _video_recorder(out, cmd, config)
-    with _stop_on_signals(checkpointer) as received:
-        try:
-            result = run(pipeline, callbacks=[logger, bar, checkpointer, *videos], frames=frames, iteration=iteration,
+    videos = _video_recorder(out, cmd, config, should_stop=lambda: checkpointer.stop_requested)
+    with stop_after_iteration(checkpointer) as received:
+        try:  # videos before the checkpointer: a stop asked for during one is the checkpoint of this iteration
+            result = run(pipeline, callbacks=[logger, bar, *videos, checkpointer], frames=frames, iteration=iteration,
                          elapsed=elapsed, evaluate_at_end=False)
         except NonFiniteError as err:
             kept = out / "checkpoint.pt"
@@ -119,17 +99,24 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
             logger.close()
         last = result.history[-1] if result.history else {"frames": frames, "iteration": iteration, "time": elapsed}
         if result.stopped:
-            print(f"stopped by signal {received[0]} after iteration {last['iteration']}; "
+            print(f"stopped by {signal.Signals(received[0]).name} after iteration {last['iteration']}; "
                   f"checkpoint: {out / 'checkpoint.pt'}\ncontinue with: ppo-td train --resume {out}")
             return 128 + received[0]
         checkpointer.save(pipeline, last["frames"], last["iteration"], last["time"])  # before the evaluation
     trained = last["frames"] - frames
     sps = trained / (last["time"] - elapsed) if last["time"] > elapsed else 0.0
     print(f"trained {trained} frames in {last['time'] - elapsed:.1f} s ({sps:.0f} frames/s)")
-    return _finish_complete_run(out, config, started)  # outside the signal guard: Ctrl-C acts at once
+    return _finish_complete_run(out, _evaluated_as(config, cmd), started)  # Ctrl-C stops it at once
 
 
-def _video_recorder(out: Path | None, cmd: TrainCommand, config: TrainConfig) -> list:
+def _evaluated_as(config: TrainConfig, cmd: TrainCommand) -> TrainConfig:
+    """``config`` with the final evaluation's step cap a resume was given (``--resume RUN --eval-max-steps N``)."""
+    if cmd.resume_eval_max_steps is None:
+        return config
+    return dataclasses.replace(config, eval_max_steps=cmd.resume_eval_max_steps)
+
+
+def _video_recorder(out: Path | None, cmd: TrainCommand, config: TrainConfig, should_stop=None) -> list:
     """``--video-every``: the callback recording evaluation episodes into ``<out>/videos``, checked first (an env
     that cannot render, or moviepy missing, is refused before training rather than mid-run); ``out=None`` only
     checks."""
@@ -143,7 +130,8 @@ def _video_recorder(out: Path | None, cmd: TrainCommand, config: TrainConfig) ->
     from ppo_td.deploy.video import VideoRecorder, headless_rendering
 
     headless_rendering()
-    recorder = VideoRecorder(Path(out or ".") / "videos", cmd.video_every, seed=config.seed + 10_000)
+    recorder = VideoRecorder(Path(out or ".") / "videos", cmd.video_every, seed=config.seed + 10_000,
+                             should_stop=should_stop)
     recorder.check(config)
     return [recorder] if out is not None else []
 
@@ -165,10 +153,10 @@ def _finish_complete_run(out: Path, config: TrainConfig, started: float | None =
     """The final evaluation, ``summary.json`` and the learning curve of a run whose training is complete."""
     try:  # the checkpoint is written: an interrupt here loses nothing
         return _finish(out, config, time.perf_counter() if started is None else started)
-    except KeyboardInterrupt:
-        print(f"evaluation interrupted; the trained run is checkpointed. Finish it with: ppo-td train --resume {out}",
-              file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        print(f"{signal_name(err)}: final evaluation stopped; the trained run is checkpointed. Finish it with: "
+              f"ppo-td train --resume {out}", file=sys.stderr)
+        return exit_code(err)
 
 
 def train_in_folder(config: TrainConfig, run_dir: str | Path, *, callbacks=(), checkpoint_every: int = 10,
@@ -214,8 +202,9 @@ def train_in_folder(config: TrainConfig, run_dir: str | Path, *, callbacks=(), c
         last = result.history[-1]
         checkpointer.save(pipeline, last["frames"], last["iteration"], last["time"])
         if not result.stopped:
-            summary = _summarize(folder.path, pipeline.config, started)
-            result.eval_returns, result.eval_returns_sampled = summary["eval_returns"], summary["eval_returns_sampled"]
+            evaluations = _summarize(folder.path, pipeline.config, started)
+            if evaluations:
+                result.record_evaluations(*evaluations)
     return result
 
 
@@ -229,8 +218,6 @@ def _check_device(name: str) -> None:
 def _recordable(config: TrainConfig, parts: dict) -> TrainConfig:
     """``config`` with ``parts["encoder"]`` recorded as its import path (popped from ``parts``): a run folder is
     resumed and evaluated from its config alone, so parts it cannot record are refused, naming the way out."""
-    import dataclasses
-
     from ppo_td.envs.source import NotRebuildable, import_path
 
     unrecorded = sorted(name for name in ("actor", "critic", "loss", "optimizer") if parts.get(name) is not None)
@@ -255,7 +242,9 @@ def _finish(out: Path, config: TrainConfig, started: float) -> int:
     return 0
 
 
-def _summarize(out: Path, config: TrainConfig, started: float) -> dict:
+def _summarize(out: Path, config: TrainConfig, started: float) -> list:
+    """Evaluate the run's checkpoint, write ``summary.json`` and the learning curve, print the evaluations;
+    returns them (deterministic, sampled; none with ``eval_episodes=0``)."""
     from ppo_td.persist import load_actor, plot_learning_curve, read_episodes, read_metrics
     from ppo_td.training import evaluate
 
@@ -263,27 +252,23 @@ def _summarize(out: Path, config: TrainConfig, started: float) -> dict:
         raise ValueError(f"{out}: the run is complete (summary.json is written), nothing to resume; evaluate it "
                          f"with `ppo-td eval {out}`")
     _, actor, obs_stats = load_actor(out / "checkpoint.pt")
-    returns, sampled = ([evaluate(actor, config.env, config.eval_episodes, seed=config.seed + 10_000,
-                                  obs_stats=obs_stats, sampled=s) for s in (False, True)]
-                        if config.eval_episodes else ([], []))
+    evaluations = []
+    if config.eval_episodes:
+        note = cap_note(config.env, config.eval_max_steps, "--eval-max-steps")
+        if note:
+            print(note)
+        evaluations = [evaluate(actor, config.env, config.eval_episodes, seed=config.seed + 10_000,
+                                obs_stats=obs_stats, sampled=s, max_steps=config.eval_max_steps) for s in (False, True)]
     plot_learning_curve(read_episodes(out), out / "learning_curve.png", f"{config.env.env_id}")
     last = read_metrics(out)[-1]
     summary = {"train_seconds": float(last["time"]), "finish_seconds": time.perf_counter() - started,
-               "frames": int(last["frames"]), "eval_returns": returns, "eval_returns_sampled": sampled}
+               "frames": int(last["frames"]), "eval_returns": [], "eval_returns_sampled": []}
+    for ev, suffix in zip(evaluations, ("", "_sampled"), strict=False):
+        summary[f"eval_returns{suffix}"] = ev.returns  # the episodes that ended
+        if ev.cut:  # still running at the cap: their reward so far, apart
+            summary.update({f"eval_cut{suffix}": ev.cut, "eval_max_steps": ev.max_steps})
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    if returns:
-        print(format_returns(returns, per_agent=config.env.multiagent))
-        print(format_returns(sampled, "sampled", per_agent=config.env.multiagent))
+    for ev, how in zip(evaluations, ("deterministic", "sampled"), strict=False):
+        print(format_evaluation(ev, how, per_agent=config.env.multiagent))
     print(f"run folder: {out}")
-    return summary
-
-
-def format_returns(returns: list[float], how: str = "deterministic", per_agent: bool = False) -> str:
-    """``deterministic evaluation: mean +- std over N episodes`` (or ``sampled evaluation: ...``); ``per_agent``
-    (a multi-agent run, whose episode return is the reward per agent): ``... reward per agent: mean +- std ...``,
-    with three significant digits (such rewards are often near 1)."""
-    std = statistics.pstdev(returns) if len(returns) > 1 else 0.0
-    if per_agent:
-        return (f"{how} evaluation, reward per agent: {statistics.fmean(returns):.3g} +- {std:.3g} over "
-                f"{len(returns)} episodes")
-    return f"{how} evaluation: {statistics.fmean(returns):.1f} +- {std:.1f} over {len(returns)} episodes"
+    return evaluations

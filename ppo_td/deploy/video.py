@@ -1,22 +1,22 @@
-"""Videos of a trained policy: Gymnasium's ``RecordVideo`` around the env rendering ``rgb_array`` frames."""
+"""Videos of a trained policy: the env's ``rgb_array`` frames, written by Gymnasium's ``save_video``."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import torch
 
 from ppo_td.config import EnvConfig
 from ppo_td.deploy.policy import Policy, acting_config, one_agent
-from ppo_td.envs import episode_limit, gym_env
+from ppo_td.envs import gym_env, own_step_limit
 
-DEFAULT_STEP_CAP = 100_000
 MAX_FRAMES = 5_000
-"""Frames kept per video (RecordVideo holds them in memory until the file is written): 100 s at 50 frames/s."""
+"""Frames kept per video (held in memory until the file is written): 100 s at 50 frames/s."""
 
 
 class VideoError(ValueError):
@@ -46,65 +46,85 @@ def render_env(config: EnvConfig) -> gym.Env:
     return env
 
 
+class RecordedEpisode(NamedTuple):
+    """One episode :func:`record_video` wrote: its video file, the reward summed over its steps, and whether it
+    was cut at the step cap (then ``total`` is the reward so far, not an episode return)."""
+
+    path: Path
+    total: float
+    cut: bool
+    steps: int
+
+
 def record_video(policy: Policy, folder: str | os.PathLike, *, episodes: int = 1, seed: int = 0,
                  name_prefix: str = "episode", deterministic: bool | None = None, as_evaluation: bool = False,
-                 max_frames: int = MAX_FRAMES) -> list[tuple[Path, float]]:
+                 max_frames: int = MAX_FRAMES, max_steps: int | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> list[RecordedEpisode]:
     """Run ``episodes`` episodes of ``policy`` on its env rendering ``rgb_array`` frames and write one video
-    each into ``folder`` (Gymnasium's ``RecordVideo``: MP4 through moviepy, the ``video`` extra), named
-    ``{name_prefix}-episode-{i}.mp4`` (an earlier file of that name is replaced). Returns each video file with its
-    episode's return.
+    each into ``folder`` (Gymnasium's ``save_video``: MP4 through moviepy, the ``video`` extra), named
+    ``{name_prefix}-episode-{i}.mp4`` (an earlier file of that name is replaced). Returns what each file shows.
 
     The first episode starts from ``reset(seed=seed)``; with ``as_evaluation``, the env is seeded as ppo_td's
     evaluation seeds its first copy, so the first video is the first episode ``evaluate(..., seed=seed)`` runs
     where evaluation steps each copy as its own env (not with Gymnasium's numpy-vectorized CartPole, which draws
     all copies' start states at once).
     Sampled actions (``deterministic=False``) come from torch's RNG seeded with ``seed`` (the caller's RNG is
-    restored). A video holds at most ``max_frames`` frames (the episode still runs to its end)."""
+    restored). A video holds at most ``max_frames`` frames. An episode runs to its end, or is cut after the env's
+    own time limit or, on an env without one, ``max_steps`` steps (default: the run's ``eval_max_steps``).
+    Where ``should_stop()`` turns true (checked every step), or on an interrupt, the episode being recorded is
+    dropped unwritten: the videos already written are returned, or the interrupt goes on."""
     if episodes < 1 or max_frames < 1:
         raise ValueError(f"episodes={episodes} and max_frames={max_frames} must be >= 1")
     one_agent(policy, "record_video")
+    save_video = _video_writer()
     folder = Path(folder)
     env_id = policy.config.env.env_id
+    limit = own_step_limit(policy.config.env) or max_steps or policy.config.eval_max_steps
+    stop = should_stop or (lambda: False)
     env = render_env(acting_config(policy.config.env))
-    try:
-        if as_evaluation:
-            _reset(env, seed, env_id)  # as TorchRL's set_seed seeds an eval env: its episodes are the next resets
-        env = gym.wrappers.RecordVideo(env, str(folder), episode_trigger=lambda _: True, name_prefix=name_prefix,
-                                       video_length=max_frames, disable_logger=True)
-    except gym.error.DependencyNotInstalled as err:
-        env.close()
-        raise VideoError(f"videos need moviepy: pip install 'ppo_td[video]' ({err})") from err
-    except BaseException:
-        env.close()
-        raise
-    limit = episode_limit(policy.config.env) or DEFAULT_STEP_CAP
+    fps = env.metadata.get("render_fps") or 30
     sampled = not (policy.deterministic if deterministic is None else deterministic)
-    out: list[tuple[Path, float]] = []
+    out: list[RecordedEpisode] = []
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         try:
+            if as_evaluation:
+                _reset(env, seed, env_id)  # as TorchRL's set_seed seeds an eval env: its episodes are the next resets
             for episode in range(episodes):
                 policy.reset()
-                first = seed if episode == 0 and not as_evaluation else None
-                obs, info = _reset(env, first, env_id)
-                total = 0.0
-                for _ in range(limit):
+                obs, info, frame = _reset(env, seed if episode == 0 and not as_evaluation else None, env_id, True)
+                frames = [frame]
+                total, steps, ended = 0.0, 0, False
+                while steps < limit and not ended:
+                    if stop():
+                        return out
                     obs, reward, terminated, truncated, info = env.step(_act(policy, obs, info, not sampled))
-                    total += float(reward)
-                    if terminated or truncated:
-                        break
-                env.stop_recording()  # writes the file now (not at the next reset)
-                path = folder / f"{name_prefix}-episode-{episode}.mp4"  # RecordVideo's name: one reset per episode
-                if path.is_file():
-                    out.append((path, total))
+                    total, steps, ended = total + float(reward), steps + 1, terminated or truncated
+                    if len(frames) < max_frames:
+                        frames.append(env.render())
+                save_video(frames, str(folder), episode_trigger=lambda _: True, name_prefix=name_prefix,
+                           episode_index=episode, fps=fps)
+                out.append(RecordedEpisode(folder / f"{name_prefix}-episode-{episode}.mp4", total, not ended, steps))
         finally:
             env.close()
     return out
 
 
-def _reset(env: gym.Env, seed: int | None, env_id: str) -> tuple[Any, dict]:
+def _video_writer() -> Callable[..., None]:
+    """Gymnasium's ``save_video``, or a :class:`VideoError` when moviepy is missing."""
     try:
-        return env.reset(seed=seed)  # RecordVideo renders the first frame here
+        from gymnasium.utils.save_video import save_video
+    except gym.error.DependencyNotInstalled as err:
+        raise VideoError(f"videos need moviepy: pip install 'ppo_td[video]' ({err})") from err
+    return save_video
+
+
+def _reset(env: gym.Env, seed: int | None, env_id: str, render: bool = False) -> tuple[Any, dict, Any]:
+    """``env.reset(seed=seed)`` and, with ``render``, its first frame; an OpenGL backend that cannot render
+    off-screen (it fails at the first reset or frame) is a :class:`VideoError` naming the fix."""
+    try:
+        obs, info = env.reset(seed=seed)
+        return obs, info, env.render() if render else None
     except Exception as err:
         if "OpenGL" not in str(err) and "GL" not in type(err).__name__:
             raise
@@ -130,12 +150,14 @@ def _act(policy: Policy, obs: Any, info: dict, deterministic: bool | None) -> An
 class VideoRecorder:
     """Training callback: every ``every`` iterations, a video of one evaluation episode of the current policy (its
     mode, from ``reset(seed=seed)``) in ``folder`` (``iter_NNNNNN-episode-0.mp4``). The recording's time counts in
-    the run's training time."""
+    the run's training time. ``should_stop`` (e.g. a stop the user asked for with Ctrl-C) drops the video being
+    recorded at once, unwritten, so the run can stop."""
 
-    def __init__(self, folder: str | os.PathLike, every: int, seed: int = 0) -> None:
+    def __init__(self, folder: str | os.PathLike, every: int, seed: int = 0,
+                 should_stop: Callable[[], bool] | None = None) -> None:
         if every < 1:
             raise ValueError(f"video every={every} must be >= 1 iteration")
-        self.folder, self.every, self.seed = Path(folder), every, seed
+        self.folder, self.every, self.seed, self.should_stop = Path(folder), every, seed, should_stop
         self.written: list[Path] = []
         self.failed = False
 
@@ -147,8 +169,8 @@ class VideoRecorder:
             raise VideoError("videos need moviepy: pip install 'ppo_td[video]'")
         env = render_env(acting_config(config.env))
         try:
-            _reset(env, 0, config.env.env_id)
-            env.render()  # pygame or an OpenGL backend missing shows here, not at the first video
+            _reset(env, 0, config.env.env_id, render=True)  # pygame or an OpenGL backend missing shows here, not
+            # at the first video
         finally:
             env.close()
 
@@ -161,10 +183,11 @@ class VideoRecorder:
             return
         prefix = f"iter_{metrics['iteration']:06d}"
         try:
-            videos = record_video(policy_of(pipeline), self.folder, seed=self.seed, name_prefix=prefix)
+            videos = record_video(policy_of(pipeline), self.folder, seed=self.seed, name_prefix=prefix,
+                                  should_stop=self.should_stop)
         except Exception as err:  # noqa: BLE001 - a video must never cost the training run
             self.failed = True
             print(f"warning: no more videos this run: the one at iteration {metrics['iteration']} failed "
                   f"({type(err).__name__}: {err})", file=sys.stderr)
             return
-        self.written += [path for path, _ in videos]
+        self.written += [video.path for video in videos]

@@ -13,6 +13,7 @@ from ppo_td.envs.make import (
     import_attr,
     make_env,
     observation_stats,
+    own_step_limit,
 )
 from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
 from ppo_td.envs.transforms import (
@@ -59,4 +60,5 @@ __all__ = [
     "moments_since",
     "numpy_vectorized",
     "observation_stats",
+    "own_step_limit",
 ]

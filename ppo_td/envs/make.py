@@ -31,7 +31,7 @@ from torchrl.envs import (
 
 from ppo_td import keys
 from ppo_td.config import EnvConfig
-from ppo_td.envs.atari import atari_wrappers, import_ale
+from ppo_td.envs.atari import FRAME_SKIP, atari_wrappers, import_ale
 from ppo_td.envs.description import BuiltEnv, describe, observation_space
 from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
 from ppo_td.envs.transforms import FiniteCheck, IndexObservations, ReturnScaling, RunningObsNorm
@@ -88,6 +88,19 @@ def episode_limit(config: EnvConfig) -> int | None:
     if config.max_episode_steps is not None or config.multiagent or env_factory(config.env_id) is not None:
         return config.max_episode_steps
     return gym.spec(config.env_id.rpartition(":")[2]).max_episode_steps
+
+
+def own_step_limit(config: EnvConfig) -> int | None:
+    """The steps after which the env ends an episode by itself: its time limit (:func:`episode_limit`), else an
+    Atari game's (ALE's ``max_num_frames_per_episode`` over ppo_td's frame skip); None for an env whose episodes
+    may never end."""
+    import_ale(config.env_id)  # registers the ALE ids
+    limit = episode_limit(config)
+    if limit is not None or not config.atari or env_factory(config.env_id) is not None:
+        return limit
+    kwargs = {**gym.spec(config.env_id.rpartition(":")[2]).kwargs, **env_kwargs_of(config)}
+    frames = kwargs.get("max_num_frames_per_episode")
+    return -(-int(frames) // FRAME_SKIP) if frames else None
 
 
 def _import_from_cwd(module: str) -> None:

@@ -1,6 +1,6 @@
 """Training: GAE and the clipped loss, the pipeline that wires every part, the one loop, evaluation."""
 
-from ppo_td.training.evaluation import evaluate, make_eval_env, run_episodes
+from ppo_td.training.evaluation import Evaluation, evaluate, make_eval_env, run_episodes, step_cap
 from ppo_td.training.loop import NonFiniteError, StopTraining, TrainResult, run, train, update
 from ppo_td.training.objective import (
     FastLoss,
@@ -23,6 +23,7 @@ from ppo_td.training.pipeline import (
 )
 
 __all__ = [
+    "Evaluation",
     "FastLoss",
     "NonFiniteError",
     "PPOObjective",
@@ -43,6 +44,7 @@ __all__ = [
     "run",
     "run_device",
     "run_episodes",
+    "step_cap",
     "total_loss",
     "train",
     "trained_parameters",

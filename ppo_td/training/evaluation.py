@@ -18,40 +18,70 @@ from torchrl.envs import EnvBase
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from ppo_td import keys
-from ppo_td.config import EnvConfig
-from ppo_td.envs import ReturnScaling, RunningObsNorm, build_env, episode_limit, find_transform
+from ppo_td.config import EnvConfig, TrainConfig
+from ppo_td.envs import ReturnScaling, RunningObsNorm, build_env, find_transform, own_step_limit
 from ppo_td.envs.multiagent import groups_of
 from ppo_td.models.recurrent import add_memory
 
-DEFAULT_STEP_CAP = 100_000
+DEFAULT_MAX_STEPS = TrainConfig.eval_max_steps
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """The episodes of one evaluation: those that ended, and those cut at the step cap.
+
+    An episode still running after ``max_steps`` steps (an env without a time limit, or one the policy never
+    finishes) is cut: its reward so far is kept in ``cut``, apart, and is no episode return.
+    """
+
+    returns: list[float]
+    """Raw returns of the episodes that ended (terminated, or truncated by the env's own time limit)."""
+    cut: list[float] = dataclasses.field(default_factory=list)
+    """Reward summed over ``max_steps`` steps by each episode cut there (the episode had not ended)."""
+    max_steps: int = DEFAULT_MAX_STEPS
+    """The step cap the episodes ran under."""
+
+    @property
+    def episodes(self) -> int:
+        """Episodes run, ended or cut."""
+        return len(self.returns) + len(self.cut)
+
+
+def step_cap(env_config: EnvConfig, max_steps: int = DEFAULT_MAX_STEPS) -> tuple[int, bool]:
+    """Steps an evaluation episode may run, and whether they are the env's own: its time limit, else
+    ``max_steps``."""
+    own = own_step_limit(env_config)
+    return (own, True) if own is not None else (max_steps, False)
 
 
 def evaluate(actor: TensorDictModule, env_config: EnvConfig, episodes: int, seed: int,
-             obs_stats: dict[str, Any] | None = None, sampled: bool = False) -> list[float]:
-    """Return of ``episodes`` episodes, one per env copy: deterministic (the mode of the policy), or with
-    ``sampled`` actions drawn from the policy as in training (from a torch RNG seeded with ``seed``, so the
-    result is reproducible and the caller's RNG is left as it was).
+             obs_stats: dict[str, Any] | None = None, sampled: bool = False,
+             max_steps: int = DEFAULT_MAX_STEPS) -> Evaluation:
+    """``episodes`` episodes, one per env copy: deterministic (the mode of the policy), or with ``sampled``
+    actions drawn from the policy as in training (from a torch RNG seeded with ``seed``, so the result is
+    reproducible and the caller's RNG is left as it was).
 
-    See :func:`make_eval_env` for the env (frozen training statistics, raw rewards)
-    and :func:`run_episodes` for the episodes. A recurrent actor starts each episode from a zero state.
+    See :func:`make_eval_env` for the env (frozen training statistics, raw rewards) and :func:`run_episodes` for
+    the episodes; on an env without a time limit they are cut at ``max_steps``. A recurrent actor starts each
+    episode from a zero state.
     """
     env = add_memory(make_eval_env(env_config, episodes, seed, obs_stats), actor)  # a recurrent actor's states
+    limit = step_cap(env_config, max_steps)[0]
     try:
         if not sampled:
-            return run_episodes(actor, env, env_config)
+            return run_episodes(actor, env, limit)
         with _forked_rng(actor):
             torch.manual_seed(seed)
-            return run_episodes(actor, env, env_config, ExplorationType.RANDOM)
+            return run_episodes(actor, env, limit, ExplorationType.RANDOM)
     finally:
         env.close()
 
 
 def evaluate_on(actor: TensorDictModule, env: EnvBase, episodes: int, seed: int, sampled: bool = False,
-                limit: int = DEFAULT_STEP_CAP) -> list[float]:
-    """Returns of ``episodes`` episodes run on ``env`` itself, in rounds of one episode per copy: for an env
-    ppo_td cannot rebuild (a TorchRL env passed in). ppo_td's normalizers in it (``RunningObsNorm``,
-    ``ReturnScaling``) are frozen meanwhile. The return is ``RewardSum``'s raw episode return where the env
-    has one, else the sum of its ``"reward"``."""
+                max_steps: int = DEFAULT_MAX_STEPS) -> Evaluation:
+    """``episodes`` episodes run on ``env`` itself, in rounds of one episode per copy: for an env ppo_td cannot
+    rebuild (a TorchRL env passed in). ppo_td's normalizers in it (``RunningObsNorm``, ``ReturnScaling``) are
+    frozen meanwhile. An episode still running after ``max_steps`` steps is cut, and ends the rounds."""
     frozen = [t for t in (find_transform(env, RunningObsNorm), find_transform(env, ReturnScaling))
               if t is not None and not t.frozen]
     for t in frozen:
@@ -59,34 +89,17 @@ def evaluate_on(actor: TensorDictModule, env: EnvBase, episodes: int, seed: int,
     exploration = ExplorationType.RANDOM if sampled else ExplorationType.DETERMINISTIC
     returns: list[float] = []
     try:
-        with _forked_rng(actor), torch.no_grad(), set_exploration_type(exploration):
+        with _forked_rng(actor):
             torch.manual_seed(seed)
             while len(returns) < episodes:
-                returns += _one_round(acting_on_cpu(actor), env, limit)
+                done = run_episodes(actor, env, max_steps, exploration)
+                returns += done.returns
+                if done.cut:
+                    return Evaluation(returns[:episodes], done.cut[: max(episodes - len(returns), 0)], max_steps)
     finally:
         for t in frozen:
             t.unfreeze()
-    return returns[:episodes]
-
-
-def _one_round(actor: TensorDictModule, env: EnvBase, limit: int) -> list[float]:
-    copies = env.batch_size.numel()
-    group = next(iter(groups_of(env)), None)
-    total = torch.zeros(copies, dtype=torch.float64)
-    finished: list[float | None] = [None] * copies
-    td = env.reset()
-    for _ in range(limit):
-        td, next_td = env.step_and_maybe_reset(actor(td))
-        reward = td.get(("next", "reward") if group is None else ("next", group, "reward"))
-        total += reward.reshape(copies, -1).double().mean(-1)
-        summed = episode_returns(td, group)  # RewardSum's: before any reward scaling or clipping
-        for i in td.get(keys.DONE).reshape(copies).nonzero().flatten().tolist():
-            if finished[i] is None:
-                finished[i] = float(summed.reshape(copies)[i] if summed is not None else total[i])
-        if all(r is not None for r in finished):
-            return [float(r) for r in finished]
-        td = next_td
-    raise RuntimeError(f"evaluation episodes on the env passed in did not end within {limit} steps")
+    return Evaluation(returns[:episodes], [], max_steps)
 
 
 def episode_returns(td: TensorDictBase, group: str | None = None) -> torch.Tensor | None:
@@ -142,32 +155,31 @@ def make_eval_env(env_config: EnvConfig, episodes: int, seed: int,
     return built.env
 
 
-def run_episodes(actor: TensorDictModule, env: EnvBase, env_config: EnvConfig,
-                 exploration: ExplorationType = ExplorationType.DETERMINISTIC) -> list[float]:
-    """First episode's raw return in each copy of ``env``, acting with the policy's mode (or, with
-    ``ExplorationType.RANDOM``, with actions sampled from it).
-
-    Raises if an episode does not end within the env's time limit (or 100,000 steps
-    when the env has none).
-    """
+def run_episodes(actor: TensorDictModule, env: EnvBase, max_steps: int,
+                 exploration: ExplorationType = ExplorationType.DETERMINISTIC) -> Evaluation:
+    """The first episode of each copy of ``env``, acting with the policy's mode (or, with
+    ``ExplorationType.RANDOM``, with actions sampled from it): its raw return (``RewardSum``'s where the env has
+    one, else the sum of ``"reward"``; a multi-agent group's reward per agent) once it ends, or its reward so far
+    where it is still running after ``max_steps`` steps (a cut episode)."""
     copies = env.batch_size.numel()
     group = next(iter(groups_of(env)), None)
-    limit = episode_limit(env_config) or DEFAULT_STEP_CAP
     actor = acting_on_cpu(actor)
     returns: list[float | None] = [None] * copies
+    total = torch.zeros(copies, dtype=torch.float64)
+    sums = total
     with torch.no_grad(), set_exploration_type(exploration):
         td = env.reset()
-        for _ in range(limit):
+        for _ in range(max_steps):
             td, next_td = env.step_and_maybe_reset(actor(td))
-            done = td.get(keys.DONE).view(copies)
-            for i in done.nonzero().flatten().tolist():
+            reward = td.get(("next", "reward") if group is None else ("next", group, "reward"))
+            total += reward.reshape(copies, -1).double().mean(-1)
+            summed = episode_returns(td, group)  # RewardSum's: before any reward scaling or clipping
+            sums = total if summed is None else summed.reshape(copies)
+            for i in td.get(keys.DONE).reshape(copies).nonzero().flatten().tolist():
                 if returns[i] is None:
-                    returns[i] = float(episode_returns(td, group)[i])
+                    returns[i] = float(sums[i])
             if all(r is not None for r in returns):
-                return [float(r) for r in returns]
+                break
             td = next_td
-    unfinished = sum(r is None for r in returns)
-    raise RuntimeError(
-        f"{unfinished} of {copies} evaluation episodes of {env_config.env_id} did not end within "
-        f"{limit} steps; set env.max_episode_steps to bound them."
-    )
+    return Evaluation([r for r in returns if r is not None],
+                      [float(sums[i]) for i, r in enumerate(returns) if r is None], max_steps)

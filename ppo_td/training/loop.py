@@ -19,7 +19,7 @@ from torchrl.objectives.common import AUTO_LOSS_MASK_KEYS
 from ppo_td import keys
 from ppo_td.collect import WorkerError, batches, gather_statistics, push_to_workers, shutdown
 from ppo_td.config import TrainConfig
-from ppo_td.training.evaluation import evaluate, evaluate_on
+from ppo_td.training.evaluation import Evaluation, evaluate, evaluate_on
 from ppo_td.training.objective import LeanTerms, PPOObjective, epoch_metrics, explained_variance, total_loss
 from ppo_td.training.pipeline import Pipeline, build_pipeline
 
@@ -85,11 +85,20 @@ class TrainResult:
     history: list[dict[str, Any]] = field(default_factory=Recent)
     episodes: list[dict[str, float]] = field(default_factory=Recent)
     eval_returns: list[float] = field(default_factory=list)
-    """Returns of the final deterministic evaluation episodes (the policy's mode)."""
+    """Returns of the final deterministic evaluation episodes (the policy's mode) that ended."""
     eval_returns_sampled: list[float] = field(default_factory=list)
-    """Returns of the final evaluation episodes with actions sampled from the policy, as in training."""
+    """Returns of the final evaluation episodes with actions sampled from the policy, as in training, that ended."""
+    evaluation: Evaluation | None = None
+    """The final deterministic evaluation whole: with its episodes cut at the step cap, if any."""
+    evaluation_sampled: Evaluation | None = None
+    """The final sampled evaluation whole."""
     stopped: bool = False
     """True when a callback ended training early (:class:`StopTraining`); no evaluation is run then."""
+
+    def record_evaluations(self, deterministic: Evaluation, sampled: Evaluation) -> None:
+        """Keep the final evaluations (and their ended episodes' returns in ``eval_returns*``)."""
+        self.evaluation, self.evaluation_sampled = deterministic, sampled
+        self.eval_returns, self.eval_returns_sampled = deterministic.returns, sampled.returns
 
 
 def train(config: TrainConfig, *, callbacks: Sequence[Callback] = (), **parts: Any) -> TrainResult:
@@ -158,9 +167,9 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
             if frames >= cfg.num_iterations * cfg.frames_per_batch:
                 break  # the plan is done (a collector over an env ppo_td cannot rebuild has one batch more)
         if cfg.eval_episodes and evaluate_at_end and not p.rebuildable:  # a TorchRL env ppo_td cannot rebuild:
-            result.eval_returns, result.eval_returns_sampled = (  # evaluated on itself, before it is closed
-                evaluate_on(p.actor, p.env, cfg.eval_episodes, seed=cfg.seed + 10_000, sampled=sampled)
-                for sampled in (False, True))
+            result.record_evaluations(  # evaluated on itself, before it is closed
+                *(evaluate_on(p.actor, p.env, cfg.eval_episodes, seed=cfg.seed + 10_000, sampled=sampled,
+                              max_steps=cfg.eval_max_steps) for sampled in (False, True)))
     except StopTraining:
         result.stopped = True
     except WorkerError as err:
@@ -170,9 +179,9 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
     finally:
         shutdown(p.collector)
     if cfg.eval_episodes and not result.stopped and evaluate_at_end and p.rebuildable:
-        result.eval_returns, result.eval_returns_sampled = (
-            evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000, obs_stats=p.observation_stats(),
-                     sampled=sampled) for sampled in (False, True))
+        result.record_evaluations(
+            *(evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000, obs_stats=p.observation_stats(),
+                       sampled=sampled, max_steps=cfg.eval_max_steps) for sampled in (False, True)))
     return result
 
 

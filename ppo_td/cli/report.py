@@ -1,0 +1,45 @@
+"""What ``ppo-td train`` and ``ppo-td eval`` print of an evaluation: its returns, and its episodes cut at the
+step cap said as cut, never counted as returns."""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING
+
+from ppo_td.config import EnvConfig
+
+if TYPE_CHECKING:
+    from ppo_td.training import Evaluation
+
+
+def cap_note(env_config: EnvConfig, max_steps: int, flag: str) -> str | None:
+    """One line saying where evaluation episodes are cut, for an env without a time limit of its own (None for
+    one with a limit: its episodes end by themselves)."""
+    from ppo_td.training import step_cap  # torch and TorchRL: imported when an evaluation is due
+
+    cap, own = step_cap(env_config, max_steps)
+    if own:
+        return None
+    return (f"note: {env_config.env_id} has no time limit: evaluation episodes are cut at {cap:,} steps ({flag} N "
+            "to change it; --env.max-episode-steps N gives the env a limit)")
+
+
+def format_evaluation(ev: Evaluation, how: str = "deterministic", per_agent: bool = False) -> str:
+    """``deterministic evaluation: mean +- std over N episodes`` (or ``sampled evaluation: ...``), with the
+    episodes cut at the step cap said apart; ``per_agent`` (a multi-agent run, whose episode return is the reward
+    per agent): ``... reward per agent: ...`` with three significant digits (such rewards are often near 1)."""
+    head = f"{how} evaluation" + (", reward per agent" if per_agent else "")
+    if not ev.returns:
+        return (f"{head}: no episode ended: all {len(ev.cut)} were cut at {ev.max_steps:,} steps (reward over "
+                f"those steps {_spread(ev.cut, per_agent)}; not an episode return)")
+    line = f"{head}: {_spread(ev.returns, per_agent)} over {len(ev.returns)} episodes"
+    if ev.cut:
+        line += f"; {len(ev.cut)} more cut at {ev.max_steps:,} steps, still running (no return)"
+    return line
+
+
+def _spread(values: list[float], per_agent: bool) -> str:
+    std = statistics.pstdev(values) if len(values) > 1 else 0.0
+    if per_agent:
+        return f"{statistics.fmean(values):.3g} +- {std:.3g}"
+    return f"{statistics.fmean(values):.1f} +- {std:.1f}"

@@ -1,0 +1,74 @@
+"""SIGINT and SIGTERM in ``ppo-td``: training stops at the end of an iteration with a checkpoint; anything else
+(an evaluation, a video, an export) stops at once, saying what it stopped, with the usual exit code."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM, raised where the program was when it came."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def signal_name(err: BaseException) -> str:
+    """The signal an interrupt came from (a plain ``KeyboardInterrupt`` is SIGINT's)."""
+    return signal.Signals(getattr(err, "signum", signal.SIGINT)).name
+
+
+def exit_code(err: BaseException) -> int:
+    """The shell's code for a process ended by the signal of ``err``: 128 + its number (130 for SIGINT)."""
+    return 128 + getattr(err, "signum", signal.SIGINT)
+
+
+@contextlib.contextmanager
+def interrupt_on_signals() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise :class:`Interrupted` at once, so ``finally`` blocks close envs
+    and files, and the caller says what stopped. Also where the process started with SIGINT ignored (a job a
+    shell put in the background): ``kill -INT`` is then a request too. Outside the main thread, nothing changes
+    (signals reach the main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def stop_after_iteration(checkpointer: Any) -> Iterator[list[int]]:
+    """Training's guard: the first SIGINT/SIGTERM asks ``checkpointer`` to checkpoint and stop after the current
+    iteration (the list yielded gets the signal's number); a second SIGINT raises :class:`Interrupted` at once."""
+    received: list[int] = []
+
+    def handler(signum: int, frame: Any) -> None:
+        if received and signum == signal.SIGINT:
+            raise Interrupted(signum)
+        received.append(signum)
+        checkpointer.request_stop()
+        print(f"\n{signal.Signals(signum).name}: stopping at the end of this iteration, with a checkpoint "
+              "(Ctrl-C again stops now, without one)", file=sys.stderr, flush=True)
+
+    previous = {sig: signal.signal(sig, handler) for sig in SIGNALS}
+    try:
+        yield received
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

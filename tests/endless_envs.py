@@ -1,0 +1,38 @@
+"""Envs whose episodes never end (no termination, no time limit): a user's first custom env, often. Imported by
+factory id ("endless_envs:endless"), also by ``ppo-td`` processes the tests start (tests/ on PYTHONPATH)."""
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.classic_control.pendulum import PendulumEnv
+
+
+class Endless(gym.Env):
+    """Reward 1 for action 1, 0 for action 0, forever; ``end_at`` (steps) ends an episode there for the copies whose
+    reset seed is even (some episodes end, some do not)."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, end_at: int | None = None) -> None:
+        self.end_at, self.steps, self.ends = end_at, 0, False
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self.ends = self.end_at is not None and seed % 2 == 0
+        self.steps = 0
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        self.steps += 1
+        obs = self.np_random.uniform(-1, 1, 3).astype(np.float32)
+        return obs, float(action), self.ends and self.steps >= self.end_at, False, {}
+
+
+def endless(end_at: int | None = None) -> gym.Env:
+    return Endless(end_at)
+
+
+def endless_pendulum(render_mode: str | None = None) -> gym.Env:
+    """Gymnasium's Pendulum without its 200-step limit: renders ``rgb_array`` frames, never ends."""
+    return PendulumEnv(render_mode=render_mode)
