@@ -83,7 +83,8 @@ def test_rollout_logprobs_with_graph_reused_under_retain_graph():
             loss = -((new_logp - old_logp).exp() * p.adv).mean() + ((value - p.returns) ** 2).mean()
             loss.backward(retain_graph=True)
         p.opt.step()
-    assert items(a) == [4, 1], a.report()
+    assert items(a) == [10, 4, 1], a.report()
+    assert "test_doctor.py:77" in finding(a, 10).made  # where the log-probs were recorded with their graph
     assert "actor forward #1" in finding(a, 1).culprit and "test_doctor.py" in finding(a, 1).culprit
     # and its consequence: gradient through new - old cancels, the policy gets an all-zero gradient
     assert "all-zero gradient at every one of 1 optimizer step(s): actor.0.weight" in finding(a, 4).culprit

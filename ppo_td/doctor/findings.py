@@ -15,9 +15,19 @@ KINDS = {
     6: "PPO ratio is not 1 on the first minibatch",
     7: "optimizer step between a forward and its backward",
     8: "an optimizer created anew during training",
+    9: "gradients accumulate across optimizer steps",
+    10: "the ratio's old log-probs are wrong",
+    11: "the clipped surrogate does not reach the policy",
+    12: "a sign or min/max of the PPO loss is wrong",
+    13: "silent broadcasting in a loss term",
+    14: "parameters no optimizer holds",
+    15: "dropout or batch norm acts differently in the rollout and the update",
+    16: "advantages normalized over one sample or zero spread",
 }
 # most severe first: what crashes, what poisons the weights, what silently trains the wrong thing, what wastes
-_SEVERITY = {3: 0, 5: 1, 7: 2, 2: 3, 4: 4, 8: 5, 1: 6, 6: 7}
+_SEVERITY = {3: 0, 5: 1, 7: 2, 9: 3, 12: 4, 10: 5, 11: 6, 13: 7, 2: 8, 16: 9, 4: 10, 14: 11, 15: 12, 8: 13, 1: 14,
+             6: 15}
+MAX_CULPRIT = 480  # characters of a culprit in the text report (--json keeps it whole)
 
 
 @dataclass
@@ -25,7 +35,9 @@ class Finding:
     """One diagnosed mistake: its kind (``item``, see :data:`KINDS`), what, the culprit, the fix, and where.
 
     The same finding (kind and title) at one source line is one finding: ``count`` says how often it was seen
-    and ``steps`` during which optimizer steps (1 = before the first step had run, and so on).
+    and ``steps`` during which optimizer steps (1 = before the first step had run, and so on). ``made`` is the
+    line where the wrong tensor was made (or the wrong call stands), ``where`` the line where it was seen (the
+    backward or the step); the report shows ``made`` first.
     """
 
     item: int
@@ -35,6 +47,7 @@ class Finding:
     where: str = ""
     count: int = 1
     steps: list[int] = field(default_factory=list)
+    made: str = ""
 
     @property
     def severity(self) -> int:
@@ -42,11 +55,15 @@ class Finding:
         return _SEVERITY.get(self.item, len(_SEVERITY))
 
     def __str__(self) -> str:
-        seen = f"seen {self.count}x" + (f", during step(s) {_ranges(self.steps)}" if self.steps else "")
+        seen = f"seen {self.count}x" + (f", during step(s) {ranges(self.steps)}" if self.steps else "")
         lines = [f"[{self.item}] {self.title} ({seen})"]
-        if self.where:
-            lines.append(f"    at: {self.where}")
-        return "\n".join([*lines, f"    culprit: {self.culprit}", f"    fix: {self.fix}"])
+        if self.made:
+            lines.append(f"    made at: {self.made}")
+        if self.where and self.where != self.made:
+            lines.append(f"    {'seen at' if self.made else 'at'}: {self.where}")
+        culprit = self.culprit if len(self.culprit) <= MAX_CULPRIT else (
+            self.culprit[:MAX_CULPRIT].rsplit(" ", 1)[0] + " ... (--json: all of it)")
+        return "\n".join([*lines, f"    culprit: {culprit}", f"    fix: {self.fix}"])
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "kind": KINDS.get(self.item, ""), "severity": self.severity}
@@ -81,7 +98,7 @@ class Findings:
 
     def add(self, finding: Finding, step: int) -> Finding:
         """Add ``finding`` seen during optimizer step ``step``; returns the group it joined (or started)."""
-        key = (finding.item, finding.title, finding.where or finding.culprit)
+        key = (finding.item, finding.title, finding.made or finding.where or finding.culprit)
         group = self._groups.get(key)
         if group is None:
             group = self._groups[key] = finding
@@ -113,7 +130,7 @@ def render(head: str, findings: list[Finding], error: ErrorReport | None) -> str
     return "\n".join(parts)
 
 
-def _ranges(steps: list[int]) -> str:
+def ranges(steps: list[int]) -> str:
     """[1, 2, 3, 7] -> '1-3, 7'."""
     out, run = [], []
     for s in sorted(steps):

@@ -1,0 +1,53 @@
+"""The doctor's checks, one detector per module: each reacts to the events it needs and reports findings.
+
+A detector is a class with ``ITEM`` (its kind, see :data:`ppo_td.doctor.findings.KINDS`) and any of the event
+methods of :class:`Detector`; a module of this package names its detector ``DETECTOR``. Adding a check is adding
+a module here (and a script to ``examples/doctor/``): :func:`registered` finds it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from ppo_td.doctor.audit import Audit, Backward, Forward
+
+
+class Detector:
+    """One check. The audit calls, for every detector, the events below (each a no-op here)."""
+
+    ITEM = 0
+    calls: frozenset = frozenset()
+    """Torch functions whose calls :meth:`call` sees (through the audit's function mode)."""
+
+    def forward(self, a: Audit, module: str, output: Any, record: Forward | None) -> None:
+        """An audited module ran (``record``: its forward, where the output carries a graph)."""
+
+    def backward(self, a: Audit, record: Backward, roots: list, children: dict) -> None:
+        """A ``backward()`` is about to run through ``record.nodes`` (``children``: each node's inputs)."""
+
+    def step(self, a: Audit, opt: torch.optim.Optimizer, name: str, params: list, where: str) -> None:
+        """Optimizer ``name`` is about to step ``params`` (``a._steps`` steps done before it)."""
+
+    def call(self, a: Audit, func: Any, args: tuple, kwargs: dict, result: Any) -> None:
+        """A torch function of :attr:`calls` returned ``result``."""
+
+    def finish(self, a: Audit) -> None:
+        """The audited block ended."""
+
+
+@functools.cache
+def registered() -> tuple[type[Detector], ...]:
+    """Every detector of this package, in the order of their modules' names."""
+    found = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        detector = getattr(module, "DETECTOR", None)
+        if detector is not None:
+            found.append(detector)
+    return tuple(found)
