@@ -79,6 +79,7 @@ class Audit:
         self._by_id: dict[int, str] = {}  # module id -> its name
         self._error_finding: Finding | None = None
         self._error_text = ""
+        self.explained: set[int] = set()  # parameters whose missing gradient a detector explained already
         self.detectors = [cls() for cls in registered()]
         self._calls: dict[Any, list] = {}  # torch function -> the detectors that watch its calls
         for d in self.detectors:

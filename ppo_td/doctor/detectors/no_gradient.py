@@ -39,7 +39,7 @@ class NoGradient(Detector):
             a.add(4, title, f"{name} steps {module} at {where}, but no loss since its previous step reaches "
                             f"{module}'s parameters ({what}){'' if stale else a.cut_of(module)}",
                   fix, last.where if last else where)
-        missing = [a.named(p) for p in params if p.grad is None and id(p) not in covered]
+        missing = [a.named(p) for p in params if p.grad is None and id(p) not in covered | a.explained]
         if missing:
             a.add(4, "parameters that should learn got no gradient",
                   f"no gradient before {name}'s step: {', '.join(missing[:4])}", NO_GRADIENT_FIX, where)
@@ -49,7 +49,8 @@ class NoGradient(Detector):
             counts[2] += int(p.grad is not None and not p.grad.is_sparse and bool(torch.any(p.grad)))
 
     def finish(self, a: Audit) -> None:
-        zero = [a.named(p) for p, present, nonzero in self.nonzero.values() if present and not nonzero]
+        zero = [a.named(p) for p, present, nonzero in self.nonzero.values()
+                if present and not nonzero and id(p) not in a.explained]
         if zero:
             a.add(4, "parameters that should learn got no gradient",
                   f"all-zero gradient at every one of {a._steps} optimizer step(s): {', '.join(zero[:4])}",

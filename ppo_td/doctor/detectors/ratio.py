@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch.autograd.graph import GradientEdge
 
 from ppo_td.doctor.audit import Audit, Backward, Forward
 from ppo_td.doctor.detectors import Detector
@@ -26,12 +27,15 @@ class Seen:
     where: str
     worst: float
     step: int
+    ratio: torch.Tensor | None = None  # its values (detached)
     detached_at: str = ""
+    bounds: tuple[float, float] | None = None  # the clip range it was clamped to
 
 
 class Ratio(Detector):
     ITEM = 10
-    calls = frozenset({torch.exp, torch.Tensor.exp, torch.Tensor.detach})
+    calls = frozenset({torch.exp, torch.Tensor.exp, torch.Tensor.detach, torch.clamp, torch.Tensor.clamp, torch.clip,
+                       torch.Tensor.clip})
 
     def __init__(self) -> None:
         self.rollout_step: int | None = None  # optimizer steps done at the latest forward under no_grad
@@ -46,11 +50,16 @@ class Ratio(Detector):
             self.rollout_step, self.rollout_where = a._steps, caller()  # a rollout's forward (once per rollout)
 
     def call(self, a: Audit, func, args: tuple, kwargs: dict, result) -> None:
-        if func is torch.Tensor.detach:
-            node = args[0].grad_fn if torch.is_tensor(args[0]) else None
-            for seen in self.recent:
-                if seen.node is node and not seen.detached_at:
-                    seen.detached_at = caller()
+        if func is not torch.exp and func is not torch.Tensor.exp:
+            node = args[0].grad_fn if args and torch.is_tensor(args[0]) else None
+            seen = next((s for s in self.recent if node is not None and s.node is node), None)
+            if seen is not None and func is torch.Tensor.detach:
+                seen.detached_at = seen.detached_at or caller()
+            elif seen is not None:
+                low, high = (list(args[1:3]) + [None, None])[:2]
+                low, high = kwargs.get("min", low), kwargs.get("max", high)
+                if isinstance(low, (int, float)) and isinstance(high, (int, float)):
+                    seen.bounds = (float(low), float(high))
             return
         x = args[0] if args else None
         if not torch.is_tensor(result) or result.grad_fn is None or not torch.is_tensor(x) or x.grad_fn is None:
@@ -63,7 +72,7 @@ class Ratio(Detector):
             return
         where = caller()
         worst = float(x.detach().abs().max()) if x.numel() else 0.0
-        seen = Seen(result.grad_fn, forward, where, worst, a._steps)
+        seen = Seen(result.grad_fn, forward, where, worst, a._steps, result.detach())
         self.recent.append(seen)
         if old is not None and (carrier := a.forward_below_node(old)) is not None:
             a.add(10, "the ratio's old log-probs carry gradient: they were recorded with their graph",
@@ -89,7 +98,9 @@ class Ratio(Detector):
 
     def backward(self, a: Audit, record: Backward, roots: list, children: dict) -> None:
         recent, self.recent = self.recent, []  # the ratios of this loss: the policy must learn through one
-        if any(id(seen.node) in record.nodes for seen in recent):
+        used = [seen for seen in recent if id(seen.node) in record.nodes]
+        if used:
+            _check_clipping(a, record, [seen for seen in used if seen.bounds is not None])
             return
         for seen in recent:
             if seen.forward.module not in record.modules:
@@ -126,6 +137,31 @@ class Ratio(Detector):
                   "the stored old log-probs are not the current policy's: record them with the same network "
                   "that is trained (not a stale copy), read them from the right key "
                   "(loss.tensor_keys.sample_log_prob), and recompute nothing between collection and update", where)
+
+
+def _check_clipping(a: Audit, record: Backward, clamped: list[Seen]) -> None:
+    """Item 12 (surrogate): the clipped objective -min(r A, clip(r) A) gives a ratio r above the clip range no
+    negative gradient and one below it no positive one, whatever the advantage A. A surrogate ascended instead of
+    descended, or with min and max swapped, does: found from d loss / d r (``torch.autograd.grad`` onto the
+    ratio's graph edge, the graph kept for the user's backward)."""
+    if not clamped or len(record.tensors) != 1 or record.tensors[0].numel() != 1:
+        return
+    grads = torch.autograd.grad(record.tensors[0], [GradientEdge(s.node, 0) for s in clamped], retain_graph=True,
+                                allow_unused=True)
+    for seen, grad in zip(clamped, grads, strict=True):
+        if grad is None or grad.shape != seen.ratio.shape:
+            continue
+        low, high = seen.bounds
+        wrong = ((seen.ratio > high) & (grad < 0)) | ((seen.ratio < low) & (grad > 0))
+        if bool(torch.any(wrong)):
+            a.add(12, "the clipped surrogate is ascended, or its min and max are swapped",
+                  f"backward #{record.index}: {int(wrong.sum())} sample(s) with the ratio made at {seen.where} "
+                  f"outside the clip range [{low:g}, {high:g}] still get a gradient pushing it further out: the "
+                  "loss rewards moving the policy past the clip range instead of ignoring those samples",
+                  "minimize the negated pessimistic objective: pg_loss = -torch.min(ratio * adv, "
+                  "torch.clamp(ratio, 1 - eps, 1 + eps) * adv).mean(), or CleanRL's "
+                  "torch.max(-adv * ratio, -adv * torch.clamp(ratio, 1 - eps, 1 + eps)).mean(); add it to the loss "
+                  "with a + sign", record.where, made=seen.where)
 
 
 DETECTOR = Ratio
