@@ -79,12 +79,14 @@ class Audit:
         self._by_id: dict[int, str] = {}  # module id -> its name
         self._error_finding: Finding | None = None
         self._error_text = ""
+        self._grad_norms: dict[int, float] = {}  # param id -> its gradient's norm, at the step under way
         self.explained: set[int] = set()  # parameters whose missing gradient a detector explained already
         self.detectors = [cls() for cls in registered()]
         self._calls: dict[Any, list] = {}  # torch function -> the detectors that watch its calls
         for d in self.detectors:
             for func in d.calls:
                 self._calls.setdefault(func, []).append(d)
+        self._calls_without_grad = frozenset().union(*(d.calls_without_grad for d in self.detectors))
 
     # -- what the user reads ----------------------------------------------------------------
     @property
@@ -204,6 +206,11 @@ class Audit:
         return self._groups.add(finding, self._steps + 1 if step is None else step)
 
     _add = add  # (the name the audit's own checks used)
+
+    def grad_norm(self, param: torch.Tensor) -> float | None:
+        """The norm of ``param.grad`` as the current optimizer step is about to use it (None: no dense gradient),
+        read once for all detectors: 0 means all-zero, a non-finite norm a non-finite gradient."""
+        return self._grad_norms.get(id(param))
 
     def named(self, param: torch.Tensor) -> str:
         return self._names.get(id(param), f"a parameter of shape {list(param.shape)}")

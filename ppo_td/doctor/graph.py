@@ -93,3 +93,22 @@ def derived(a: object, b: object) -> bool:
     below_a, _ = graph([a])
     below_b, _ = graph([b])
     return id(b) in below_a or id(a) in below_b
+
+
+def path(roots: Iterable[object], target: object) -> list[object]:
+    """The nodes from a root down to ``target`` (both included; breadth first, so a shortest path), or []."""
+    parents: dict[int, object | None] = {id(r): None for r in roots if r is not None}
+    queue = [r for r in roots if r is not None]
+    nodes = {id(r): r for r in queue}
+    while queue:
+        node = queue.pop(0)
+        if node is target:
+            found = [node]
+            while (parent := parents[id(found[-1])]) is not None:
+                found.append(parent)
+            return found[::-1]
+        for kid, _ in getattr(node, "next_functions", ()):
+            if kid is not None and id(kid) not in parents:
+                parents[id(kid)], nodes[id(kid)] = node, kid
+                queue.append(kid)
+    return []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import linecache
 import os
 import re
 import sysconfig
@@ -50,10 +51,7 @@ def format_line(filename: str, lineno: int, line: str | None) -> str:
 
 def caller() -> str:
     """The innermost line of the user's code on the stack."""
-    for frame in reversed(traceback.extract_stack()[:-1]):
-        if not internal(frame.filename):
-            return format_line(frame.filename, frame.lineno, frame.line)
-    return "<unknown>"
+    return callers(1)
 
 
 def error_line(err: BaseException) -> str:
@@ -73,26 +71,51 @@ def user_frame(skip: tuple[str, ...] = ()) -> object | None:
 
 
 _DISPATCH = (os.path.join(TORCH[0], "overrides.py"), os.path.join(TORCH[0], "_tensor.py")) if TORCH else ()
+_FUNCTIONAL = os.path.join(TORCH[0], "nn", "functional.py") if TORCH else ""
 
 
-def called_by_user() -> bool:
-    """Whether the torch call being handled was made by the user's code itself (not inside torch, a
-    distribution, TensorDict or TorchRL): the frame below the doctor and torch's dispatch."""
+def calling_frame() -> object | None:
+    """The frame that made the torch call being handled: the first below the doctor and torch's dispatch (and
+    ``torch.nn.functional``'s own Python function, for its functions)."""
     frame = inspect.currentframe()
     while frame is not None and (frame.f_code.co_filename.startswith(DOCTOR)
                                  or frame.f_code.co_filename in _DISPATCH):
         frame = frame.f_back
-    return frame is not None and not internal(frame.f_code.co_filename)
+    if frame is not None and frame.f_code.co_filename == _FUNCTIONAL:
+        frame = frame.f_back
+    return frame
+
+
+def user_call_frame() -> object | None:
+    """The frame of the user's code that made the torch call being handled, or None where torch, a distribution,
+    TensorDict or TorchRL made it."""
+    frame = calling_frame()
+    return frame if frame is not None and not internal(frame.f_code.co_filename) else None
+
+
+def called_by_user() -> bool:
+    """Whether the torch call being handled was made by the user's code itself (see :func:`user_call_frame`)."""
+    return user_call_frame() is not None
 
 
 def callers(depth: int = 2) -> str:
     """The innermost line of the user's code on the stack, and the user's lines that called it (up to ``depth``
-    lines in all, third-party packages skipped): ``file:12 (...), called from file:40 (...)``."""
-    found = [f for f in reversed(traceback.extract_stack()[:-1])
-             if not internal(f.filename) and "-packages" + os.sep not in f.filename][:depth]
-    if not found:
-        return caller()
-    return ", called from ".join(format_line(f.filename, f.lineno, f.line) for f in found)
+    lines in all; third-party packages skipped after the first): ``file:12 (...), called from file:40 (...)``.
+    Walks the frames themselves and reads only the lines it reports (a forward's cost is mostly this)."""
+    found: list[str] = []
+    frame = inspect.currentframe()
+    try:
+        frame = frame.f_back if frame is not None else None
+        while frame is not None and len(found) < depth:
+            filename = frame.f_code.co_filename
+            if not internal(filename) and (not found or "-packages" + os.sep not in filename):
+                found.append(format_line(filename, frame.f_lineno, linecache.getline(filename, frame.f_lineno)))
+                if frame.f_code.co_name == "<module>":
+                    break  # a script's top level: what called it is not the user's
+            frame = frame.f_back
+    finally:
+        del frame
+    return ", called from ".join(found) or "<unknown>"
 
 
 def words(name: str) -> set[str]:

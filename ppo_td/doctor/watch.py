@@ -164,6 +164,10 @@ def _pre_step(a: Audit, opt: torch.optim.Optimizer) -> None:
     params = [p for g in opt.param_groups for p in g["params"] if p.requires_grad]
     name = a.optimizer_name(opt) or a.add_optimizer(user_name(opt) or f"{type(opt).__name__}#{len(a.optimizers) + 1}",
                                                     opt)
+    dense = [p for p in params if p.grad is not None and not p.grad.is_sparse]
+    norms = torch.stack([torch.linalg.vector_norm(p.grad.detach()).float().cpu() for p in dense]).tolist() if dense \
+        else []  # one read of every gradient (parameters may sit on several devices)
+    a._grad_norms = {id(p): n for p, n in zip(dense, norms, strict=True)}
     _each(a, "step", opt, name, params, where)
     a._steps += 1
     a._stepped_at.update({id(p): (a._steps, where, name) for p in params})
@@ -229,10 +233,11 @@ class _BackwardWatch(TorchFunctionMode):
         if func in _CUTS:
             _guarded(_note_cut, self.audit, func, args)
         watchers = self.audit._calls.get(func)
-        if watchers:
+        if watchers and torch.is_grad_enabled():  # (the detectors judge loss terms: none under no_grad)
             result = func(*args, **kwargs)
-            for detector in watchers:
-                _guarded(detector.call, self.audit, func, args, kwargs, result)
+            if getattr(result, "requires_grad", False) or func in self.audit._calls_without_grad:
+                for detector in watchers:
+                    _guarded(detector.call, self.audit, func, args, kwargs, result)
             return result
         if func is not torch.Tensor.backward and func is not torch.autograd.backward:
             return func(*args, **kwargs)

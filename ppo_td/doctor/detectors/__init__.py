@@ -23,7 +23,10 @@ class Detector:
 
     ITEM = 0
     calls: frozenset = frozenset()
-    """Torch functions whose calls :meth:`call` sees (through the audit's function mode)."""
+    """Torch functions whose calls :meth:`call` sees (through the audit's function mode), where gradients are on and
+    the result requires grad..."""
+    calls_without_grad: frozenset = frozenset()
+    """... or, for these of them, whatever the result."""
 
     def forward(self, a: Audit, module: str, output: Any, record: Forward | None) -> None:
         """An audited module ran (``record``: its forward, where the output carries a graph)."""

@@ -46,7 +46,7 @@ class AccumulatedGradient(Detector):
 
     def step(self, a: Audit, opt: torch.optim.Optimizer, name: str, params: list, where: str) -> None:
         for p in params:
-            if p.grad is not None and not p.grad.is_sparse and bool(torch.any(p.grad)):
+            if a.grad_norm(p):
                 self.stepped_with_grad.add(id(p))
             else:
                 self.stepped_with_grad.discard(id(p))
@@ -63,7 +63,7 @@ class AccumulatedGradient(Detector):
                   "all earlier gradients", ZERO_GRAD_FIX, record.where, made=record.where)
         reached = self.reached.pop(id(opt), set())
         lost = [p for p in params if id(p) in reached and (p.grad is None or (
-            not p.grad.is_sparse and not bool(torch.any(p.grad)) and _zero_grad_line(where, a, p)))]
+            a.grad_norm(p) == 0 and _zero_grad_line(where, a, p)))]
         if not lost:
             return
         a.explained.update(id(p) for p in lost)

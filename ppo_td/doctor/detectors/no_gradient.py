@@ -46,7 +46,7 @@ class NoGradient(Detector):
         for p in params:  # all-zero is judged over the whole audit: one clipped minibatch may be all-zero
             counts = self.nonzero.setdefault(id(p), [p, 0, 0])
             counts[1] += int(p.grad is not None)
-            counts[2] += int(p.grad is not None and not p.grad.is_sparse and bool(torch.any(p.grad)))
+            counts[2] += int(bool(a.grad_norm(p)))
 
     def finish(self, a: Audit) -> None:
         zero = [a.named(p) for p, present, nonzero in self.nonzero.values()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ppo_td.doctor.audit import Audit, Backward
@@ -18,17 +20,15 @@ class NonFinite(Detector):
                   "check observations and rewards for NaN/inf", record.where)
 
     def step(self, a: Audit, opt: torch.optim.Optimizer, name: str, params: list, where: str) -> None:
-        dense = [p for p in params if p.grad is not None and not p.grad.is_sparse]
-        if not dense:
-            return
-        bad = [a.named(p) for p in dense if not torch.isfinite(p.grad).all()]
+        norms = [(p, a.grad_norm(p)) for p in params if a.grad_norm(p) is not None]
+        bad = [a.named(p) for p, n in norms if not math.isfinite(n)]
         if bad:
             a.add(5, "non-finite gradients", f"{', '.join(bad[:4])} before {name}'s step",
                   "find the NaN/inf source in the loss (log of 0, std of a 1-element batch); "
                   "clip_grad_norm_ does not repair NaN", where)
             return
-        norm = sum(float(torch.linalg.vector_norm(p.grad)) ** 2 for p in dense) ** 0.5  # (one float per gradient:
-        if norm > a.explode_threshold:  # parameters may sit on several devices)
+        norm = math.sqrt(sum(n * n for _, n in norms))
+        if norm > a.explode_threshold:
             a.add(5, "exploding gradient norm", f"global grad norm {norm:.3g} before {name}'s step",
                   "clip with torch.nn.utils.clip_grad_norm_(params, 0.5), normalize advantages and "
                   "observations, lower the learning rate", where)

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch.autograd.graph import GradientEdge
 
 from ppo_td.doctor.audit import Audit, Backward, Forward
 from ppo_td.doctor.detectors import Detector
-from ppo_td.doctor.lines import called_by_user, caller
+from ppo_td.doctor.detectors._origins import origin
+from ppo_td.doctor.lines import called_by_user, caller, callers
 
 FIRST_TOLERANCE = 1e-4  # |log ratio| on the first minibatch after a rollout: float rounding of a batched forward
 
@@ -27,15 +27,14 @@ class Seen:
     where: str
     worst: float
     step: int
-    ratio: torch.Tensor | None = None  # its values (detached)
+    log_ratio: object = None  # the node of new - old
     detached_at: str = ""
-    bounds: tuple[float, float] | None = None  # the clip range it was clamped to
 
 
 class Ratio(Detector):
     ITEM = 10
-    calls = frozenset({torch.exp, torch.Tensor.exp, torch.Tensor.detach, torch.clamp, torch.Tensor.clamp, torch.clip,
-                       torch.Tensor.clip})
+    calls = frozenset({torch.exp, torch.Tensor.exp, torch.Tensor.detach})
+    calls_without_grad = frozenset({torch.Tensor.detach})
 
     def __init__(self) -> None:
         self.rollout_step: int | None = None  # optimizer steps done at the latest forward under no_grad
@@ -43,23 +42,20 @@ class Ratio(Detector):
         self.checked_rollout: int | None = None  # the rollout whose first ratio was checked
         self.after_step: list[Seen] = []  # ratios seen after the policy had been stepped
         self.recent: list[Seen] = []  # ratios since the last backward
+        self.used: list[Seen] = []  # the ratios the last backward ran through
+        self.carried: set[str] = set()  # ratio lines whose old log-probs carried gradient
         self.first_checked = False
 
     def forward(self, a: Audit, module: str, output, record: Forward | None) -> None:
         if record is None and not torch.is_grad_enabled() and self.rollout_step != a._steps:
-            self.rollout_step, self.rollout_where = a._steps, caller()  # a rollout's forward (once per rollout)
+            self.rollout_step, self.rollout_where = a._steps, callers(2)  # a rollout's forward (once per rollout)
 
     def call(self, a: Audit, func, args: tuple, kwargs: dict, result) -> None:
-        if func is not torch.exp and func is not torch.Tensor.exp:
+        if func is torch.Tensor.detach:
             node = args[0].grad_fn if args and torch.is_tensor(args[0]) else None
             seen = next((s for s in self.recent if node is not None and s.node is node), None)
-            if seen is not None and func is torch.Tensor.detach:
+            if seen is not None:
                 seen.detached_at = seen.detached_at or caller()
-            elif seen is not None:
-                low, high = (list(args[1:3]) + [None, None])[:2]
-                low, high = kwargs.get("min", low), kwargs.get("max", high)
-                if isinstance(low, (int, float)) and isinstance(high, (int, float)):
-                    seen.bounds = (float(low), float(high))
             return
         x = args[0] if args else None
         if not torch.is_tensor(result) or result.grad_fn is None or not torch.is_tensor(x) or x.grad_fn is None:
@@ -72,7 +68,7 @@ class Ratio(Detector):
             return
         where = caller()
         worst = float(x.detach().abs().max()) if x.numel() else 0.0
-        seen = Seen(result.grad_fn, forward, where, worst, a._steps, result.detach())
+        seen = Seen(result.grad_fn, forward, origin(a, x.grad_fn) or where, worst, a._steps, x.grad_fn)
         self.recent.append(seen)
         if old is not None and (carrier := a.forward_below_node(old)) is not None:
             a.add(10, "the ratio's old log-probs carry gradient: they were recorded with their graph",
@@ -81,6 +77,7 @@ class Ratio(Detector):
                   "the old log-probs, through a graph that a step makes stale",
                   "record the rollout under torch.no_grad() (or store log_prob.detach()); the old log-probs are "
                   "constants of the update", where, made=carrier.chain or carrier.where)
+            self.carried.add(seen.where)
         stepped = any(id(p) in a._stepped_at for p in a.modules[forward.module].parameters())
         if stepped:
             self.after_step.append(seen)
@@ -98,24 +95,27 @@ class Ratio(Detector):
 
     def backward(self, a: Audit, record: Backward, roots: list, children: dict) -> None:
         recent, self.recent = self.recent, []  # the ratios of this loss: the policy must learn through one
-        used = [seen for seen in recent if id(seen.node) in record.nodes]
-        if used:
-            _check_clipping(a, record, [seen for seen in used if seen.bounds is not None])
+        self.used = [seen for seen in recent if id(seen.node) in record.nodes]
+        if self.used:
             return
         for seen in recent:
-            if seen.forward.module not in record.modules:
-                continue
+            if not seen.detached_at and seen.forward.module not in record.modules:
+                continue  # (a ratio computed for a log line, say, next to a loss that reaches no policy)
             how = f"it was detached at {seen.detached_at}" if seen.detached_at else "it is not in the loss's graph"
-            a.add(11, "the clipped surrogate does not reach the policy: only other terms train it",
-                  f"backward #{record.index} reaches {seen.forward.module} (the entropy or another term), but not "
-                  f"through the ratio made at {seen.where}: {how}; the advantage-weighted term is a constant",
+            a.explained.update(id(p) for p in a.modules[seen.forward.module].parameters())
+            others = (f"reaches {seen.forward.module} only through other terms (the entropy)"
+                      if seen.forward.module in record.modules else f"does not reach {seen.forward.module}")
+            a.add(11, "the clipped surrogate does not reach the policy: only other terms train it, if any",
+                  f"backward #{record.index} {others}, not through the ratio made at {seen.where}: {how}; the "
+                  "advantage-weighted term is a constant",
                   "keep the ratio attached: ratio = (new_log_prob - old_log_prob).exp(), with new_log_prob from "
                   "this minibatch's forward; detach only the advantages and the old log-probs", record.where,
                   made=seen.detached_at or seen.where)
             return
 
     def finish(self, a: Audit) -> None:
-        if len(self.after_step) >= 2 and all(s.worst == 0.0 for s in self.after_step):
+        if (len(self.after_step) >= 2 and all(s.worst == 0.0 for s in self.after_step)
+                and self.after_step[0].where not in self.carried):  # (said already: recomputed with its graph)
             first = self.after_step[0]
             a.add(10, "the ratio is exactly 1 in every minibatch: its old log-probs are the current policy's",
                   f"all {len(self.after_step)} ratios made at {first.where} after the policy had been stepped "
@@ -137,31 +137,6 @@ class Ratio(Detector):
                   "the stored old log-probs are not the current policy's: record them with the same network "
                   "that is trained (not a stale copy), read them from the right key "
                   "(loss.tensor_keys.sample_log_prob), and recompute nothing between collection and update", where)
-
-
-def _check_clipping(a: Audit, record: Backward, clamped: list[Seen]) -> None:
-    """Item 12 (surrogate): the clipped objective -min(r A, clip(r) A) gives a ratio r above the clip range no
-    negative gradient and one below it no positive one, whatever the advantage A. A surrogate ascended instead of
-    descended, or with min and max swapped, does: found from d loss / d r (``torch.autograd.grad`` onto the
-    ratio's graph edge, the graph kept for the user's backward)."""
-    if not clamped or len(record.tensors) != 1 or record.tensors[0].numel() != 1:
-        return
-    grads = torch.autograd.grad(record.tensors[0], [GradientEdge(s.node, 0) for s in clamped], retain_graph=True,
-                                allow_unused=True)
-    for seen, grad in zip(clamped, grads, strict=True):
-        if grad is None or grad.shape != seen.ratio.shape:
-            continue
-        low, high = seen.bounds
-        wrong = ((seen.ratio > high) & (grad < 0)) | ((seen.ratio < low) & (grad > 0))
-        if bool(torch.any(wrong)):
-            a.add(12, "the clipped surrogate is ascended, or its min and max are swapped",
-                  f"backward #{record.index}: {int(wrong.sum())} sample(s) with the ratio made at {seen.where} "
-                  f"outside the clip range [{low:g}, {high:g}] still get a gradient pushing it further out: the "
-                  "loss rewards moving the policy past the clip range instead of ignoring those samples",
-                  "minimize the negated pessimistic objective: pg_loss = -torch.min(ratio * adv, "
-                  "torch.clamp(ratio, 1 - eps, 1 + eps) * adv).mean(), or CleanRL's "
-                  "torch.max(-adv * ratio, -adv * torch.clamp(ratio, 1 - eps, 1 + eps)).mean(); add it to the loss "
-                  "with a + sign", record.where, made=seen.where)
 
 
 DETECTOR = Ratio

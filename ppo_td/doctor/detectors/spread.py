@@ -12,7 +12,7 @@ from ppo_td.doctor.lines import called_by_user, caller
 
 class Spread(Detector):
     ITEM = 16
-    calls = frozenset({torch.std, torch.Tensor.std})
+    calls = calls_without_grad = frozenset({torch.std, torch.Tensor.std})
 
     def call(self, a: Audit, func, args: tuple, kwargs: dict, result) -> None:
         x = args[0] if args else None

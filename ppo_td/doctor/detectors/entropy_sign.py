@@ -11,16 +11,20 @@ from torch.autograd.graph import GradientEdge
 
 from ppo_td.doctor.audit import Audit, Backward
 from ppo_td.doctor.detectors import Detector
-from ppo_td.doctor.lines import DOCTOR, LIBRARIES, callers
+from ppo_td.doctor.detectors._origins import origin
+from ppo_td.doctor.graph import path
+from ppo_td.doctor.lines import LIBRARIES, callers, calling_frame
 
 _DISTRIBUTIONS = tuple(os.path.join(d, "distributions", "") for d in LIBRARIES) + tuple(
     os.path.join(d, "modules", "distributions", "") for d in LIBRARIES)
 
 
-class Signs(Detector):
+class EntropySign(Detector):
     ITEM = 12
-    calls = frozenset({torch.Tensor.neg, torch.Tensor.add, torch.Tensor.__radd__, torch.Tensor.sum, torch.add,
-                       torch.nn.functional.binary_cross_entropy_with_logits})
+    # the last operation of the entropies of torch's distributions: Categorical's -(p log p).sum(-1), Normal's
+    # 0.5 + 0.5 log(2 pi) + log(scale) (a float plus a tensor: Tensor.add), Bernoulli's
+    # binary_cross_entropy_with_logits (Independent sums them)
+    calls = frozenset({torch.Tensor.neg, torch.Tensor.add, torch.nn.functional.binary_cross_entropy_with_logits})
 
     def __init__(self) -> None:
         self.entropies: dict[int, tuple[object, str]] = {}  # entropy() frame -> (its newest node, the user's line)
@@ -40,32 +44,25 @@ class Signs(Detector):
             return
         grads = torch.autograd.grad(record.tensors[0], [GradientEdge(node, 0) for node, _ in found],
                                     retain_graph=True, allow_unused=True)
-        for (_, where), grad in zip(found, grads, strict=True):
+        for (node, where), grad in zip(found, grads, strict=True):
             if grad is None or not bool(torch.any(grad > 0)) or bool(torch.any(grad < 0)):
                 continue
+            through = list(dict.fromkeys(line for n in path(roots, node) if (line := origin(a, n))))[:3]
+            made = where + (f"; into the loss through {'; '.join(through)}" if through else "")
             a.add(12, "the entropy bonus is minimized: the loss grows with the entropy",
                   f"the gradient of the loss of backward #{record.index} with respect to the entropy made at "
                   f"{where} is positive (up to {float(grad.max()):.3g}): each step makes the policy less random, "
                   "the opposite of an exploration bonus",
                   "subtract the entropy term: loss = pg_loss - ent_coef * entropy.mean() + vf_coef * v_loss (or "
-                  "add ent_coef * entropy_loss with entropy_loss = -entropy.mean())", record.where, made=where)
+                  "add ent_coef * entropy_loss with entropy_loss = -entropy.mean())", record.where, made=made)
 
 
 def _entropy_frame() -> object | None:
     """The ``entropy`` method of a torch or TorchRL distribution that made the call being handled, if one did."""
-    import inspect
-
-    frame = inspect.currentframe()
-    for _ in range(8):
-        frame = frame.f_back if frame is not None else None
-        if frame is None:
-            return None
-        code = frame.f_code
-        if code.co_name == "entropy" and code.co_filename.startswith(_DISTRIBUTIONS):
-            return frame
-        if not code.co_filename.startswith((*LIBRARIES, DOCTOR)):
-            return None
-    return None
+    frame = calling_frame()
+    code = frame.f_code if frame is not None else None
+    return frame if code is not None and code.co_name == "entropy" and code.co_filename.startswith(_DISTRIBUTIONS) \
+        else None
 
 
-DETECTOR = Signs
+DETECTOR = EntropySign

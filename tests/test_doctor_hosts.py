@@ -1,0 +1,48 @@
+"""The doctor on PPO scripts written in different hands (tests/doctor_hosts/): each correct script reports nothing,
+and each classic mistake injected into it is found, at the line where it was made."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from ppo_td.cli import main
+
+HOSTS = Path(__file__).parent / "doctor_hosts"
+sys.path.insert(0, str(HOSTS))
+from mistakes import LINES, MISTAKES, mutate  # noqa: E402
+
+# mistake code -> the kind of finding it must produce (ppo_td.doctor.findings.KINDS)
+KIND = {"a1": 9, "a2": 9, "a3": 9, "b1": 10, "b2": 10, "b3": 6, "c1": 11, "d1": 12, "d2": 12, "d3": 12, "e1": 13,
+        "e2": 13, "f1": 14, "g1": 15, "h1": 16}
+CASES = [(host, code) for host, codes in MISTAKES.items() for code in codes]
+
+
+def _doctor(path: Path, capsys) -> dict:
+    main(["doctor", str(path), "--steps", "20", "--json"])
+    return json.loads(capsys.readouterr().out)
+
+
+def test_every_mistake_is_injected_in_three_hosts_at_least():
+    for code in KIND:
+        assert sum(code in codes for codes in MISTAKES.values()) >= 3, code
+
+
+@pytest.mark.parametrize("host", sorted(MISTAKES))
+def test_a_correct_script_reports_nothing(host, capsys):
+    report = _doctor(HOSTS / host, capsys)
+    assert report["audited"] and report["ok"], json.dumps(report["findings"], indent=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("host", "code"), CASES, ids=[f"{h[:-3]}-{c}" for h, c in CASES])
+def test_each_mistake_is_found_at_its_line(host, code, tmp_path, capsys):
+    text, line = mutate(host, code)
+    path = tmp_path / host
+    path.write_text(text)
+    report = _doctor(path, capsys)
+    found = [f for f in report["findings"] if f["item"] == KIND[code]]
+    assert found, f"{code} not found: {json.dumps(report, indent=1)[:6000]}"
+    at = f"{path}:{line} "
+    assert any(at in f"{f['made']} {f['where']} {f['culprit']} " for f in found), (at, json.dumps(found, indent=1))
