@@ -4,7 +4,7 @@
 edits apply in order with ``str.replace(old, new, 1)``. ``LINES[host][code]`` is the 1-based line, in the mutated
 text, where the wrong tensor is made (or the wrong call stands); for b2 and b3, the forward of the network that made
 the old log-probs (with a graph; of another policy), which the doctor sees, where the ``log_prob`` call is a line
-later. Codes:
+later; for e2, the ``log_prob`` call whose per-dimension result is left unsummed. Codes:
 
 a1 no zero_grad                      a2 zero_grad on another module/optimizer   a3 zero_grad between backward and step
 b1 old log-probs = current policy    b2 old log-probs carry a graph              b3 old log-probs from another policy
@@ -172,7 +172,7 @@ LINES = {
         d2=113, d3=109, e1=110, f1=52, g1=69, h1=106),
     "cleanrl_continuous.py": dict(
         a1=134, a2=135, a3=135, b1=121, b2=121, b3=91, c1=122, d1=133,
-        d2=133, d3=129, e1=130, e2=127, f1=72, g1=89, h1=126),
+        d2=133, d3=129, e1=130, e2=60, f1=72, g1=89, h1=126),
     "sb3_style.py": dict(
         a1=93, a2=94, a3=94, b1=90, b2=83, b3=71, c1=90, d1=92,
         d2=91, d3=91, e1=98, f1=59, g1=68, h1=86),
