@@ -81,6 +81,7 @@ class Audit:
         self._error_text = ""
         self._grad_norms: dict[int, float] = {}  # param id -> its gradient's norm, at the step under way
         self.explained: set[int] = set()  # parameters whose missing gradient a detector explained already
+        self.notes: set[tuple[str, str]] = set()  # (detector, module): causes found, for other detectors to defer to
         self.detectors = [cls() for cls in registered()]
         self._calls: dict[Any, list] = {}  # torch function -> the detectors that watch its calls
         for d in self.detectors:

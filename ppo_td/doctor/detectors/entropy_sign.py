@@ -47,7 +47,8 @@ class EntropySign(Detector):
         for (node, where), grad in zip(found, grads, strict=True):
             if grad is None or not bool(torch.any(grad > 0)) or bool(torch.any(grad < 0)):
                 continue
-            through = list(dict.fromkeys(line for n in path(roots, node) if (line := origin(a, n))))[:3]
+            through = [line for line in dict.fromkeys(origin(a, n) for n in path(roots, node))
+                       if line and line not in where][:3]
             made = where + (f"; into the loss through {'; '.join(through)}" if through else "")
             a.add(12, "the entropy bonus is minimized: the loss grows with the entropy",
                   f"the gradient of the loss of backward #{record.index} with respect to the entropy made at "

@@ -33,6 +33,7 @@ class Modes(Detector):
         if not wrong or (module, rollout) in self.reported:
             return
         self.reported.add((module, rollout))
+        a.notes.add(("modes", module))  # (the ratio's first-minibatch check has its cause here)
         where = record.chain if record is not None else callers(2)
         layers = ", ".join(self.modal[module][:3])
         if rollout:

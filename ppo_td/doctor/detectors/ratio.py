@@ -84,7 +84,7 @@ class Ratio(Detector):
         if (self.rollout_step is not None and self.rollout_step == a._steps and self.checked_rollout != a._steps
                 and old is None):
             self.checked_rollout = a._steps  # the first minibatch after a rollout: the policy that acted
-            if worst > FIRST_TOLERANCE:
+            if worst > FIRST_TOLERANCE and ("modes", forward.module) not in a.notes:
                 a.add(6, "PPO ratio is not 1 on the first minibatch of the update",
                       f"max |log ratio| = {worst:.3g} at {where}, before any optimizer step since the rollout "
                       f"(its forwards at {self.rollout_where}): the old log-probs are not the trained policy's "
