@@ -30,7 +30,7 @@ EXPECTED = {
                                             "nan_advantage.py:22"]),
     ("no_zero_grad.py",): ({9}, None, ["gradients accumulate across optimizer steps", "no_zero_grad.py:27"]),
     ("ratio_always_one.py",): ({10}, None, ["exactly 1 in every minibatch", "ratio_always_one.py:23"]),
-    ("stale_policy_copy.py",): ({6}, None, ["not 1 on the first minibatch", "stale_policy_copy.py:20"]),
+    ("stale_policy_copy.py",): ({6}, None, ["not 1 on the first minibatch", "stale_policy_copy.py:22"]),
     ("detached_ratio.py",): ({11}, None, ["does not reach the policy", "detached at", "detached_ratio.py:22"]),
     ("entropy_minimized.py",): ({12}, None, ["entropy bonus is minimized", "entropy_minimized.py:25"]),
     ("surrogate_ascended.py",): ({12}, None, ["surrogate is ascended", "surrogate_ascended.py:24"]),
