@@ -83,11 +83,11 @@ class Audit:
         self.explained: set[int] = set()  # parameters whose missing gradient a detector explained already
         self.notes: set[tuple[str, str]] = set()  # (detector, module): causes found, for other detectors to defer to
         self.detectors = [cls() for cls in registered()]
-        self._calls: dict[Any, list] = {}  # torch function -> the detectors that watch its calls
+        self.watched: dict[Any, list] = {}  # torch function -> the detectors that watch its calls
         for d in self.detectors:
             for func in d.calls:
-                self._calls.setdefault(func, []).append(d)
-        self._calls_without_grad = frozenset().union(*(d.calls_without_grad for d in self.detectors))
+                self.watched.setdefault(func, []).append(d)
+        self.watched_without_grad = frozenset().union(*(d.calls_without_grad for d in self.detectors))
 
     # -- what the user reads ----------------------------------------------------------------
     @property

@@ -5,28 +5,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# the doctor's kinds of mistake (``Finding.item``)
-KINDS = {
-    1: "rollout data carries an autograd graph",
-    2: "gradient from the policy loss reaches a value network",
-    3: "backward fails",
-    4: "parameters that should learn get no gradient",
-    5: "non-finite or exploding values",
-    6: "PPO ratio is not 1 on the first minibatch",
-    7: "optimizer step between a forward and its backward",
-    8: "an optimizer created anew during training",
-    9: "gradients accumulate across optimizer steps",
-    10: "the ratio's old log-probs are wrong",
-    11: "the clipped surrogate does not reach the policy",
-    12: "a sign or min/max of the PPO loss is wrong",
-    13: "silent broadcasting in a loss term",
-    14: "parameters no optimizer holds",
-    15: "dropout or batch norm acts differently in the rollout and the update",
-    16: "advantages normalized over one sample or zero spread",
-}
-# most severe first: what crashes, what poisons the weights, what silently trains the wrong thing, what wastes
-_SEVERITY = {3: 0, 5: 1, 7: 2, 9: 3, 12: 4, 10: 5, 11: 6, 13: 7, 2: 8, 16: 9, 4: 10, 14: 11, 15: 12, 8: 13, 1: 14,
-             6: 15}
+# the doctor's kinds of mistake (``Finding.item``) and their severity (0 is the most severe: what crashes, what
+# poisons the weights, what silently trains the wrong thing, what wastes): each detector declares its own
+# (ppo_td.doctor.detectors); a failing backward is explained without one
+KINDS = {3: "backward fails"}
+_SEVERITY = {3: 0}
+
+
+def declare(item: int, kind: str, severity: float) -> None:
+    """Make ``item`` a kind of finding, named ``kind``, ranked by ``severity`` (a detector's declaration)."""
+    KINDS[item], _SEVERITY[item] = kind, severity
+
+
 MAX_CULPRIT = 480  # characters of a culprit in the text report (--json keeps it whole)
 
 
@@ -50,9 +40,9 @@ class Finding:
     made: str = ""
 
     @property
-    def severity(self) -> int:
+    def severity(self) -> float:
         """0 is the most severe."""
-        return _SEVERITY.get(self.item, len(_SEVERITY))
+        return _SEVERITY.get(self.item, float(len(_SEVERITY)))
 
     def __str__(self) -> str:
         seen = f"seen {self.count}x" + (f", during step(s) {ranges(self.steps)}" if self.steps else "")

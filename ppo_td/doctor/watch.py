@@ -232,10 +232,10 @@ class _BackwardWatch(TorchFunctionMode):
         kwargs = kwargs or {}
         if func in _CUTS:
             _guarded(_note_cut, self.audit, func, args)
-        watchers = self.audit._calls.get(func)
+        watchers = self.audit.watched.get(func)
         if watchers and torch.is_grad_enabled():  # (the detectors judge loss terms: none under no_grad)
             result = func(*args, **kwargs)
-            if getattr(result, "requires_grad", False) or func in self.audit._calls_without_grad:
+            if getattr(result, "requires_grad", False) or func in self.audit.watched_without_grad:
                 for detector in watchers:
                     _guarded(detector.call, self.audit, func, args, kwargs, result)
             return result

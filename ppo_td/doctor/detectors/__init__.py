@@ -1,6 +1,6 @@
 """The doctor's checks, one detector per module: each reacts to the events it needs and reports findings.
 
-A detector is a class with ``ITEM`` (its kind, see :data:`ppo_td.doctor.findings.KINDS`) and any of the event
+A detector is a class with ``KINDS`` (the kinds of finding it makes, with their severity) and any of the event
 methods of :class:`Detector`; a module of this package names its detector ``DETECTOR``. Adding a check is adding
 a module here (and a script to ``examples/doctor/``): :func:`registered` finds it.
 """
@@ -12,6 +12,8 @@ import importlib
 import pkgutil
 from typing import TYPE_CHECKING, Any
 
+from ppo_td.doctor.findings import declare
+
 if TYPE_CHECKING:
     import torch
 
@@ -21,7 +23,8 @@ if TYPE_CHECKING:
 class Detector:
     """One check. The audit calls, for every detector, the events below (each a no-op here)."""
 
-    ITEM = 0
+    KINDS: dict[int, tuple[str, float]] = {}
+    """The kinds of finding this detector makes: item -> (what, severity; 0 is the most severe)."""
     calls: frozenset = frozenset()
     """Torch functions whose calls :meth:`call` sees (through the audit's function mode), where gradients are on and
     the result requires grad..."""
@@ -53,4 +56,6 @@ def registered() -> tuple[type[Detector], ...]:
         detector = getattr(module, "DETECTOR", None)
         if detector is not None:
             found.append(detector)
+            for item, (kind, severity) in detector.KINDS.items():
+                declare(item, kind, severity)
     return tuple(found)

@@ -14,7 +14,7 @@ ZERO_GRAD_FIX = ("call zero_grad() on the optimizer that steps these parameters 
 
 
 class AccumulatedGradient(Detector):
-    ITEM = 9
+    KINDS = {9: ('gradients accumulate across optimizer steps', 4)}
 
     def __init__(self) -> None:
         self.checked: dict[int, int] = {}  # param id -> the step after which its gradient was checked

@@ -10,7 +10,7 @@ import math
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from ppo_td.doctor.audit import Audit
+from ppo_td.doctor.audit import Audit, Backward
 from ppo_td.doctor.detectors import Detector
 from ppo_td.doctor.lines import called_by_user, caller
 
@@ -22,8 +22,11 @@ _OPS = {torch.Tensor.sub: "-", torch.Tensor.__rsub__: "-", torch.Tensor.add: "+"
 
 
 class Broadcast(Detector):
-    ITEM = 13
+    KINDS = {13: ('silent broadcasting in a loss term', 7)}
     calls = frozenset(_OPS)
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[str, str]] = []  # the broadcasts since the last backward: (what, where)
 
     def call(self, a: Audit, func, args: tuple, kwargs: dict, result) -> None:
         if len(args) < 2 or not torch.is_grad_enabled():
@@ -39,13 +42,20 @@ class Broadcast(Detector):
             return  # torch raises on its own
         if math.prod(shape) <= max(x.numel(), y.numel()) or not called_by_user():
             return
-        where = caller()
+        self.pending.append((f"{_OPS[func]} of {list(x.shape)} and {list(y.shape)} makes {list(shape)}", caller()))
+
+    def backward(self, a: Audit, record: Backward, roots: list, children: dict) -> None:
+        pending, self.pending = self.pending, []  # one mistake (a value of the wrong shape) may broadcast often
+        if not pending:
+            return
+        (what, where), more = pending[0], list(dict.fromkeys(line for _, line in pending[1:] if line != pending[0][1]))
+        also = f"; the same in {len(more)} more step(s) of this loss, first at {more[0]}" if more else ""
         a.add(13, "silent broadcasting in a loss term: the result has more elements than either side",
-              f"{_OPS[func]} of {list(x.shape)} and {list(y.shape)} makes {list(shape)} at {where}: every row of one "
-              "side meets every row of the other, and the mean over them is no per-sample loss",
+              f"{what} at {where}: every row of one side meets every row of the other, and the mean over them is "
+              f"no per-sample loss{also}",
               "give both sides the same shape before the loss: value.view(-1) (or .squeeze(-1)) against returns of "
               "shape [B]; log-probs of a multi-dimensional action summed over its dimensions "
-              "(dist.log_prob(action).sum(-1)) against old log-probs of shape [B]", where, made=where)
+              "(dist.log_prob(action).sum(-1)) against old log-probs of shape [B]", record.where, made=where)
 
 
 DETECTOR = Broadcast

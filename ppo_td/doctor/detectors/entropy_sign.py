@@ -11,7 +11,7 @@ from torch.autograd.graph import GradientEdge
 
 from ppo_td.doctor.audit import Audit, Backward
 from ppo_td.doctor.detectors import Detector
-from ppo_td.doctor.detectors._origins import origin
+from ppo_td.doctor.detectors.origins import origin
 from ppo_td.doctor.graph import path
 from ppo_td.doctor.lines import LIBRARIES, callers, calling_frame
 
@@ -20,7 +20,7 @@ _DISTRIBUTIONS = tuple(os.path.join(d, "distributions", "") for d in LIBRARIES) 
 
 
 class EntropySign(Detector):
-    ITEM = 12
+    KINDS = {12: ('a sign or min/max of the PPO loss is wrong', 5)}
     # the last operation of the entropies of torch's distributions: Categorical's -(p log p).sum(-1), Normal's
     # 0.5 + 0.5 log(2 pi) + log(scale) (a float plus a tensor: Tensor.add), Bernoulli's
     # binary_cross_entropy_with_logits (Independent sums them)

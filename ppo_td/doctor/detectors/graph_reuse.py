@@ -8,7 +8,7 @@ from ppo_td.doctor.detectors import Detector
 
 
 class GraphReuse(Detector):
-    ITEM = 1
+    KINDS = {1: ('rollout data carries an autograd graph', 14)}
 
     def backward(self, a: Audit, record: Backward, roots: list, children: dict) -> None:
         forwards: dict[str, set[int]] = {}  # module -> its forwards in this graph

@@ -15,7 +15,7 @@ _MODAL = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout,
 
 
 class Modes(Detector):
-    ITEM = 15
+    KINDS = {15: ('dropout or batch norm acts differently in the rollout and the update', 12)}
 
     def __init__(self) -> None:
         self.modal: dict[str, list[str]] = {}  # module -> its dropout / batch-norm layers

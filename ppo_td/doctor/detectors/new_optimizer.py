@@ -10,7 +10,7 @@ from ppo_td.doctor.detectors import Detector
 
 
 class NewOptimizer(Detector):
-    ITEM = 8
+    KINDS = {8: ('an optimizer created anew during training', 13)}
 
     def __init__(self) -> None:
         self.seen: dict[int, tuple[str, type, frozenset]] = {}  # optimizer id -> (name, kind, parameter ids)

@@ -11,7 +11,7 @@ from ppo_td.doctor.detectors.value_gradient import NO_GRADIENT_FIX
 
 
 class NoGradient(Detector):
-    ITEM = 4
+    KINDS = {4: ('parameters that should learn get no gradient', 10)}
 
     def __init__(self) -> None:
         self.last_backward: dict[int, int] = {}  # optimizer id -> backward calls seen at its last step

@@ -11,7 +11,7 @@ from ppo_td.doctor.detectors import Detector
 
 
 class NonFinite(Detector):
-    ITEM = 5
+    KINDS = {5: ('non-finite or exploding values', 1)}
 
     def backward(self, a: Audit, record: Backward, roots: list, children: dict) -> None:
         if any(not torch.isfinite(t.detach()).all() for t in record.tensors):

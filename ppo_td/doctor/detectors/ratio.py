@@ -12,7 +12,7 @@ import torch
 
 from ppo_td.doctor.audit import Audit, Backward, Forward
 from ppo_td.doctor.detectors import Detector
-from ppo_td.doctor.detectors._origins import origin
+from ppo_td.doctor.detectors.origins import origin
 from ppo_td.doctor.lines import called_by_user, caller, callers
 
 FIRST_TOLERANCE = 1e-4  # |log ratio| on the first minibatch after a rollout: float rounding of a batched forward
@@ -32,7 +32,11 @@ class Seen:
 
 
 class Ratio(Detector):
-    ITEM = 10
+    KINDS = {
+        6: ('PPO ratio is not 1 on the first minibatch', 15),
+        10: ("the ratio's old log-probs are wrong", 2),
+        11: ('the clipped surrogate does not reach the policy', 6),
+    }
     calls = frozenset({torch.exp, torch.Tensor.exp, torch.Tensor.detach})
     calls_without_grad = frozenset({torch.Tensor.detach})
 

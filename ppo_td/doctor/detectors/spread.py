@@ -11,7 +11,7 @@ from ppo_td.doctor.lines import called_by_user, caller
 
 
 class Spread(Detector):
-    ITEM = 16
+    KINDS = {16: ('advantages normalized over one sample or zero spread', 9)}
     calls = calls_without_grad = frozenset({torch.std, torch.Tensor.std})
 
     def call(self, a: Audit, func, args: tuple, kwargs: dict, result) -> None:

@@ -7,7 +7,7 @@ from ppo_td.doctor.detectors import Detector
 
 
 class StaleForward(Detector):
-    ITEM = 7
+    KINDS = {7: ('optimizer step between a forward and its backward', 3)}
 
     def backward(self, a: Audit, record: Backward, roots: list, children: dict) -> None:
         stale: dict[tuple[str, str, str], list] = {}  # (module, optimizer, step line) -> the stale forwards

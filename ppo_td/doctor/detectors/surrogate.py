@@ -14,7 +14,7 @@ from torch.autograd.graph import GradientEdge
 
 from ppo_td.doctor.audit import Audit, Backward
 from ppo_td.doctor.detectors import Detector
-from ppo_td.doctor.detectors._origins import origin
+from ppo_td.doctor.detectors.origins import origin
 from ppo_td.doctor.detectors.ratio import Ratio
 from ppo_td.doctor.graph import below
 
@@ -24,7 +24,7 @@ SURROGATE_FIX = ("minimize the negated pessimistic objective: pg_loss = -torch.m
 
 
 class Surrogate(Detector):
-    ITEM = 12
+    KINDS = {12: ('a sign or min/max of the PPO loss is wrong', 5)}
     calls = frozenset({torch.Tensor.mul, torch.mul, torch.Tensor.neg})
     calls_without_grad = frozenset({torch.Tensor.neg})
 

@@ -11,7 +11,7 @@ from ppo_td.doctor.detectors import Detector
 
 
 class Unoptimized(Detector):
-    ITEM = 14
+    KINDS = {14: ('parameters no optimizer holds', 11)}
 
     def __init__(self) -> None:
         self.reached: dict[str, str] = {}  # module -> a backward line that reached it

@@ -18,7 +18,7 @@ _UNIVARIATE = tuple(os.path.join(d, "distributions", f"{name}.py") for d in LIBR
 
 
 class UnsummedLogProb(Detector):
-    ITEM = 13
+    KINDS = {13: ('silent broadcasting in a loss term', 7)}
     calls = frozenset({torch.Tensor.sub, torch.Tensor.add, torch.Tensor.neg, torch.Tensor.mul, torch.Tensor.div,
                        torch.exp, torch.Tensor.exp})
 

@@ -17,7 +17,7 @@ NO_GRADIENT_FIX = ("the loss graph is cut before these parameters: .item(), .num
 
 
 class ValueGradient(Detector):
-    ITEM = 2
+    KINDS = {2: ('gradient from the policy loss reaches a value network', 8)}
 
     def backward(self, a: Audit, record: Backward, roots: list, children: dict) -> None:
         owner = a.exclusive_owner()
