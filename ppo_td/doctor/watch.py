@@ -31,6 +31,7 @@ from torch.optim import optimizer as optim_module
 from torch.overrides import TorchFunctionMode
 
 from ppo_td.doctor.audit import Audit, Backward, Cut, Forward, StopAudit, shared_nodes
+from ppo_td.doctor.detectors import registered
 from ppo_td.doctor.explain import DoctorError, explain, parse_inplace_error
 from ppo_td.doctor.findings import ErrorReport, Finding
 from ppo_td.doctor.graph import below, graph, leaves
@@ -313,7 +314,7 @@ def audit(actor: nn.Module | None = None, critic: nn.Module | None = None,
     exception leaves :attr:`Audit.error` set and the findings made up to it. The audit keeps every audited
     graph alive until it ends: wrap a few updates, not a run.
     """
-    a = Audit(explode_threshold, stop_after)
+    a = Audit(explode_threshold, stop_after, registered())
     for name, module in _collect("module", actor, "actor"):
         a.add_module(name, module, "policy")
     for name, module in _collect("module", critic, "critic"):
