@@ -1,6 +1,7 @@
 """The doctor on PPO scripts written in different hands (tests/doctor_hosts/): each correct script reports nothing,
 and each classic mistake injected into it is found, at the line where it was made."""
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -52,3 +53,28 @@ def test_each_mistake_is_found_at_its_line(host, code, tmp_path, capsys):
     assert found, f"{code} not found: {json.dumps(report, indent=1)[:6000]}"
     at = f"{path}:{line} "
     assert any(at in f"{f['made']} {f['where']} {f['culprit']} " for f in found), (at, json.dumps(found, indent=1))
+
+
+@pytest.mark.parametrize("host", sorted(MISTAKES))
+def test_the_audit_changes_no_number(host):
+    """Pure inspection: a script run under the audit (its sign checks call autograd.grad, its detectors read
+    gradients) ends with the very weights, bit for bit, and the same random stream as a plain run."""
+    import runpy
+
+    import torch
+    from torch import nn
+
+    from ppo_td.doctor import audit
+
+    def run(audited: bool):
+        with audit() if audited else contextlib.nullcontext():
+            scope = runpy.run_path(str(HOSTS / host), run_name="__main__")
+        weights = {f"{name}.{k}": v.detach().clone() for name, m in scope.items() if isinstance(m, nn.Module)
+                   for k, v in m.state_dict().items()}
+        return weights, torch.get_rng_state()
+
+    (plain, plain_rng), (audited, audited_rng) = run(False), run(True)
+    assert plain.keys() == audited.keys() and plain
+    for key, value in plain.items():
+        assert torch.equal(value, audited[key]), key
+    assert torch.equal(plain_rng, audited_rng)

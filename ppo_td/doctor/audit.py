@@ -205,8 +205,6 @@ class Audit:
         finding = Finding(item, title, culprit, fix, where, made=made)
         return self._groups.add(finding, self._steps + 1 if step is None else step)
 
-    _add = add  # (the name the audit's own checks used)
-
     def grad_norm(self, param: torch.Tensor) -> float | None:
         """The norm of ``param.grad`` as the current optimizer step is about to use it (None: no dense gradient),
         read once for all detectors: 0 means all-zero, a non-finite norm a non-finite gradient."""

@@ -165,13 +165,23 @@ def _pre_step(a: Audit, opt: torch.optim.Optimizer) -> None:
     params = [p for g in opt.param_groups for p in g["params"] if p.requires_grad]
     name = a.optimizer_name(opt) or a.add_optimizer(user_name(opt) or f"{type(opt).__name__}#{len(a.optimizers) + 1}",
                                                     opt)
-    dense = [p for p in params if p.grad is not None and not p.grad.is_sparse]
-    norms = torch.stack([torch.linalg.vector_norm(p.grad.detach()).float().cpu() for p in dense]).tolist() if dense \
-        else []  # one read of every gradient (parameters may sit on several devices)
-    a._grad_norms = {id(p): n for p, n in zip(dense, norms, strict=True)}
+    a._grad_norms = _grad_norms(params)
     _each(a, "step", opt, name, params, where)
     a._steps += 1
     a._stepped_at.update({id(p): (a._steps, where, name) for p in params})
+
+
+def _grad_norms(params: list[torch.Tensor]) -> dict[int, float]:
+    """Each dense gradient's norm, read with one transfer per device (parameters may sit on several)."""
+    by_device: dict[torch.device, list[torch.Tensor]] = {}
+    for p in params:
+        if p.grad is not None and not p.grad.is_sparse:
+            by_device.setdefault(p.grad.device, []).append(p)
+    norms = {}
+    for group in by_device.values():
+        values = torch.stack([torch.linalg.vector_norm(p.grad.detach()).float() for p in group]).tolist()
+        norms.update({id(p): n for p, n in zip(group, values, strict=True)})
+    return norms
 
 
 # -- errors ------------------------------------------------------------------------------------------

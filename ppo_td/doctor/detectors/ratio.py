@@ -51,8 +51,9 @@ class Ratio(Detector):
         self.first_checked = False
 
     def forward(self, a: Audit, module: str, output, record: Forward | None) -> None:
-        if record is None and not torch.is_grad_enabled() and self.rollout_step != a._steps:
-            self.rollout_step, self.rollout_where = a._steps, callers(2)  # a rollout's forward (once per rollout)
+        if (record is None and not torch.is_grad_enabled() and self.rollout_step != a._steps
+                and a.role(module) == "policy"):  # a policy acting without gradient: a rollout (once per rollout)
+            self.rollout_step, self.rollout_where = a._steps, callers(2)
 
     def call(self, a: Audit, func, args: tuple, kwargs: dict, result) -> None:
         if func is torch.Tensor.detach:

@@ -20,7 +20,7 @@ class Spread(Detector):
             return
         per = x.numel() // max(result.numel(), 1)  # samples behind each standard deviation
         if per <= 1:
-            why = f"the standard deviation of {per} sample is NaN"
+            why = "the standard deviation of one sample is NaN (0 with correction=0): the advantages become NaN or 0"
         elif not bool(torch.any(result.detach() != 0)) and bool(torch.isfinite(result.detach()).all()):
             why = f"all {per} samples are equal (zero spread): (x - mean) / (std + eps) divides by eps"
         else:
