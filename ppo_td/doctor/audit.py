@@ -28,6 +28,7 @@ class Forward:
     step: int  # optimizer steps done when this forward ran
     node: object  # the output's grad_fn (kept alive so its id stays unique)
     chain: str = ""  # where, and the user's line that called it
+    shape: tuple = ()  # the output's shape
 
 
 @dataclass

@@ -89,8 +89,10 @@ def _record_forward(a: Audit, name: str, output: Any) -> None:
     if graphs:  # (not for a rollout under no_grad: finding the line costs a stack walk)
         chain = callers(2)
         where = chain.partition(", called from ")[0]
-        for node in graphs:
-            a._outputs[id(node)] = record = Forward(name, n, where, a._steps, node, chain)
+        for t in tensors:
+            if t.grad_fn is not None:
+                a._outputs[id(t.grad_fn)] = record = Forward(name, n, where, a._steps, t.grad_fn, chain,
+                                                             tuple(t.shape))
     _each(a, "forward", name, output, record)
 
 

@@ -1,7 +1,9 @@
-"""Item 13 (log-probs): the log-probability of a multi-dimensional continuous action left per dimension. A Normal
-(or another univariate continuous distribution of torch) over an action of A dimensions gives one log-prob per
-dimension; unless they are summed (``log_prob(action).sum(-1)``, or ``Independent``), the ratio is A ratios per
-sample, each clipped alone, and the advantage is spread over them."""
+"""Item 13 (log-probs): the log-probability of a multi-dimensional action left per dimension. A Normal (or another
+univariate continuous distribution) over an action of A dimensions gives one log-prob per dimension, and so do
+Categoricals over the sub-actions of a factorized discrete action made from one network output; unless they are
+summed (``log_prob(action).sum(-1)``, or ``Independent``), the ratio is A ratios per sample, each clipped alone,
+and the advantage is spread over them. (An agent group's per-agent log-probs are right: their last dimension is
+the agents', not a split of the network's output.)"""
 
 from __future__ import annotations
 
@@ -13,17 +15,22 @@ from ppo_td.doctor.audit import Audit
 from ppo_td.doctor.detectors import Detector
 from ppo_td.doctor.lines import LIBRARIES, called_by_user, caller, callers, calling_frame
 
+_DISTRIBUTIONS = tuple(os.path.join(d, "distributions", "") for d in LIBRARIES) + tuple(
+    os.path.join(d, "modules", "distributions", "") for d in LIBRARIES)
 _UNIVARIATE = tuple(os.path.join(d, "distributions", f"{name}.py") for d in LIBRARIES for name in (
     "normal", "beta", "laplace", "cauchy", "gumbel", "log_normal", "gamma", "uniform", "studentT"))
 
 
 class UnsummedLogProb(Detector):
-    KINDS = {13: ('silent broadcasting in a loss term', 7)}
+    KINDS = {13: ("silent broadcasting in a loss term", 7)}
+    # the last operations of torch's log_prob: Normal's ... - log(sqrt(2 pi)), Categorical's gather(...).squeeze(-1),
+    # Bernoulli's -binary_cross_entropy_with_logits
     calls = frozenset({torch.Tensor.sub, torch.Tensor.add, torch.Tensor.neg, torch.Tensor.mul, torch.Tensor.div,
-                       torch.exp, torch.Tensor.exp})
+                       torch.Tensor.squeeze, torch.Tensor.gather, torch.exp, torch.Tensor.exp})
 
     def __init__(self) -> None:
-        self.per_dimension: dict[int, tuple[object, str]] = {}  # log_prob frame -> (newest node, the user's line)
+        self.log_probs: dict[int, tuple[object, str, bool]] = {}  # log_prob frame -> (newest node, the user's
+        # line, univariate continuous)
 
     def call(self, a: Audit, func, args: tuple, kwargs: dict, result) -> None:
         if func is torch.exp or func is torch.Tensor.exp:
@@ -31,12 +38,13 @@ class UnsummedLogProb(Detector):
             return
         frame = calling_frame()
         code = frame.f_code if frame is not None else None
-        if code is None or code.co_name != "log_prob" or code.co_filename not in _UNIVARIATE:
+        if code is None or code.co_name != "log_prob" or not code.co_filename.startswith(_DISTRIBUTIONS):
             return
-        known = self.per_dimension.get(id(frame))
-        self.per_dimension[id(frame)] = (result.grad_fn, known[1] if known else callers(2))
-        if len(self.per_dimension) > 64:
-            self.per_dimension.pop(next(iter(self.per_dimension)))
+        known = self.log_probs.get(id(frame))
+        self.log_probs[id(frame)] = (result.grad_fn, known[1] if known else callers(2),
+                                     code.co_filename in _UNIVARIATE)
+        if len(self.log_probs) > 64:
+            self.log_probs.pop(next(iter(self.log_probs)))
 
     def _ratio(self, a: Audit, x) -> None:
         if not torch.is_tensor(x) or x.grad_fn is None or x.dim() < 2 or x.shape[-1] < 2:
@@ -44,8 +52,14 @@ class UnsummedLogProb(Detector):
         if not type(x.grad_fn).__name__.startswith("SubBackward") or not called_by_user():
             return
         new = x.grad_fn.next_functions[0][0]
-        made = next((where for node, where in self.per_dimension.values() if node is new), None)
-        if made is None:
+        found = next(((line, univariate) for node, line, univariate in self.log_probs.values() if node is new), None)
+        if found is None:
+            return
+        made, univariate = found
+        forward = a.forward_below_node(new)
+        split = (forward is not None and len(forward.shape) == x.dim() and forward.shape[:-1] == tuple(x.shape[:-1])
+                 and forward.shape[-1] % x.shape[-1] == 0)  # one output split into the sub-actions' parameters
+        if not (univariate or split):
             return
         where = caller()
         a.add(13, "log-probs of a multi-dimensional action are not summed: the ratio is one per action dimension",
