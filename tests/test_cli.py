@@ -100,3 +100,24 @@ def test_an_env_id_without_a_preset_gets_defaults_made_for_it(tmp_path, capsys):
     assert main(["train", "--env.env-id", "Pendulum-v1", "--total-frames", "2048", "--eval-episodes", "1",
                  "--no-progress", "--run-dir", str(tmp_path / "pendulum")]) == 0
     assert "defaults: preset 'pendulum', the preset made for Pendulum-v1" in capsys.readouterr().out
+
+
+def test_evaluation_is_printed_with_the_precision_its_spread_needs():
+    from ppo_td.cli.report import format_evaluation
+    from ppo_td.training import Evaluation
+
+    # Blackjack-like returns: -0.05 and -0.14 must not both print -0.1
+    blackjack = format_evaluation(Evaluation([-1.0, 1.0, 0.0, -1.0, 0.75]))
+    assert blackjack.startswith("deterministic evaluation: -0.05 +- 0.")
+    assert format_evaluation(Evaluation([-0.14] * 4)).startswith("deterministic evaluation: -0.14 +- 0.00 ")
+    assert format_evaluation(Evaluation([500.0] * 3)).startswith("deterministic evaluation: 500.0 +- 0.0 ")
+    assert format_evaluation(Evaluation([200.3, 250.1, 180.0])).startswith("deterministic evaluation: 210.1 +- 29.5 ")
+
+
+def test_a_total_that_is_no_multiple_of_the_batch_is_said_once(tmp_path, capsys):
+    assert main(["train", "--preset", "cleanrl", "--env.num-envs", "4", "--frames-per-batch", "64",
+                 "--total-frames", "150", "--model.hidden-sizes", "8", "--eval-episodes", "0", "--no-progress",
+                 "--run-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("total_frames=150 is not a multiple of frames_per_batch=64: the run trains 2 batches, "
+                     "128 frames") == 1

@@ -99,14 +99,21 @@ def test_cli_resume_after_interrupt_matches_uninterrupted_run(tmp_path):
     assert [(r["iteration"], r["exact"]) for r in info["resumes"]] == [(stopped_at, True)]
 
 
-def test_a_run_that_cannot_resume_exactly_says_so_at_the_start_and_in_run_json(tmp_path, capsys):
+def test_a_run_that_cannot_resume_exactly_says_so_in_run_json_and_on_resume(tmp_path, capsys):
     import json
 
     assert main(["train", *TINY, "--total-frames", "128", "--collector.step-loop", "torchrl",
-                 "--run-dir", str(tmp_path)]) == 0
-    assert "note: a resume of this run will continue with fresh episodes" in capsys.readouterr().out
+                 "--run-dir", str(tmp_path), "--checkpoint-every", "1"]) == 0
+    assert "fresh episodes" not in capsys.readouterr().out  # not on every run: most are never resumed
     info = json.loads((tmp_path / "run.json").read_text())
     assert info["resume"]["exact"] is False and "Collector" in info["resume"]["why"] and info["run_id"]
+    (tmp_path / "summary.json").unlink()  # as if the run had stopped before its end
+    state = load_checkpoint(tmp_path / "checkpoints" / "iter_000001.pt")
+    (tmp_path / "checkpoint.pt").unlink()
+    os.link(tmp_path / "checkpoints" / "iter_000001.pt", tmp_path / "checkpoint.pt")
+    assert state["iteration"] == 1
+    assert main(["train", "--resume", str(tmp_path), "--no-progress"]) == 0
+    assert "with fresh episodes" in capsys.readouterr().out
 
 
 def test_resume_of_a_finished_run_is_refused(tmp_path, capsys):

@@ -228,7 +228,7 @@ def test_an_unstorable_user_state_is_said_at_the_start_and_the_run_goes_on(tmp_p
             "--model.hidden-sizes", "8", "--eval-episodes", "1", "--no-progress", "--checkpoint-every", "1",
             "--run-dir", str(tmp_path)]
     assert main(args) == 0
-    assert "note: a resume of this run will continue with fresh episodes" in capsys.readouterr().out
+    assert "fresh episodes" not in capsys.readouterr().out  # said in run.json and on resume, not on every run
     resume = json.loads((tmp_path / "run.json").read_text())["resume"]
     assert resume["exact"] is False and "holds a function" in resume["why"]
     assert sum("checkpoints without env state" in r.message for r in caplog.records) == 1  # said once, not 4x

@@ -3,6 +3,7 @@ step cap said as cut, never counted as returns."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import TYPE_CHECKING
 
@@ -39,7 +40,12 @@ def format_evaluation(ev: Evaluation, how: str = "deterministic", per_agent: boo
 
 
 def _spread(values: list[float], per_agent: bool) -> str:
+    """``mean +- std``, with as many decimals as the spread needs (two significant digits of the std, or of the
+    mean when all are equal; at least one): Blackjack's -0.05 and -0.14 stay apart."""
+    mean = statistics.fmean(values)
     std = statistics.pstdev(values) if len(values) > 1 else 0.0
     if per_agent:
-        return f"{statistics.fmean(values):.3g} +- {std:.3g}"
-    return f"{statistics.fmean(values):.1f} +- {std:.1f}"
+        return f"{mean:.3g} +- {std:.3g}"
+    scale = std or abs(mean)
+    decimals = 1 if scale == 0 or scale >= 1 else min(6, 1 - math.floor(math.log10(scale)))
+    return f"{mean:.{decimals}f} +- {std:.{decimals}f}"

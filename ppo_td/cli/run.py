@@ -29,6 +29,9 @@ def run_training(cmd: TrainCommand) -> int:
     from ppo_td.persist import RunFolder, load_checkpoint
 
     if cmd.resume:
+        if Path(cmd.resume).is_file():
+            raise ValueError(f"--resume takes a run folder; {cmd.resume} is a file (its run folder: "
+                             f"{Path(cmd.resume).parent})")
         folder = RunFolder(cmd.resume)
         with folder.locked():
             state = load_checkpoint(folder.path / "checkpoint.pt")
@@ -76,6 +79,10 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
     except BaseException:
         shutdown(pipeline.collector)  # worker processes or a Ray instance may already be running
         raise
+    planned = config.num_iterations * config.frames_per_batch
+    if not resume and planned != config.total_frames:  # said once, at the start
+        print(f"note: total_frames={config.total_frames:,} is not a multiple of frames_per_batch="
+              f"{config.frames_per_batch:,}: the run trains {config.num_iterations:,} batches, {planned:,} frames")
     bar = Progress(config.num_iterations * config.frames_per_batch, config.num_iterations, initial=frames,
                    bar=cmd.progress, every=cmd.log_every,
                    label="reward per agent" if config.env.multiagent else "return")
@@ -137,16 +144,14 @@ def _video_recorder(out: Path | None, cmd: TrainCommand, config: TrainConfig, sh
 
 
 def _record_exactness(folder, pipeline, resumed) -> None:
-    """Say in ``run.json`` (and, when it will not be exact, on screen) what a resume of this run will be, and
-    how each resume went."""
+    """Say in ``run.json`` what a resume of this run will be, and how each resume went (on screen, a resume says
+    it as it starts: not every run, most of which are never resumed)."""
     from ppo_td.persist import why_inexact
 
     why = why_inexact(pipeline)
     entry = None if resumed is None else {"iteration": resumed.iteration, "exact": resumed.exact, "why": resumed.why,
                                           "time": time.time()}
     folder.record(resumed=entry, resume={"exact": why is None, "why": why or ""})
-    if resumed is None and why is not None:
-        print(f"note: a resume of this run will continue with fresh episodes, not bit-exactly: {why}")
 
 
 def _finish_complete_run(out: Path, config: TrainConfig, started: float | None = None) -> int:

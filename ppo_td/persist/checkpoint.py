@@ -89,12 +89,18 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         path = path / "checkpoint.pt"
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}: pass a checkpoint file or a run folder with checkpoint.pt")
+    with path.open("rb") as f:
+        zipped = f.read(4) == b"PK\x03\x04"  # torch.save writes zip archives: a CSV, a JSON, a text file is none
+    if not zipped:
+        raise ValueError(f"{path} is not a checkpoint (not a file torch.save wrote): pass a run folder or its "
+                         "checkpoint.pt (checkpoints/iter_*.pt for an earlier one)")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - any file: torch's unpickler fails in many ways on foreign bytes
-        # (KeyError: 101 for a text file starting with 'e', IndexError, UnpicklingError, BadZipFile, EOFError ...)
+        # (KeyError, IndexError, UnpicklingError, BadZipFile, EOFError ...): its first line, not torch's advice
+        first = (str(err).strip().splitlines() or [""])[0][:160]
         raise ValueError(
-            f"checkpoint {path} is unreadable (truncated or corrupt: {type(err).__name__}: {err}). "
+            f"checkpoint {path} is unreadable (truncated or corrupt: {type(err).__name__}: {first}). "
             "Use an earlier checkpoint of the run, or train again."
         ) from err
     if not isinstance(state, dict) or state.get("format") != FORMAT:
