@@ -383,3 +383,10 @@ def test_episode_start_in_a_vector_env_restarts_exactly_those_rows(runs):
         obs, _, terminated, truncated, _ = envs.step(action)
         done = terminated | truncated
     assert starts >= 6 and carried > 100  # episodes ended and began in every kind of row
+
+
+def test_print_of_a_policy_names_its_env_spaces_and_networks(runs):
+    text = repr(load_policy(runs["pendulum"]))
+    assert text.startswith("Policy(env='Pendulum-v1', observation_space=Box(")
+    assert "action_space=Box(-2.0, 2.0, (1,), float32)" in text and "networks=Linear 3-" in text
+    assert "deterministic" in text and "device=cpu" in text

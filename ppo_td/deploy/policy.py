@@ -194,6 +194,20 @@ class Policy(nn.Module):
         limit included, none of ppo_td's adapters): the observations :meth:`forward` takes."""
         return gym_env(acting_config(self.config.env), render_mode=render_mode)
 
+    def __repr__(self) -> str:
+        """What the policy acts on and with: ``Policy(env='CartPole-v1', observation_space=..., action_space=...,
+        networks=..., ...)``, not the TensorDict modules' tree (``policy.actor`` prints that)."""
+        parts = [f"env={self.config.env.env_id!r}", f"observation_space={self.layout.observation_space}",
+                 f"action_space={self.layout.action_space}", f"networks={_networks(self.actor)}",
+                 "deterministic" if self.deterministic else "sampled"]
+        if self.obs_norm is not None:
+            parts.append("normalized observations")
+        if self.memory:
+            parts.append("recurrent")
+        if self.layout.masked:
+            parts.append("action mask")
+        return f"Policy({', '.join(parts)}, device={self.device})"
+
     def reset(self, done: Any = None) -> None:
         """Start new episodes: every row (``done=None``) or the rows where ``done`` is true (a recurrent policy's
         state restarts from zeros there); nothing to do for a feed-forward policy."""
@@ -472,3 +486,25 @@ def policy_of(pipeline: Any, **kwargs: Any) -> Policy | Any:
                          "ppo_td builds from config.env (give the env as an id or factory in EnvConfig)")
     layout = Layout.of(pipeline.built, pipeline.config)
     return Policy(pipeline.actor, pipeline.config, layout, pipeline.observation_stats(), **kwargs)
+
+
+def _networks(module: nn.Module) -> str:
+    """The layers of ``module`` in brief: consecutive Linear layers as their widths (``Linear 4-64-64-2``), each
+    other parametrized layer by its type (``Conv2d 4->32``, ``LSTM 64``)."""
+    out: list[str] = []
+    widths: list[int] = []
+    for layer in module.modules():
+        if isinstance(layer, nn.Linear):
+            if widths and widths[-1] == layer.in_features:
+                widths.append(layer.out_features)
+                continue
+            if widths:
+                out.append("Linear " + "-".join(map(str, widths)))
+            widths = [layer.in_features, layer.out_features]
+        elif isinstance(layer, nn.Conv2d):
+            out.append(f"Conv2d {layer.in_channels}->{layer.out_channels}")
+        elif isinstance(layer, (nn.LSTM, nn.GRU)):
+            out.append(f"{type(layer).__name__} {layer.hidden_size}")
+    if widths:
+        out.append("Linear " + "-".join(map(str, widths)))
+    return ", ".join(out) or type(module).__name__
