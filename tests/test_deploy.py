@@ -285,6 +285,21 @@ def test_export_command_writes_checks_and_names_its_inputs(runs, tmp_path, capsy
     assert "invalid choice: 'tflite'" in capsys.readouterr().err
 
 
+@pytest.mark.skipif(not (_has("onnx") and _has("onnxscript")), reason="the export extra")
+def test_onnx_export_prints_only_what_a_user_can_act_on(runs, tmp_path, capfd):
+    import warnings
+
+    from ppo_td.cli import main
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["export", str(runs["trading"]), "--format", "onnx", "--out", str(tmp_path / "p.onnx")]) == 0
+    out, err = capfd.readouterr()
+    assert "[torch.onnx]" not in out + err and "torchvision" not in out + err, out + err
+    assert not [w for w in caught if issubclass(w.category, (FutureWarning, UserWarning))], caught
+    assert out.startswith(f"wrote {tmp_path / 'p.onnx'} (onnx)")
+
+
 def test_export_refusals_name_the_way_out(runs, tmp_path, monkeypatch):
     import importlib.util
 

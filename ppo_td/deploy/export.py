@@ -14,9 +14,12 @@ each agent's action, as :class:`~ppo_td.deploy.agents.AgentsPolicy` acts (``test
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
+import logging
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -272,9 +275,27 @@ def _write(module: nn.Module, args: tuple, fmt: str, path: Path, policy: Policy)
     if fmt == "export":
         torch.export.save(torch.export.export(module, args, dynamic_shapes=dynamic, strict=False), str(path))
         return
-    program = torch.onnx.export(module, args, dynamo=True, dynamic_shapes=dynamic,
-                                input_names=input_names(policy), output_names=output_names(policy))
+    with _quiet_onnx():
+        program = torch.onnx.export(module, args, dynamo=True, dynamic_shapes=dynamic, verbose=False,
+                                    input_names=input_names(policy), output_names=output_names(policy))
     program.save(str(path))
+
+
+@contextlib.contextmanager
+def _quiet_onnx():
+    """torch's ONNX exporter without the lines a user cannot act on: its progress, its notes on optional
+    packages (torchvision's operators), and the deprecation and shape-naming warnings of its own internals.
+    The levels and filters are put back after."""
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.filterwarnings("ignore", message=r".*axis name.*will not be used", category=UserWarning)
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 def _describe(policy: Policy | AgentsPolicy) -> str:
