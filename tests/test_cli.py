@@ -121,3 +121,22 @@ def test_a_total_that_is_no_multiple_of_the_batch_is_said_once(tmp_path, capsys)
     out = capsys.readouterr().out
     assert out.count("total_frames=150 is not a multiple of frames_per_batch=64: the run trains 2 batches, "
                      "128 frames") == 1
+
+
+def test_threads_are_chosen_for_the_work_and_can_be_set(tmp_path, capsys):
+    import torch
+
+    tiny = ["--preset", "cleanrl", "--env.num-envs", "4", "--frames-per-batch", "64", "--total-frames", "64",
+            "--model.hidden-sizes", "8", "--eval-episodes", "0", "--no-progress"]
+    try:
+        torch.set_num_threads(2)  # torch's default on a 2-core machine
+        assert main(["train", *tiny, "--run-dir", str(tmp_path / "auto")]) == 0
+        assert torch.get_num_threads() == 1  # small networks: one thread
+        assert json.loads((tmp_path / "auto" / "run.json").read_text())["threads"] == 1
+        assert main(["train", *tiny, "--threads", "2", "--run-dir", str(tmp_path / "two")]) == 0
+        assert torch.get_num_threads() == 2 and json.loads((tmp_path / "two" / "run.json").read_text())["threads"] == 2
+        assert main(["train", *tiny, "--threads", "0", "--run-dir", str(tmp_path / "zero")]) == 2
+        assert "--threads 0: give the number of torch threads (>= 1)" in capsys.readouterr().err
+        assert not (tmp_path / "zero").exists()  # refused before anything was written
+    finally:
+        torch.set_num_threads(1)

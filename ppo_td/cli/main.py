@@ -102,6 +102,10 @@ class TrainCommand:
     from_zoo: str | None = None
     """An RL Zoo hyper-parameter file (hyperparams/ppo.yml): start from its entry for --env.env-id, mapped onto
     ppo_td's config over --preset (default generic); keys it cannot map are printed. Flags given still win."""
+    threads: int | None = None
+    """Torch threads for the run (default: 1 for vector observations, whose small networks only lose from more: an
+    update of LunarLander took 5x as long with 2 threads as with 1 on a busy 2-core machine; torch's own default
+    for images, where convolutions use them)."""
     video_every: int = 0
     """Record a video of one evaluation episode (the policy's mode) every N iterations into <run_dir>/videos
     (0: none). Needs an env that renders rgb_array frames and the video extra (moviepy)."""
@@ -131,7 +135,7 @@ class TrainCommand:
 # what --resume may change: where collection runs, how the run is watched and checkpointed; never the config
 RESUME_FLAGS = {"--resume", "--collector", "--workers", "--ray-address", "--checkpoint-every", "--keep-checkpoints",
                 "--tensorboard", "--no-tensorboard", "--progress", "--no-progress", "--log-every", "--device",
-                "--video-every", "--eval-max-steps"}
+                "--video-every", "--eval-max-steps", "--threads"}
 
 
 def _train(args: list[str]) -> int:
@@ -151,6 +155,8 @@ def _train(args: list[str]) -> int:
             print(f"defaults: preset {preset_name!r}, {why} (--preset NAME to choose)")
         default = TrainCommand(config=get_preset(preset_name), preset=preset_name)
     cmd = tyro.cli(TrainCommand, default=default, args=args, prog="ppo-td train")
+    if cmd.threads is not None and cmd.threads < 1:
+        raise ValueError(f"--threads {cmd.threads}: give the number of torch threads (>= 1)")
     if cmd.resume:
         given = {a.split("=")[0].replace("_", "-") for a in args if a.startswith("--")}
         refused = sorted(given - RESUME_FLAGS)

@@ -73,6 +73,7 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
             raise
     config = pipeline.config
     try:
+        folder.record(threads=_set_threads(cmd.threads, pipeline))
         folder.write_config(config)  # atomically; on resume, with the collector settings the run now uses
         _record_exactness(folder, pipeline, resumed if resume else None)
         logger = RunLogger(out, config, tensorboard=cmd.tensorboard, resume_iteration=iteration if resume else None)
@@ -114,6 +115,19 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
     sps = trained / (last["time"] - elapsed) if last["time"] > elapsed else 0.0
     print(f"trained {trained} frames in {last['time'] - elapsed:.1f} s ({sps:.0f} frames/s)")
     return _finish_complete_run(out, _evaluated_as(config, cmd), started)  # Ctrl-C stops it at once
+
+
+def _set_threads(threads: int | None, pipeline) -> int:
+    """Set torch's threads for this process (the ``ppo-td`` command's own): ``threads``, else 1 for vector
+    observations (small networks: more threads only add synchronization, 5x slower an update on a busy 2-core
+    machine, ``python -m benchmarks.threads``), torch's default for images. Returns the number set."""
+    import torch
+
+    space = pipeline.description.observation_space
+    images = space is not None and bool(space.images())
+    n = threads or (torch.get_num_threads() if images else 1)
+    torch.set_num_threads(n)
+    return n
 
 
 def _evaluated_as(config: TrainConfig, cmd: TrainCommand) -> TrainConfig:
