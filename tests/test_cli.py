@@ -140,3 +140,16 @@ def test_threads_are_chosen_for_the_work_and_can_be_set(tmp_path, capsys):
         assert not (tmp_path / "zero").exists()  # refused before anything was written
     finally:
         torch.set_num_threads(1)
+
+
+def test_a_bad_value_is_refused_before_the_heavy_imports():
+    """Validation runs before TorchRL is imported (seconds): the refusal comes at once."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom ppo_td.cli import main\ntry:\n    main(['train', '--optim.lr', '-1'])\n"
+            "except SystemExit as err:\n    print('exit', err.code)\n"
+            "print('torchrl imported', 'torchrl' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "exit 2" in done.stdout and "torchrl imported False" in done.stdout, done.stdout + done.stderr
+    assert "optim.lr=-1.0 is invalid" in done.stderr

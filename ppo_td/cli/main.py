@@ -53,10 +53,6 @@ def main(argv: list[str] | None = None) -> int:
     guard = contextlib.nullcontext() if command == "doctor" else interrupt_on_signals()
     try:
         with guard:
-            if not (command == "doctor" and _script_at(rest) is not None):  # a user's script needs no TorchRL
-                import torchrl  # noqa: F401 - it sets its logger's level when imported: import first, then quieten
-
-                logging.getLogger("torchrl").setLevel(logging.WARNING)  # its INFO lines would break the progress bar
             return commands[command](rest)
     except KeyboardInterrupt as err:
         print(f"ppo-td {command}: {signal_name(err)}: stopped", file=sys.stderr)
@@ -68,6 +64,15 @@ def main(argv: list[str] | None = None) -> int:
             raise  # OSError: a full disk, a read-only or missing folder (the message names the file)
         print(f"ppo-td {command}: error: {err}", file=sys.stderr)
         return 2
+
+
+def _quiet_torchrl() -> None:
+    """Import TorchRL (seconds) once the arguments are valid, and keep its INFO lines off the progress bar: it sets
+    its logger's level when imported, so import first, then quieten it. (A user's script under the doctor never
+    gets here: it needs no TorchRL.)"""
+    import torchrl  # noqa: F401
+
+    logging.getLogger("torchrl").setLevel(logging.WARNING)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,7 +159,8 @@ def _train(args: list[str]) -> int:
             preset_name, why = preset_for(known.env_id)  # not CartPole's tuned values for another env
             print(f"defaults: preset {preset_name!r}, {why} (--preset NAME to choose)")
         default = TrainCommand(config=get_preset(preset_name), preset=preset_name)
-    cmd = tyro.cli(TrainCommand, default=default, args=args, prog="ppo-td train")
+    cmd = tyro.cli(TrainCommand, default=default, args=args, prog="ppo-td train")  # validated: now the libraries
+    _quiet_torchrl()
     if cmd.threads is not None and cmd.threads < 1:
         raise ValueError(f"--threads {cmd.threads}: give the number of torch threads (>= 1)")
     if cmd.resume:
@@ -201,6 +207,7 @@ def _eval(args: list[str]) -> int:
                         help="cut an episode still running after N steps, on an env without a time limit of its own "
                              "(default: the run's eval_max_steps, 10,000 unless set); a cut episode has no return")
     ns = parser.parse_args(args)
+    _quiet_torchrl()
     from ppo_td.cli.report import cap_note, format_evaluation
     from ppo_td.persist import load_actor
     from ppo_td.training import evaluate
@@ -268,6 +275,7 @@ def _export(args: list[str]) -> int:
                              "export extra)")
     parser.add_argument("--out", default=None, help="file to write (default: <run folder>/policy.pt, .pt2 or .onnx)")
     ns = parser.parse_args(args)
+    _quiet_torchrl()
     from ppo_td.deploy import load_policy
     from ppo_td.deploy.export import FORMATS, check_export, export_policy, input_specs, output_names
 
@@ -303,6 +311,7 @@ def _doctor(args: list[str]) -> int:
     for part in ("actor", "critic", "loss", "transform"):
         parser.add_argument(f"--{part}", metavar="MODULE:FUNCTION", help=f"your own {part} factory")
     ns = parser.parse_args(args)
+    _quiet_torchrl()
     from ppo_td.doctor import checkup
     from ppo_td.models import make_actor_critic
     from ppo_td.training import build_pipeline, make_train_env
