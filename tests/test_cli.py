@@ -153,3 +153,14 @@ def test_a_bad_value_is_refused_before_the_heavy_imports():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "exit 2" in done.stdout and "torchrl imported False" in done.stdout, done.stdout + done.stderr
     assert "optim.lr=-1.0 is invalid" in done.stderr
+
+
+def test_train_help_lists_every_preset(capsys):
+    import pytest
+
+    from ppo_td.presets import PRESETS
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split()).replace("│", "")
+    assert all(name in text for name in PRESETS), [n for n in PRESETS if n not in text]

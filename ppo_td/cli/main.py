@@ -15,7 +15,7 @@ import tyro
 
 from ppo_td.cli.signals import exit_code, interrupt_on_signals, signal_name
 from ppo_td.config import TrainConfig
-from ppo_td.presets import DEFAULT_PRESET, get_preset, preset_for
+from ppo_td.presets import DEFAULT_PRESET, PRESETS, get_preset, preset_for
 
 USAGE = """usage: ppo-td COMMAND [ARGS]
 
@@ -80,9 +80,9 @@ class TrainCommand:
     """Train PPO and write a run folder (config, metrics CSV, learning curve, checkpoints)."""
 
     config: Annotated[TrainConfig, tyro.conf.arg(name="")]
-    preset: str = DEFAULT_PRESET
-    """Preset to start from: cartpole, cleanrl, pendulum, trading, generic, atari, halfcheetah, hopper, walker2d, ant.
-    Without it, --env.env-id X starts from the preset made for X, else from generic (SB3's PPO defaults)."""
+    preset: Annotated[str, tyro.conf.arg(help=(
+        f"Preset to start from: {', '.join(PRESETS)}. Without it, --env.env-id X starts from the preset made for "
+        "X, else from generic (SB3's PPO defaults)."))] = DEFAULT_PRESET
     run_dir: str | None = None
     """Run folder to write; default runs/<env>-<preset>-seed<seed>-<time>."""
     resume: str | None = None
