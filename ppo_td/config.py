@@ -414,7 +414,8 @@ class TrainConfig:
         _check(self.num_sequences % self.optim.num_minibatches == 0, "optim.num_minibatches",
                self.optim.num_minibatches,
                f"a divisor of the {self.num_sequences} sequences per batch (env.num_envs x rollout / "
-               f"optim.sequence_length) with {why}: minibatches are whole sequences")
+               f"optim.sequence_length) with {why}: minibatches are whole sequences; shorter sequences make more "
+               "of them (optim.sequence_length, say 32), or leave both unset and ppo-td train fits them")
 
     @property
     def sequence_length(self) -> int:

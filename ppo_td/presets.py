@@ -246,3 +246,20 @@ def get_preset(name: str) -> TrainConfig:
         close = difflib.get_close_matches(name, PRESETS, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise ValueError(f"unknown preset {name!r}; known presets: {sorted(PRESETS)}.{hint}") from None
+
+
+def fit_recurrent(config: TrainConfig, recurrent: str) -> tuple[TrainConfig, str]:
+    """``config`` with a ``recurrent`` model and sequences that fit its batch, and a line saying what was chosen:
+    the longest sequence of at most 32 steps that cuts each env's rollout evenly (CleanRL's and sb3-contrib's
+    recurrent PPO replay 128-step rollouts; 32 steps keep a minibatch's gradient from whole rollouts of few envs),
+    and the most minibatches, up to ``optim.num_minibatches``, that split the sequences evenly."""
+    steps = config.steps_per_env
+    length = max(d for d in range(1, min(steps, 32) + 1) if steps % d == 0)
+    sequences = config.frames_per_batch // length
+    minibatches = max(d for d in range(1, min(sequences, config.optim.num_minibatches) + 1) if sequences % d == 0)
+    fitted = dataclasses.replace(config, model=dataclasses.replace(config.model, recurrent=recurrent),
+                                 optim=dataclasses.replace(config.optim, sequence_length=length,
+                                                           num_minibatches=minibatches))
+    return fitted, (f"model.recurrent={recurrent}: sequences of optim.sequence_length={length} steps, "
+                    f"optim.num_minibatches={minibatches} ({sequences} sequences per batch of "
+                    f"{config.frames_per_batch:,} frames; set either to choose)")

@@ -164,3 +164,17 @@ def test_train_help_lists_every_preset(capsys):
         main(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split()).replace("│", "")
     assert all(name in text for name in PRESETS), [n for n in PRESETS if n not in text]
+
+
+def test_a_recurrent_model_on_any_env_gets_sequences_that_fit(tmp_path, capsys):
+    assert main(["train", "--preset", "generic", "--model.recurrent", "gru", "--frames-per-batch", "512",
+                 "--total-frames", "512", "--model.hidden-sizes", "8", "--eval-episodes", "0", "--no-progress",
+                 "--run-dir", str(tmp_path / "fit")]) == 0
+    assert ("note: model.recurrent=gru: sequences of optim.sequence_length=32 steps, optim.num_minibatches=16 "
+            "(16 sequences per batch of 512 frames") in capsys.readouterr().out
+    config = json.loads((tmp_path / "fit" / "config.json").read_text())
+    assert config["model"]["recurrent"] == "gru" and config["optim"]["sequence_length"] == 32
+    # a choice of the user's is kept, and a misfit refused with the way out
+    assert main(["train", "--preset", "generic", "--model.recurrent", "lstm", "--optim.num-minibatches", "32",
+                 "--run-dir", str(tmp_path / "misfit")]) == 2
+    assert "optim.sequence_length, say 32" in capsys.readouterr().err

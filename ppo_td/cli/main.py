@@ -15,7 +15,7 @@ import tyro
 
 from ppo_td.cli.signals import exit_code, interrupt_on_signals, signal_name
 from ppo_td.config import TrainConfig
-from ppo_td.presets import DEFAULT_PRESET, PRESETS, get_preset, preset_for
+from ppo_td.presets import DEFAULT_PRESET, PRESETS, fit_recurrent, get_preset, preset_for
 
 USAGE = """usage: ppo-td COMMAND [ARGS]
 
@@ -159,7 +159,12 @@ def _train(args: list[str]) -> int:
             preset_name, why = preset_for(known.env_id)  # not CartPole's tuned values for another env
             print(f"defaults: preset {preset_name!r}, {why} (--preset NAME to choose)")
         default = TrainCommand(config=get_preset(preset_name), preset=preset_name)
+    recurrent, args = _recurrent_to_fit(args, default.config)
     cmd = tyro.cli(TrainCommand, default=default, args=args, prog="ppo-td train")  # validated: now the libraries
+    if recurrent is not None:
+        fitted, note = fit_recurrent(cmd.config, recurrent)
+        print(f"note: {note}")
+        cmd = dataclasses.replace(cmd, config=fitted)
     _quiet_torchrl()
     if cmd.threads is not None and cmd.threads < 1:
         raise ValueError(f"--threads {cmd.threads}: give the number of torch threads (>= 1)")
@@ -175,6 +180,29 @@ def _train(args: list[str]) -> int:
             cmd, resume_device=cmd.config.device if "--device" in given else None,
             resume_eval_max_steps=cmd.config.eval_max_steps if "--eval-max-steps" in given else None))
     return run_training(dataclasses.replace(cmd, config=cmd.resolved_config()))
+
+
+def _recurrent_to_fit(args: list[str], default: TrainConfig) -> tuple[str | None, list[str]]:
+    """``--model.recurrent lstm|gru`` given without ``--optim.sequence-length`` or ``--optim.num-minibatches`` (nor a
+    preset made recurrent): the model to fit to the batch once the other flags are parsed, and ``args`` without
+    it; else (None, ``args``)."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--model.recurrent", dest="recurrent")
+    known, _ = pre.parse_known_args(args)
+    chosen = {a.split("=")[0].replace("_", "-") for a in args if a.startswith("--optim.")}
+    resuming = any(a.startswith("--resume") for a in args)
+    if (known.recurrent in (None, "none") or default.model.recurrent != "none" or resuming
+            or chosen & {"--optim.sequence-length", "--optim.num-minibatches"}):
+        return None, args
+    rest, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == "--model.recurrent":
+            skip = True
+        elif not a.startswith("--model.recurrent="):
+            rest.append(a)
+    return known.recurrent, rest
 
 
 def _zoo_command(path: str, env_id: str | None, preset: str | None) -> TrainCommand:
