@@ -178,3 +178,14 @@ def test_a_recurrent_model_on_any_env_gets_sequences_that_fit(tmp_path, capsys):
     assert main(["train", "--preset", "generic", "--model.recurrent", "lstm", "--optim.num-minibatches", "32",
                  "--run-dir", str(tmp_path / "misfit")]) == 2
     assert "optim.sequence_length, say 32" in capsys.readouterr().err
+
+
+def test_an_image_env_without_a_preset_starts_from_pixel_defaults():
+    from ppo_td.presets import get_preset, preset_for
+
+    name, why = preset_for("CarRacing-v3")
+    assert name == "pixels" and "observes images" in why
+    pixels = get_preset("pixels")
+    assert (pixels.env.num_envs, pixels.steps_per_env, pixels.optim.update_epochs, pixels.optim.num_minibatches,
+            pixels.model.encoder) == (8, 128, 4, 4, "nature")
+    assert preset_for("LunarLander-v3")[0] == "generic" and preset_for("MyMissingEnv-v0")[0] == "generic"
