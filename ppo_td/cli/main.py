@@ -174,8 +174,9 @@ def _train(args: list[str]) -> int:
         if refused:  # checked by name: a flag equal to the default would otherwise pass unnoticed
             raise ValueError(f"--resume continues a run with the config stored in its checkpoint and writes to the "
                              f"same folder: drop {', '.join(refused)} (only --collector, --workers, --ray-address, "
-                             "--device and --eval-max-steps may change, i.e. where collection and the update run, "
-                             "how the run is shown and checkpointed, and where evaluation episodes are cut)")
+                             "--device, --threads and --eval-max-steps may change, i.e. where collection and the "
+                             "update run, how the run is shown and checkpointed, and where evaluation episodes are "
+                             "cut)")
         return run_training(dataclasses.replace(
             cmd, resume_device=cmd.config.device if "--device" in given else None,
             resume_eval_max_steps=cmd.config.eval_max_steps if "--eval-max-steps" in given else None))
