@@ -27,3 +27,14 @@ def actor_critic(lr: float = 3e-4):
     actor = nn.Sequential(nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 2))
     critic = nn.Sequential(nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 1))
     return actor, critic, torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=lr)
+
+
+def rollout(actor, critic, obs, actions, rewards, next_obs, dones):
+    """The rollout's log-probs of ``actions`` and one-step advantages and returns, all without gradient."""
+    from torch.distributions import Categorical
+
+    with torch.no_grad():
+        old_log_probs = Categorical(logits=actor(obs)).log_prob(actions)
+        returns = rewards + 0.99 * critic(next_obs).squeeze(-1) * (1 - dones)
+        advantages = returns - critic(obs).squeeze(-1)
+    return old_log_probs, returns, advantages

@@ -5,16 +5,13 @@ every return.
 """
 
 import torch
-from _common import actor_critic, cartpole_batch
+from _common import actor_critic, cartpole_batch, rollout
 from torch.distributions import Categorical
 
 torch.manual_seed(0)
 obs, actions, rewards, next_obs, dones = cartpole_batch()
 actor, critic, optimizer = actor_critic()
-with torch.no_grad():  # the rollout's log-probs and the advantages: constants of the update
-    old_log_probs = Categorical(logits=actor(obs)).log_prob(actions)
-    returns = rewards + 0.99 * critic(next_obs).squeeze(-1) * (1 - dones)
-    advantages = returns - critic(obs).squeeze(-1)
+old_log_probs, returns, advantages = rollout(actor, critic, obs, actions, rewards, next_obs, dones)  # no_grad
 
 for _epoch in range(4):
     for mb in torch.randperm(len(obs)).split(32):
