@@ -13,7 +13,8 @@ import torch
 
 from ppo_td.config import EnvConfig
 from ppo_td.deploy.policy import Policy, acting_config, one_agent
-from ppo_td.envs import gym_env, own_step_limit
+from ppo_td.envs import gym_env
+from ppo_td.training import step_cap
 
 MAX_FRAMES = 5_000
 """Frames kept per video (held in memory until the file is written): 100 s at 50 frames/s."""
@@ -79,7 +80,7 @@ def record_video(policy: Policy, folder: str | os.PathLike, *, episodes: int = 1
     save_video = _video_writer()
     folder = Path(folder)
     env_id = policy.config.env.env_id
-    limit = own_step_limit(policy.config.env) or max_steps or policy.config.eval_max_steps
+    limit = step_cap(policy.config.env, max_steps or policy.config.eval_max_steps)[0]  # evaluation's cap
     stop = should_stop or (lambda: False)
     env = render_env(acting_config(policy.config.env))
     fps = env.metadata.get("render_fps") or 30

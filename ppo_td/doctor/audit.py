@@ -242,14 +242,6 @@ class Audit:
             found.update({id(p): p for g in opt.param_groups for p in g["params"] if p.requires_grad})
         return list(found.values())
 
-    def forward_below(self, tensor: torch.Tensor | None) -> Forward | None:
-        """The audited forward a tensor was computed from (its graph's nearest), or None."""
-        from ppo_td.doctor.graph import below
-
-        if not torch.is_tensor(tensor) or tensor.grad_fn is None or not self._outputs:
-            return None
-        return below(tensor.grad_fn, self._outputs)
-
     def forward_below_node(self, node: object | None) -> Forward | None:
         """The audited forward at or below a graph node, or None."""
         from ppo_td.doctor.graph import below
