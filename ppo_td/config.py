@@ -46,6 +46,33 @@ def _check_types(obj: Any, section: str) -> None:
         _check(base != "float" or math.isfinite(value), name, value, "a finite number")
 
 
+_KWARG = re.compile(r"[A-Za-z_]\w*=")
+
+
+def transform_entries(tokens: tuple[str, ...]) -> tuple[str, ...]:
+    """Transform entries from tokens: a ``KEY=VALUE`` token belongs to the ``module:factory`` before it
+    (``--env.transforms mod:Bonus scale=0.1 mod:Noise`` -> ``("mod:Bonus scale=0.1", "mod:Noise")``)."""
+    entries: list[str] = []
+    for token in tokens:
+        if isinstance(token, str) and _KWARG.match(token) and entries:
+            entries[-1] = f"{entries[-1]} {token}"
+        else:
+            entries.append(token)
+    return tuple(entries)
+
+
+def transform_problem(entry: str) -> str | None:
+    """Why ``entry`` is not ``module:factory [KEY=VALUE ...]`` (None when it is)."""
+    parts = entry.split()
+    if not parts:
+        return "it is empty"
+    module, sep, name = parts[0].rpartition(":")
+    if not (sep and module and name):
+        return f"{parts[0]!r} is not a module:factory import path"
+    bad = [item for item in parts[1:] if not _KWARG.match(item)]
+    return f"{bad[0]!r} is not KEY=VALUE" if bad else None
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     """Which environment to train on and how many copies to step together."""
@@ -93,6 +120,14 @@ class EnvConfig:
     wrappers: tuple[str, ...] = ()
     """Gymnasium wrappers for each copy, innermost first, as module:Name import paths; each is called as
     Name(env) (the module is looked for in the current folder too)."""
+    transforms: tuple[str, ...] = ()
+    """The user's TorchRL transforms, applied in training and in evaluation (ppo-td eval, load_policy), in order,
+    after RewardSum (returns stay raw) and before observation normalization: each 'module:factory KEY=VALUE ...',
+    a function or class returning a torchrl Transform, called with the keyword arguments (values read as for
+    env.kwargs): --env.transforms my_transforms:Scale factor=0.5 my_transforms:AddSpeed (ppo_td.envs.custom)."""
+    train_transforms: tuple[str, ...] = ()
+    """As transforms, applied in training only, after them (a reward bonus, observation noise): evaluation
+    measures the env without them."""
 
     @property
     def multiagent(self) -> bool:
@@ -101,6 +136,12 @@ class EnvConfig:
 
     def __post_init__(self) -> None:
         _check_types(self, "env.")
+        for name in ("transforms", "train_transforms"):
+            entries = transform_entries(getattr(self, name))
+            object.__setattr__(self, name, entries)  # command-line tokens joined: mod:F k=v -> "mod:F k=v"
+            for entry in entries:
+                problem = transform_problem(entry)
+                _check(problem is None, f"env.{name}", entry, f"'module:factory KEY=VALUE ...' ({problem})")
         for item in self.kwargs:
             key = item.partition("=")[0]
             _check("=" in item and key.isidentifier(), "env.kwargs", item, "KEY=VALUE with KEY a Python name")
@@ -116,6 +157,9 @@ class EnvConfig:
                        f"False with env.suite={self.suite!r} (multi-agent envs do not support it yet)")
             _check(not self.wrappers, "env.wrappers", self.wrappers,
                    f"() with env.suite={self.suite!r} (Gymnasium wrappers wrap one-agent envs)")
+            for name in ("transforms", "train_transforms"):
+                _check(not getattr(self, name), f"env.{name}", getattr(self, name),
+                       f"() with env.suite={self.suite!r} (multi-agent envs do not support the user's transforms yet)")
             _check(self.suite != "vmas" or self.max_episode_steps is not None, "env.max_episode_steps",
                    self.max_episode_steps, "set with env.suite='vmas' (VMAS scenarios run forever without a limit)")
         _check(self.num_envs >= 1, "env.num_envs", self.num_envs, ">= 1")

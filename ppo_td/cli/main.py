@@ -238,14 +238,14 @@ def _eval(args: list[str]) -> int:
     ns = parser.parse_args(args)
     _quiet_torchrl()
     from ppo_td.cli.report import cap_note, format_evaluation
-    from ppo_td.persist import load_actor
+    from ppo_td.persist import load_for_evaluation
     from ppo_td.training import evaluate
 
     if ns.episodes < 1 or ns.video_episodes < 1:
         raise ValueError("--episodes and --video-episodes must be >= 1")
     if ns.max_steps is not None and ns.max_steps < 1:
         raise ValueError(f"--max-steps {ns.max_steps}: give the steps an episode may run (>= 1)")
-    config, actor, obs_stats = load_actor(ns.checkpoint)
+    config, actor, obs_stats, transform_states = load_for_evaluation(ns.checkpoint)
     if ns.video is not None and config.env.multiagent:  # refused before the episodes run
         raise ValueError(f"--video records one-agent runs; {ns.checkpoint} trained agents of env.suite="
                          f"{config.env.suite!r} (videos of multi-agent runs are not supported yet)")
@@ -257,7 +257,7 @@ def _eval(args: list[str]) -> int:
     how = "sampled" if ns.sampled else "deterministic"
     try:
         ev = evaluate(actor, config.env, ns.episodes, seed=ns.seed, obs_stats=obs_stats, sampled=ns.sampled,
-                      max_steps=config.eval_max_steps)
+                      max_steps=config.eval_max_steps, transform_states=transform_states)
     except KeyboardInterrupt as err:
         print(f"ppo-td eval: {signal_name(err)}: the {how} evaluation stopped before its episodes ended",
               file=sys.stderr)

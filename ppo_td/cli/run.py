@@ -237,7 +237,8 @@ def _check_device(name: str) -> None:
 def _recordable(config: TrainConfig, parts: dict) -> TrainConfig:
     """``config`` with ``parts["encoder"]`` recorded as its import path (popped from ``parts``): a run folder is
     resumed and evaluated from its config alone, so parts it cannot record are refused, naming the way out."""
-    from ppo_td.envs.source import NotRebuildable, import_path
+    from ppo_td.envs.custom import unrecorded as objects_of
+    from ppo_td.envs.source import NotRebuildable, from_python, import_path
 
     unrecorded = sorted(name for name in ("actor", "critic", "loss", "optimizer") if parts.get(name) is not None)
     if unrecorded:
@@ -245,6 +246,14 @@ def _recordable(config: TrainConfig, parts: dict) -> TrainConfig:
                          "(resume and ppo-td eval rebuild every part from config.json): give the networks through "
                          "encoder= or model.encoder=module:function and the settings through the config, or "
                          "train without run_dir")
+    for setting in ("transforms", "train_transforms"):
+        items = parts.get(setting)
+        objects = objects_of(from_python(items, setting == "transforms", setting)) if items is not None else []
+        if objects:
+            raise ValueError(f"run_dir: the {setting} {objects} cannot be rebuilt from the run folder (resume and "
+                             "ppo-td eval rebuild the env from config.json): pass a factory instead, a module-level "
+                             "function or class returning the transform (a functools.partial of one for its "
+                             "arguments), or train without run_dir")
     encoder = parts.pop("encoder", None)
     if encoder is None:
         return config
@@ -264,20 +273,21 @@ def _finish(out: Path, config: TrainConfig, started: float) -> int:
 def _summarize(out: Path, config: TrainConfig, started: float) -> list:
     """Evaluate the run's checkpoint, write ``summary.json`` and the learning curve, print the evaluations;
     returns them (deterministic, sampled; none with ``eval_episodes=0``)."""
-    from ppo_td.persist import load_actor, plot_learning_curve, read_episodes, read_metrics
+    from ppo_td.persist import load_for_evaluation, plot_learning_curve, read_episodes, read_metrics
     from ppo_td.training import evaluate
 
     if (out / "summary.json").exists():
         raise ValueError(f"{out}: the run is complete (summary.json is written), nothing to resume; evaluate it "
                          f"with `ppo-td eval {out}`")
-    _, actor, obs_stats = load_actor(out / "checkpoint.pt")
+    _, actor, obs_stats, transform_states = load_for_evaluation(out / "checkpoint.pt")
     evaluations = []
     if config.eval_episodes:
         note = cap_note(config.env, config.eval_max_steps, "--eval-max-steps")
         if note:
             print(note)
         evaluations = [evaluate(actor, config.env, config.eval_episodes, seed=config.seed + 10_000,
-                                obs_stats=obs_stats, sampled=s, max_steps=config.eval_max_steps) for s in (False, True)]
+                                obs_stats=obs_stats, sampled=s, max_steps=config.eval_max_steps,
+                                transform_states=transform_states) for s in (False, True)]
     plot_learning_curve(read_episodes(out), out / "learning_curve.png", f"{config.env.env_id}")
     last = read_metrics(out)[-1]
     summary = {"train_seconds": float(last["time"]), "finish_seconds": time.perf_counter() - started,

@@ -57,6 +57,12 @@ class DeterministicPolicy(nn.Module):
             raise ExportError(f"the actor is a {type(policy.actor).__name__} that ppo_td's factories did not build "
                               "(export bakes in ppo_td's own networks); export it yourself with torch.export.export "
                               "on a module of plain tensors")
+        if len(policy.transforms):
+            names = [type(t).__name__ for t in policy.transforms]
+            raise ExportError(f"the policy's observations go through the env's transforms {names} (env.transforms), "
+                              "which run on TensorDicts and cannot be baked into an exported file: deploy with "
+                              "ppo_td.load_policy, or compute the feature in the network (model.encoder="
+                              "module:function)")
         self.net = plain
         self.recurrent = rec is not None
         if rec is not None:  # the LSTM/GRU itself (not TorchRL's module around it), as Recurrent.step runs it

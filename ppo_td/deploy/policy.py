@@ -24,6 +24,7 @@ import torch
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModuleBase
 from torch import nn
+from torchrl.envs import Transform
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from ppo_td import keys
@@ -36,6 +37,7 @@ from ppo_td.models.inference import NumpyPolicy
 from ppo_td.models.networks import PolicyNet
 from ppo_td.models.plain import policy_net
 from ppo_td.models.recurrent import Recurrent, memory_spec, recurrent_parts
+from ppo_td.training.evaluation import load_transform_states
 
 IS_INIT = "is_init"
 
@@ -83,10 +85,9 @@ class Layout:
         lifted = (gym.spaces.Dict({"observation": observation_space, MASK_KEY: gym.spaces.MultiBinary(1)})
                   if mask_from_info else observation_space)
         nest = nests_entries(lifted) if needs_nesting(lifted) else None
-        spec = built.env.observation_spec  # the dtypes after the env's casts; the keys the env itself emits
-        entries = tuple(Entry(k, tuple(spec[k].shape[1:]), spec[k].dtype)
-                        for k in built.env.base_env.observation_spec.keys(True, True)
-                        if not (k == MASK_KEY and not masked))
+        spec, raw = built.env.observation_spec, built.env.base_env.observation_spec  # the keys the env emits;
+        entries = tuple(Entry(k, tuple(raw[k].shape[1:]), _cast_dtype(spec, raw, k))  # their dtypes after its casts
+                        for k in raw.keys(True, True) if not (k == MASK_KEY and not masked))
         return cls(entries, mask_from_info, nest, masked, observation_space, action_space,
                    config.env.clip_actions and isinstance(action_space, gym.spaces.Box),
                    bool(built.description.observation_space.images()))
@@ -116,7 +117,8 @@ class Policy(nn.Module):
 
     def __init__(self, actor: TensorDictModuleBase, config: TrainConfig, layout: Layout,
                  obs_stats: dict[str, Any] | None = None, device: str | torch.device = "cpu",
-                 deterministic: bool = True, inference: str = "auto") -> None:
+                 deterministic: bool = True, inference: str = "auto",
+                 transforms: list[Transform] | tuple[Transform, ...] = ()) -> None:
         super().__init__()
         if inference not in ("auto", "torch"):
             raise ValueError(f"inference={inference!r}; expected 'auto' (one observation of a small MLP policy in "
@@ -126,6 +128,9 @@ class Policy(nn.Module):
         self.actor = copy.deepcopy(actor).eval()  # a copy: the caller's module (a training actor) is left alone
         for p in self.actor.parameters():
             p.requires_grad_(False)
+        self.transforms = nn.ModuleList(transforms)
+        """The user's observation transforms (``env.transforms`` that read or write an observation), run on each
+        observation through their ``forward`` before the normalizer, as the env ran them before its normalizer."""
         self.obs_norm: RunningObsNorm | None = None
         if config.env.normalize_observations:
             if obs_stats is None:
@@ -159,7 +164,7 @@ class Policy(nn.Module):
         entries = layout.entries
         simple = (len(entries) == 1 and entries[0].key == keys.OBSERVATION and entries[0].dtype == torch.float32
                   and not layout.masked and layout.nest is None and self._plain[0] is not None
-                  and inference == "auto")
+                  and inference == "auto" and not transforms)
         self._numpy = NumpyPolicy.of(self._plain[0], rows=1) if simple else None
         self._numpy_memory: list[int] = self._numpy_pointers() if self._numpy is not None else []
 
@@ -200,6 +205,8 @@ class Policy(nn.Module):
         parts = [f"env={self.config.env.env_id!r}", f"observation_space={self.layout.observation_space}",
                  f"action_space={self.layout.action_space}", f"networks={_networks(self.actor)}",
                  "deterministic" if self.deterministic else "sampled"]
+        if len(self.transforms):
+            parts.append(f"transforms=[{', '.join(type(t).__name__ for t in self.transforms)}]")
         if self.obs_norm is not None:
             parts.append("normalized observations")
         if self.memory:
@@ -342,11 +349,22 @@ class Policy(nn.Module):
                                  "step needs at least one legal action (the env's mask, as training checked it)")
         for key, tensor in values.items():
             values[key] = (tensor.unsqueeze(0) if single else tensor).to(self.device)
+        if len(self.transforms):
+            values = self._transformed(values)
         if self.obs_norm is not None and normalized:  # RunningObsNorm.normalized on a float32 observation
             obs = values[keys.OBSERVATION].to(torch.float32)
             clip = self.obs_norm.clip
             values[keys.OBSERVATION] = ((obs - self.obs_mean) / self.obs_std).clamp_(-clip, clip)
         return values, single
+
+    def _transformed(self, values: dict) -> dict:
+        """``values`` through the user's observation transforms (each one's ``forward`` on a TensorDict)."""
+        td = TensorDict({}, batch_size=[next(iter(values.values())).shape[0]], device=self.device)
+        for key, value in values.items():
+            td.set(key, value)
+        for transform in self.transforms:
+            td = transform(td)
+        return {key: td.get(key) for key in td.keys(True, True)}
 
     def _carry(self, rows: int) -> None:
         """Zero states for a new batch of ``rows`` episodes (refused while other episodes are under way)."""
@@ -460,8 +478,32 @@ def load_policy(path: str | os.PathLike, *, device: str | torch.device = "cpu",
     finally:
         built.close()
     load_weights(actor, state, "actor")
+    evaluation = build_env(dataclasses.replace(config.env, num_envs=1), training=False)  # env.transforms only
+    try:
+        load_transform_states(evaluation, state.get("transform_states", []))
+        transforms = observation_transforms(evaluation)
+    finally:
+        evaluation.close()
     return Policy(actor, config, layout, state["obs_stats"], device=device, deterministic=deterministic,
-                  inference=inference)
+                  inference=inference, transforms=transforms)
+
+
+def _cast_dtype(spec: Any, raw: Any, key: Any) -> torch.dtype:
+    """The dtype of observation entry ``key`` after ppo_td's casts (DoubleToFloat, the mask to bool): the env's
+    final spec where it still has the raw shape, else (a user's transform reshaped it) the raw dtype, cast."""
+    final = spec.get(key, None)
+    if final is not None and final.shape == raw[key].shape:
+        return final.dtype
+    return torch.float32 if raw[key].dtype == torch.float64 else raw[key].dtype
+
+
+def observation_transforms(built: BuiltEnv) -> list[Transform]:
+    """The user's transforms of ``built`` that evaluation applies and that read or write an observation entry:
+    what :class:`Policy` runs on each observation (through the transform's ``forward``, TorchRL's offline call)."""
+    observed = set(built.env.observation_spec.keys(True, True)) | set(built.env.base_env.observation_spec.keys(True,
+                                                                                                            True))
+    return [made for user, made in built.user_transforms
+            if user.evaluation and any(k in observed for k in (*made.in_keys, *made.out_keys))]
 
 
 def one_agent(policy: Any, what: str) -> None:
@@ -485,7 +527,9 @@ def policy_of(pipeline: Any, **kwargs: Any) -> Policy | Any:
         raise ValueError("the pipeline's env was passed in, not built from its config: a Policy needs the env "
                          "ppo_td builds from config.env (give the env as an id or factory in EnvConfig)")
     layout = Layout.of(pipeline.built, pipeline.config)
-    return Policy(pipeline.actor, pipeline.config, layout, pipeline.observation_stats(), **kwargs)
+    transforms = [made.clone() for made in observation_transforms(pipeline.built)]
+    return Policy(pipeline.actor, pipeline.config, layout, pipeline.observation_stats(), transforms=transforms,
+                  **kwargs)
 
 
 def _networks(module: nn.Module) -> str:

@@ -261,6 +261,14 @@ class BuiltEnv:
     simulator: Any = None
     """The VMAS ``Environment`` under a VMAS env (ppo_td built it and handed it to TorchRL's ``VmasWrapper``):
     what :class:`~ppo_td.collect.AgentsCollector` steps. None for any other env."""
+    user_transforms: tuple = ()
+    """The user's transforms in the env, in order: (its :class:`~ppo_td.envs.custom.UserTransform`, the transform
+    made from it) pairs."""
+
+    def user_transform_states(self) -> list[dict[str, Any]]:
+        """``state_dict()`` of each of the user's transforms that evaluation applies, in order: what an evaluation
+        env loads (a stateful transform's statistics, as the observation normalizer's)."""
+        return [made.state_dict() for user, made in self.user_transforms if user.evaluation]
 
     def close(self) -> None:
         if not self.env.is_closed:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
-import importlib
-import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -32,7 +30,9 @@ from torchrl.envs import (
 from ppo_td import keys
 from ppo_td.config import EnvConfig
 from ppo_td.envs.atari import FRAME_SKIP, atari_wrappers, import_ale
+from ppo_td.envs.custom import UserTransform, from_config
 from ppo_td.envs.description import BuiltEnv, describe, observation_space
+from ppo_td.envs.imports import import_attr, import_from_cwd
 from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
 from ppo_td.envs.transforms import FiniteCheck, IndexObservations, ReturnScaling, RunningObsNorm
 from ppo_td.envs.vector import PartialResetCartPole, numpy_vectorized
@@ -54,7 +54,7 @@ def _check_env_id(env_id: str) -> None:
     module, sep, name = env_id.rpartition(":")
     if sep:
         try:
-            _import_from_cwd(module)
+            import_from_cwd(module)
         except ImportError as err:
             raise ValueError(f"env id {module}:{name}: cannot import {module!r} ({err}); it must be importable "
                              "from the current folder or PYTHONPATH where training runs (and in every worker)") from err
@@ -76,7 +76,7 @@ def env_factory(env_id: str) -> Callable[..., gym.Env] | None:
     if not sep or name in gym.registry:
         return None
     try:
-        _import_from_cwd(module)
+        import_from_cwd(module)
     except ImportError:
         return None
     found = getattr(sys.modules[module], name, None)
@@ -101,19 +101,6 @@ def own_step_limit(config: EnvConfig) -> int | None:
     kwargs = {**gym.spec(config.env_id.rpartition(":")[2]).kwargs, **env_kwargs_of(config)}
     frames = kwargs.get("max_num_frames_per_episode")
     return -(-int(frames) // FRAME_SKIP) if frames else None
-
-
-def _import_from_cwd(module: str) -> None:
-    """Import ``module``, looking in the current folder too (as ``python -m`` would): Gymnasium's
-    ``module:EnvId`` convention for envs defined next to the user's script."""
-    try:
-        importlib.import_module(module)
-    except ModuleNotFoundError as err:
-        cwd = os.getcwd()
-        if err.name != module.split(".")[0] or cwd in sys.path:
-            raise
-        sys.path.append(cwd)
-        importlib.import_module(module)
 
 
 def _check_spaces(env_id: str, vec: gym.vector.VectorEnv) -> None:
@@ -158,7 +145,8 @@ def make_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) ->
     return build_env(config, seed, gamma).env
 
 
-def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) -> BuiltEnv:
+def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99, *, training: bool = True,
+              transforms: Sequence[UserTransform] | None = None) -> BuiltEnv:
     """Build ``config.num_envs`` copies of a Gymnasium env as one batched TorchRL env, with its parts.
 
     The copies run in this process without autoreset: TorchRL resets finished envs
@@ -177,6 +165,10 @@ def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) -
     - ``StepCounter``, ``RewardSum``: episode length and (raw) return;
     - ``ReturnScaling``: reward scaling by the discounted return's std, with ``gamma`` (``normalize_rewards``).
 
+    The user's transforms (``env.transforms``, then ``env.train_transforms`` unless ``training`` is False; or
+    ``transforms``, made from Python objects: :mod:`ppo_td.envs.custom`) come after ``RewardSum``, so returns stay
+    raw, and before ``RunningObsNorm``, which normalizes what they make.
+
     Returns the :class:`~ppo_td.envs.BuiltEnv`: the TorchRL env, the Gymnasium vector env
     under it (what ppo_td's fast collector steps), the stateful transforms and the
     env's :class:`~ppo_td.envs.EnvDescription`.
@@ -193,21 +185,25 @@ def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) -
         vec.close()
         raise
     base = GymWrapper(vec, categorical_action_encoding=True)
-    transforms: list = [FiniteCheck(config.env_id)] if config.check_finite else []
+    stack: list = [FiniteCheck(config.env_id)] if config.check_finite else []
     indices = _multi_discrete_entries(vec.single_observation_space)
     if indices:
-        transforms.insert(0, IndexObservations(indices))
+        stack.insert(0, IndexObservations(indices))
     if config.action_mask != "none" and MASK_KEY in base.observation_spec.keys():
-        transforms.append(MaskCheck(config.env_id, _nvec_of(vec.single_action_space)))
+        stack.append(MaskCheck(config.env_id, _nvec_of(vec.single_action_space)))
         if isinstance(vec.single_action_space, gym.spaces.Discrete):
-            transforms.append(ActionMask(action_key=keys.ACTION, mask_key=MASK_KEY))  # the spec half
+            stack.append(ActionMask(action_key=keys.ACTION, mask_key=MASK_KEY))  # the spec half
     elif config.action_mask == "observation":
         raise ValueError(f"env {config.env_id!r} has no {MASK_KEY!r} observation entry (env.action_mask="
                          "'observation'); use 'info' if the env puts the mask in info, or 'none'")
     doubles = [k for k, spec in base.observation_spec.items(True, True)
                if k != MASK_KEY and spec.dtype == torch.float64]
     if doubles:
-        transforms.append(DoubleToFloat() if doubles == [keys.OBSERVATION] else DoubleToFloat(in_keys=doubles))
+        stack.append(DoubleToFloat() if doubles == [keys.OBSERVATION] else DoubleToFloat(in_keys=doubles))
+    users = [u for u in (from_config(config.transforms, config.train_transforms) if transforms is None
+                         else transforms) if training or u.evaluation]
+    if users:
+        return _with_user_transforms(config, seed, gamma, vec, base, stack, users)
     obs_norm = scaling = None
     if config.normalize_observations:
         space = observation_space(base.observation_spec[keys.OBSERVATION], 1)  # before DoubleToFloat
@@ -218,18 +214,53 @@ def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99) -
                              "in the encoder), or flatten the observation in a wrapper")
         obs_dim = base.observation_spec[keys.OBSERVATION].shape[-1]
         obs_norm = RunningObsNorm(obs_dim, clip=config.obs_clip)
-        transforms.append(obs_norm)
-    transforms += [StepCounter(), RewardSum()]
+        stack.append(obs_norm)
+    stack += [StepCounter(), RewardSum()]
     if config.atari:  # after RewardSum: returns count the raw score
-        transforms.append(RewardClipping(-1.0, 1.0))
+        stack.append(RewardClipping(-1.0, 1.0))
     if config.normalize_rewards:
         scaling = ReturnScaling(gamma=gamma, clip=config.reward_clip)
-        transforms.append(scaling)
-    env = TransformedEnv(base, Compose(*transforms))
+        stack.append(scaling)
+    env = TransformedEnv(base, Compose(*stack))
     if seed is not None:
         env.set_seed(seed)
     return BuiltEnv(env=env, vector=vec, description=describe(env), obs_norm=obs_norm, return_scaling=scaling,
                     config=config)
+
+
+def _with_user_transforms(config: EnvConfig, seed: int | None, gamma: float, vec: gym.vector.VectorEnv,
+                          base: GymWrapper, first: list, users: list[UserTransform]) -> BuiltEnv:
+    """:func:`build_env`'s stack with the user's transforms: ppo_td's checks and casts, ``StepCounter`` and
+    ``RewardSum``, the user's, then the normalizers (of what the user's transforms made) and Atari's reward clip."""
+    try:
+        env = TransformedEnv(base, Compose(*first, StepCounter(), RewardSum()))
+        made = []
+        for user in users:
+            transform = user.make()
+            env.append_transform(transform)
+            made.append(transform)
+        obs_norm = scaling = None
+        if config.normalize_observations:
+            spec = env.observation_spec.get(keys.OBSERVATION, None)
+            space = observation_space(spec, 1) if spec is not None else None
+            if space is None or not (space.kind == "vector" and len(space.shape) == 1):
+                raise ValueError(f"env {config.env_id!r}: env.normalize_observations standardizes a float vector "
+                                 f"'observation', and after the env's transforms it is {space}. Set it to False, or "
+                                 "make the transforms emit one")
+            obs_norm = RunningObsNorm(spec.shape[-1], clip=config.obs_clip)
+            env.append_transform(obs_norm)
+        if config.atari:
+            env.append_transform(RewardClipping(-1.0, 1.0))
+        if config.normalize_rewards:
+            scaling = ReturnScaling(gamma=gamma, clip=config.reward_clip)
+            env.append_transform(scaling)
+    except BaseException:
+        vec.close()
+        raise
+    if seed is not None:
+        env.set_seed(seed)
+    return BuiltEnv(env=env, vector=vec, description=describe(env), obs_norm=obs_norm, return_scaling=scaling,
+                    config=config, user_transforms=tuple(zip(users, made, strict=True)))
 
 
 def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
@@ -323,21 +354,6 @@ def env_kwargs_of(config: EnvConfig) -> dict[str, Any]:
         except (ValueError, SyntaxError):
             out[key] = text
     return out
-
-
-def import_attr(path: str, what: str) -> Any:
-    """The callable at ``module:Name`` (the module is looked for in the current folder too); ``what`` names the
-    setting in the error when it cannot be imported or is not callable."""
-    module, _, name = path.rpartition(":")
-    try:
-        _import_from_cwd(module)
-        found = getattr(sys.modules[module], name)
-    except (ImportError, AttributeError) as err:
-        raise ValueError(f"{what}: cannot import {path!r} ({err}); give module:Name, importable from the current "
-                         "folder or PYTHONPATH") from err
-    if not callable(found):
-        raise ValueError(f"{what}: {path} is a {type(found).__name__}, not a wrapper class or function")
-    return found
 
 
 def _mask_in_info(config: EnvConfig, make_one: Callable[[], gym.Env]) -> bool:

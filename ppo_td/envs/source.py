@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
+from torchrl.envs import Transform
 
-from ppo_td.config import EnvConfig
+from ppo_td.config import EnvConfig, transform_problem
+from ppo_td.envs.custom import Maker, UserTransform, from_config
 from ppo_td.envs.make import env_factory, import_attr
 
 _ASK = ("pass a factory instead: a function at module level returning one env copy "
@@ -140,3 +144,70 @@ def _registering_module(spec: gym.envs.registration.EnvSpec) -> str | None:
     entry = spec.entry_point if isinstance(spec.entry_point, str) else getattr(spec.entry_point, "__module__", "")
     top = entry.partition(":")[0].split(".")[0]
     return None if top in ("gymnasium", "") else top
+
+
+class _Reused:
+    """A transform object given from Python: itself for the first env, then a clone of its state at that time."""
+
+    def __init__(self, transform: Transform) -> None:
+        self.transform, self.used = transform, False
+
+    def __call__(self) -> Transform:
+        if self.used:
+            return self.transform.clone()
+        self.used = True
+        return self.transform
+
+
+def from_python(items: Sequence[Any], evaluation: bool, setting: str) -> list[UserTransform]:
+    """``train(config, transforms=[...])``'s items as :class:`UserTransform`: a string entry, a factory (recorded as
+    its import path, with a ``functools.partial``'s keyword arguments), or a ``Transform`` object (not recordable)."""
+    if isinstance(items, (str, Transform)) or not isinstance(items, Sequence):
+        raise TypeError(f"{setting} must be a list of transforms or factories, got {type(items).__name__}")
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            problem = transform_problem(item)
+            if problem:
+                raise ValueError(f"{setting}: {item!r}: {problem}; write module:factory [KEY=VALUE ...]")
+            out.append(from_config([item] if evaluation else [], [] if evaluation else [item])[0])
+        elif isinstance(item, Transform):
+            out.append(UserTransform(_Reused(item), evaluation, None, type(item).__name__))
+        elif callable(item):
+            base = item.func if isinstance(item, functools.partial) else item
+            if isinstance(item, functools.partial) and item.args:
+                raise ValueError(f"{setting}: functools.partial({getattr(base, '__name__', base)}, ...) has "
+                                 "positional arguments; give them as keywords so they can be recorded")
+            kwargs = item.keywords if isinstance(item, functools.partial) else {}
+            try:
+                path = import_path(base, "transform factory", "pass a module-level function or class")
+                entry = " ".join([path, *(f"{k}={_literal(k, v, path)}" for k, v in kwargs.items())])
+            except NotRebuildable:
+                entry = None
+            name = entry.split()[0] if entry else getattr(base, "__qualname__", type(base).__name__)
+            out.append(UserTransform(_checked(item, name, setting), evaluation, entry, name))
+        else:
+            raise TypeError(f"{setting}: {type(item).__name__} is neither a torchrl.envs.Transform nor a factory "
+                            "returning one")
+    return out
+
+
+def _literal(key: str, value: Any, path: str) -> str:
+    text = repr(value)
+    try:
+        same = ast.literal_eval(text) == value and " " not in text
+    except (ValueError, SyntaxError):
+        same = False
+    if not same:
+        raise NotRebuildable(f"{path}'s argument {key}={text} is not a literal without spaces")
+    return text
+
+
+def _checked(factory: Callable[[], Any], name: str, setting: str) -> Maker:
+    def make() -> Transform:
+        made = factory()
+        if not isinstance(made, Transform):
+            raise TypeError(f"{setting}: {name} returned a {type(made).__name__}; a transform factory must return a "
+                            "torchrl.envs.Transform")
+        return made
+    return make

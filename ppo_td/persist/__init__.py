@@ -2,11 +2,13 @@
 
 from ppo_td.persist.checkpoint import (
     Checkpointer,
+    ForEvaluation,
     Resumed,
     check_compatible,
     checkpoint_config,
     load_actor,
     load_checkpoint,
+    load_for_evaluation,
     restore,
     resume_pipeline,
     save_checkpoint,
@@ -17,6 +19,7 @@ from ppo_td.persist.snapshot import capture, is_exact, restore_snapshot, why_ine
 
 __all__ = [
     "Checkpointer",
+    "ForEvaluation",
     "Resumed",
     "RunFolder",
     "RunFolderError",
@@ -27,6 +30,7 @@ __all__ = [
     "is_exact",
     "load_actor",
     "load_checkpoint",
+    "load_for_evaluation",
     "plot_learning_curve",
     "read_episodes",
     "read_metrics",

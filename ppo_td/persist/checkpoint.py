@@ -55,6 +55,7 @@ def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int,
         "scheduler": pipeline.scheduler.state_dict(),
         "env_state": pipeline.env.state_dict(),
         "obs_stats": pipeline.observation_stats(),
+        "transform_states": pipeline.transform_states(),
         "value_norm": _value_norm_state(pipeline),
         "frames": frames,
         "iteration": iteration,
@@ -185,8 +186,25 @@ def restore(pipeline: Pipeline, state: dict[str, Any]) -> bool:
 def load_actor(path: str | os.PathLike) -> tuple[TrainConfig, TensorDictModule, dict[str, Any] | None]:
     """Config, trained actor and observation statistics of a checkpoint, checked against a fresh env.
 
-    Pass the statistics to :func:`ppo_td.evaluation.evaluate` (``obs_stats``).
+    Pass the statistics to :func:`ppo_td.evaluation.evaluate` (``obs_stats``); :func:`load_for_evaluation` adds
+    the states of the user's transforms.
     """
+    return load_for_evaluation(path)[:3]
+
+
+class ForEvaluation(NamedTuple):
+    """What :func:`load_for_evaluation` returns: what :func:`ppo_td.training.evaluate` takes."""
+
+    config: TrainConfig
+    actor: TensorDictModule
+    obs_stats: dict[str, Any] | None
+    transform_states: list[dict[str, Any]]
+    """``state_dict()`` of each of the user's transforms evaluation applies (``env.transforms``), in order."""
+
+
+def load_for_evaluation(path: str | os.PathLike) -> ForEvaluation:
+    """Config, trained actor, observation statistics and the user's transforms' states of a checkpoint, checked
+    against a fresh env (built with ``env.transforms``, without ``env.train_transforms``)."""
     state = load_checkpoint(path)
     config = checkpoint_config(state)
     built = build_env(dataclasses.replace(config.env, num_envs=1))
@@ -196,7 +214,7 @@ def load_actor(path: str | os.PathLike) -> tuple[TrainConfig, TensorDictModule, 
     finally:
         built.close()
     load_weights(actor, state, "actor")
-    return config, actor, state["obs_stats"]
+    return ForEvaluation(config, actor, state["obs_stats"], state.get("transform_states", []))
 
 
 class Resumed(NamedTuple):

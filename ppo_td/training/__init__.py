@@ -1,6 +1,13 @@
 """Training: GAE and the clipped loss, the pipeline that wires every part, the one loop, evaluation."""
 
-from ppo_td.training.evaluation import Evaluation, evaluate, make_eval_env, run_episodes, step_cap
+from ppo_td.training.evaluation import (
+    Evaluation,
+    evaluate,
+    load_transform_states,
+    make_eval_env,
+    run_episodes,
+    step_cap,
+)
 from ppo_td.training.loop import NonFiniteError, StopTraining, TrainResult, run, train, update
 from ppo_td.training.objective import (
     FastLoss,
@@ -36,6 +43,7 @@ __all__ = [
     "explained_variance",
     "make_advantage",
     "make_buffer",
+    "load_transform_states",
     "make_eval_env",
     "make_loss",
     "make_optimizer",

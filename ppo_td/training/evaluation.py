@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -19,7 +19,8 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from ppo_td import keys
 from ppo_td.config import EnvConfig, TrainConfig
-from ppo_td.envs import ReturnScaling, RunningObsNorm, build_env, find_transform, own_step_limit
+from ppo_td.envs import BuiltEnv, ReturnScaling, RunningObsNorm, build_env, find_transform, own_step_limit
+from ppo_td.envs.custom import UserTransform
 from ppo_td.envs.multiagent import groups_of
 from ppo_td.models.recurrent import add_memory
 
@@ -56,16 +57,18 @@ def step_cap(env_config: EnvConfig, max_steps: int = DEFAULT_MAX_STEPS) -> tuple
 
 def evaluate(actor: TensorDictModule, env_config: EnvConfig, episodes: int, seed: int,
              obs_stats: dict[str, Any] | None = None, sampled: bool = False,
-             max_steps: int = DEFAULT_MAX_STEPS) -> Evaluation:
+             max_steps: int = DEFAULT_MAX_STEPS, transform_states: Sequence[dict[str, Any]] | None = None,
+             transforms: Sequence[UserTransform] | None = None) -> Evaluation:
     """``episodes`` episodes, one per env copy: deterministic (the mode of the policy), or with ``sampled``
     actions drawn from the policy as in training (from a torch RNG seeded with ``seed``, so the result is
     reproducible and the caller's RNG is left as it was).
 
     See :func:`make_eval_env` for the env (frozen training statistics, raw rewards) and :func:`run_episodes` for
     the episodes; on an env without a time limit they are cut at ``max_steps``. A recurrent actor starts each
-    episode from a zero state.
+    episode from a zero state. ``transform_states`` and ``transforms``: see :func:`make_eval_env`.
     """
-    env = add_memory(make_eval_env(env_config, episodes, seed, obs_stats), actor)  # a recurrent actor's states
+    env = add_memory(make_eval_env(env_config, episodes, seed, obs_stats, transform_states, transforms),
+                     actor)  # a recurrent actor's states
     limit = step_cap(env_config, max_steps)[0]
     try:
         if not sampled:
@@ -133,14 +136,18 @@ def _forked_rng(actor: TensorDictModule) -> contextlib.ExitStack:
     return stack
 
 
-def make_eval_env(env_config: EnvConfig, episodes: int, seed: int,
-                  obs_stats: dict[str, Any] | None = None) -> EnvBase:
+def make_eval_env(env_config: EnvConfig, episodes: int, seed: int, obs_stats: dict[str, Any] | None = None,
+                  transform_states: Sequence[dict[str, Any]] | None = None,
+                  transforms: Sequence[UserTransform] | None = None) -> EnvBase:
     """``episodes`` copies of the env for evaluation.
 
     With observation normalization, ``obs_stats`` (from
     :func:`~ppo_td.envs.observation_stats` of the training env, or a checkpoint) is
     loaded and frozen: evaluation sees the training statistics and never moves them.
-    Reward scaling is off, so returns are raw.
+    Reward scaling is off, so returns are raw. The user's transforms: ``env.transforms`` (or ``transforms``, those
+    of a training env built from Python objects), without ``env.train_transforms``; each stateful one loads its
+    state from ``transform_states`` (the training env's :meth:`~ppo_td.envs.BuiltEnv.user_transform_states`, or a
+    checkpoint's).
     """
     if episodes < 1:
         raise ValueError(f"episodes={episodes} must be >= 1")
@@ -148,11 +155,37 @@ def make_eval_env(env_config: EnvConfig, episodes: int, seed: int,
         raise ValueError("this policy was trained on normalized observations: pass the training env's "
                          "statistics (obs_stats=observation_stats(train_env), or evaluate from a checkpoint)")
     built = build_env(dataclasses.replace(env_config, num_envs=episodes, normalize_rewards=False, episodic_life=False),
-                      seed=seed)  # whole games, raw rewards
+                      seed=seed, training=False, transforms=transforms)  # whole games, raw rewards
+    try:
+        load_transform_states(built, transform_states)
+    except BaseException:
+        built.close()
+        raise
     if built.obs_norm is not None:
         built.obs_norm.load_state_dict(obs_stats)
         built.obs_norm.freeze()
     return built.env
+
+
+def load_transform_states(built: BuiltEnv, states: Sequence[dict[str, Any]] | None) -> None:
+    """Load the training env's states into ``built``'s user transforms (those evaluation applies, in order);
+    refused where a stateful transform would start afresh (no states given) or the states do not fit."""
+    made = [(user, transform) for user, transform in built.user_transforms if user.evaluation]
+    if states is None:
+        stateful = [user.name for user, transform in made if transform.state_dict()]
+        if stateful:
+            raise ValueError(f"the transforms {stateful} hold state (buffers) that evaluation must take from training: "
+                             "pass transform_states (Pipeline.transform_states(), or evaluate from a checkpoint)")
+        return
+    if len(states) != len(made):
+        raise ValueError(f"{len(states)} transform states for the {len(made)} transforms evaluation applies "
+                         f"({[user.name for user, _ in made]}): the states are of another config")
+    for (user, transform), state in zip(made, states, strict=True):
+        try:
+            transform.load_state_dict(state)
+        except (RuntimeError, KeyError) as err:
+            raise ValueError(f"transform {user.name}: its saved state does not load ({str(err).splitlines()[0]})"
+                             ) from err
 
 
 def run_episodes(actor: TensorDictModule, env: EnvBase, max_steps: int,

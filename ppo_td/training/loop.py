@@ -181,7 +181,8 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
     if cfg.eval_episodes and not result.stopped and evaluate_at_end and p.rebuildable:
         result.record_evaluations(
             *(evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000, obs_stats=p.observation_stats(),
-                       sampled=sampled, max_steps=cfg.eval_max_steps) for sampled in (False, True)))
+                       sampled=sampled, max_steps=cfg.eval_max_steps, transform_states=p.transform_states(),
+                       transforms=p.user_transforms) for sampled in (False, True)))
     return result
 
 

@@ -7,7 +7,7 @@ takes any part ready-made and builds only the missing ones.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,16 +24,18 @@ from ppo_td import keys
 from ppo_td.collect import adopt_collector, make_collector, torchrl_env
 from ppo_td.config import OptimConfig, TrainConfig
 from ppo_td.envs import BuiltEnv, EnvDescription, build_env, observation_stats
+from ppo_td.envs.custom import UserTransform, unrecorded
 from ppo_td.envs.multiagent import describe_any
-from ppo_td.envs.source import env_config_for
+from ppo_td.envs.source import env_config_for, from_python
 from ppo_td.models import make_actor_critic, resolve_device, same_device
 from ppo_td.models.recurrent import IS_INIT, add_memory, is_recurrent, memory_spec
 from ppo_td.training.objective import make_advantage, make_loss
 
 
-def make_train_env(config: TrainConfig) -> BuiltEnv:
-    """The training env of ``config``: seeded, rewards scaled with the loss's discount."""
-    return build_env(config.env, seed=config.seed, gamma=config.loss.gamma)
+def make_train_env(config: TrainConfig, transforms: Sequence[UserTransform] | None = None) -> BuiltEnv:
+    """The training env of ``config``: seeded, rewards scaled with the loss's discount. ``transforms``: the user's
+    transforms made from Python objects, in place of ``config.env``'s (see :func:`~ppo_td.envs.build_env`)."""
+    return build_env(config.env, seed=config.seed, gamma=config.loss.gamma, transforms=transforms)
 
 
 def make_buffer(config: TrainConfig, device: torch.device | str = "cpu", sequences: bool = False) -> ReplayBuffer:
@@ -101,6 +103,16 @@ class Pipeline:
         """The training env's observation-normalization statistics (None without a normalizer)."""
         return observation_stats(self.built if self.built is not None else self.env)
 
+    def transform_states(self) -> list[dict[str, Any]]:
+        """``state_dict()`` of each of the user's transforms that evaluation applies (see
+        :meth:`~ppo_td.envs.BuiltEnv.user_transform_states`)."""
+        return self.built.user_transform_states() if self.built is not None else []
+
+    @property
+    def user_transforms(self) -> list[UserTransform]:
+        """The user's transforms in the training env, in order (what an evaluation env is built with)."""
+        return [user for user, _ in self.built.user_transforms] if self.built is not None else []
+
     @property
     def parameters(self) -> list[torch.nn.Parameter]:
         """The trained parameters (actor and critic, shared ones counted once)."""
@@ -132,6 +144,29 @@ def adopt_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, BuiltEnv | En
             return config, env
         return dataclasses.replace(config, env=env.config), env
     return dataclasses.replace(config, env=env_config_for(env, config.env)), None
+
+
+def _adopt_transforms(config: TrainConfig, env: Any, transforms: Sequence[Any] | None,
+                      train_transforms: Sequence[Any] | None) -> tuple[TrainConfig, list[UserTransform] | None]:
+    """``config`` with the user's transforms from Python recorded (those that can be: factories), and the
+    transforms to build the env with when some cannot be recorded (objects; None: build from the config)."""
+    if transforms is None and train_transforms is None:
+        return config, None
+    if env is not None:
+        raise ValueError("transforms= and train_transforms= go into the env ppo_td builds; the env was passed "
+                         "ready-made: append them to it yourself, or pass the env as a factory or Gymnasium env")
+    users = [*from_python(transforms if transforms is not None else config.env.transforms, True, "transforms"),
+             *from_python(train_transforms if train_transforms is not None else config.env.train_transforms, False,
+                          "train_transforms")]
+    objects = unrecorded(users)
+    if objects and config.collector.backend != "inprocess":
+        raise ValueError(f"transforms {objects} are objects, which worker processes (collector.backend="
+                         f"{config.collector.backend!r}) cannot rebuild: pass factories (a module-level function "
+                         "returning the transform), or collect in-process")
+    env_config = dataclasses.replace(
+        config.env, transforms=tuple(u.entry for u in users if u.evaluation and u.entry is not None),
+        train_transforms=tuple(u.entry for u in users if not u.evaluation and u.entry is not None))
+    return dataclasses.replace(config, env=env_config), (users if objects else None)
 
 
 def _check_parts(config: TrainConfig, **parts: Any) -> None:
@@ -178,6 +213,8 @@ def build_pipeline(
     loss: LossModule | None = None,
     optimizer: torch.optim.Optimizer | None = None,
     encoder: Callable[..., torch.nn.Module] | None = None,
+    transforms: Sequence[Any] | None = None,
+    train_transforms: Sequence[Any] | None = None,
 ) -> Pipeline:
     """Build the missing parts from ``config``; parts passed in are used as they are.
 
@@ -196,6 +233,12 @@ def build_pipeline(
     ``encoder(space) -> nn.Module`` replaces ``config.model.encoder`` for the default actor and critic
     (:mod:`ppo_td.models.encoders`).
 
+    ``transforms`` and ``train_transforms`` replace ``config.env.transforms`` and ``config.env.train_transforms``
+    (:mod:`ppo_td.envs.custom`): TorchRL transforms applied in training and evaluation, or in training only. Each
+    is a factory (a module-level function or class returning a ``Transform``, or a ``functools.partial`` of one
+    with literal arguments), recorded in the config as its import path, or a ``Transform`` object, used in this
+    process only (evaluation gets a ``clone()``; worker processes, ``run_dir`` and resume need a factory).
+
     Example:
         >>> p = build_pipeline(get_preset("cartpole"))
         >>> p = build_pipeline(get_preset("cartpole"), critic=my_critic)  # swap one part
@@ -208,6 +251,7 @@ def build_pipeline(
     if env is not None and not isinstance(env, _KINDS["env"][0]):
         raise TypeError(f"env={type(env).__name__} is not {_KINDS['env'][1]}")
     config, env = adopt_env(config, env)  # a BuiltEnv brings its config (num_envs included)
+    config, users = _adopt_transforms(config, env, transforms, train_transforms)
     _check_parts(config, env=env, actor=actor, critic=critic, buffer=buffer, advantage=advantage, loss=loss,
                  optimizer=optimizer)
     if advantage is not None and config.loss.normalize_values and getattr(advantage, "value_norm", None) is None:
@@ -216,7 +260,7 @@ def build_pipeline(
                          "a ValueNorm), or set loss.normalize_values=False")
     torch.manual_seed(config.seed)
     if env is None:
-        env = make_train_env(config)
+        env = make_train_env(config, users)
     built = env if isinstance(env, BuiltEnv) else None
     description = describe_any(torchrl_env(env))  # the env as it is now (a transform may have been appended)
     _check_agents(config, description)

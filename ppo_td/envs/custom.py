@@ -1,0 +1,82 @@
+"""The user's own TorchRL transforms as a recorded part of the env (``env.transforms``, ``env.train_transforms``).
+
+A transform is recorded as how to make it, ``module:factory`` plus keyword arguments written as for envs
+(``"my_transforms:RewardBonus scale=0.1"``, a value read as a Python literal, else kept as text), so that the final
+evaluation, ``ppo-td eval``, ``--resume``, worker processes and :func:`ppo_td.load_policy` rebuild the very stack
+training ran. ``env.transforms`` apply in training and evaluation; ``env.train_transforms`` in training only (a
+reward bonus, observation noise). Returns are reported raw either way: the transforms come after ``RewardSum``.
+
+From Python, ``train(config, transforms=[...])`` takes factories (a module-level function or class, or a
+``functools.partial`` of one with literal arguments), recorded the same way, and ``Transform`` objects, used as they
+are in this process (evaluation gets a ``clone()``) and refused where a run must be rebuilt elsewhere (``run_dir``,
+worker processes).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from torchrl.envs import Transform
+
+from ppo_td.envs.imports import import_attr
+
+Maker = Callable[[], Transform]
+
+
+def split_entry(entry: str) -> tuple[str, dict[str, Any]]:
+    """``"module:factory key=value ..."`` -> (``"module:factory"``, keyword arguments)."""
+    path, *items = entry.split()
+    kwargs: dict[str, Any] = {}
+    for item in items:
+        key, _, text = item.partition("=")
+        try:
+            kwargs[key] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            kwargs[key] = text
+    return path, kwargs
+
+
+def make_transform(entry: str, setting: str) -> Transform:
+    """Import and call the factory of ``entry``; ``setting`` (``env.transforms``) names it in errors."""
+    path, kwargs = split_entry(entry)
+    factory = import_attr(path, setting)
+    try:
+        made = factory(**kwargs)
+    except TypeError as err:
+        raise ValueError(f"{setting}: {path}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) failed: {err}. "
+                         "Give the factory's keyword arguments as KEY=VALUE after its path") from err
+    if not isinstance(made, Transform):
+        raise TypeError(f"{setting}: {path} returned a {type(made).__name__}; a transform factory must return a "
+                        "torchrl.envs.Transform (a Compose of several is one)")
+    return made
+
+
+@dataclasses.dataclass(frozen=True)
+class UserTransform:
+    """One of the user's transforms: how to make it, whether evaluation applies it, and its record."""
+
+    make: Maker
+    """Called once per env built: a fresh transform (a factory's), or the object given (a clone after the first)."""
+    evaluation: bool
+    """It applies in evaluation too (``env.transforms``), not in training only (``env.train_transforms``)."""
+    entry: str | None
+    """``module:factory [KEY=VALUE ...]`` recording it, or None for an object that cannot be recorded."""
+    name: str
+    """What messages call it: the factory's path, or the object's class."""
+
+
+def from_config(transforms: Sequence[str], train_transforms: Sequence[str]) -> list[UserTransform]:
+    """The transforms an :class:`~ppo_td.config.EnvConfig` records, in the order they are applied."""
+    return [UserTransform(functools.partial(make_transform, entry, setting), evaluation, entry, split_entry(entry)[0])
+            for entries, evaluation, setting in ((transforms, True, "env.transforms"),
+                                                 (train_transforms, False, "env.train_transforms"))
+            for entry in entries]
+
+
+def unrecorded(transforms: Sequence[UserTransform]) -> list[str]:
+    """Names of the transforms that cannot be rebuilt from the config (objects, lambdas, nested functions)."""
+    return [t.name for t in transforms if t.entry is None]

@@ -1,0 +1,36 @@
+"""Importing the user's code by path: ``module:Name``, the module looked for in the current folder too."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+
+def import_from_cwd(module: str) -> None:
+    """Import ``module``, looking in the current folder too (as ``python -m`` would): Gymnasium's
+    ``module:EnvId`` convention for envs defined next to the user's script."""
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        cwd = os.getcwd()
+        if err.name != module.split(".")[0] or cwd in sys.path:
+            raise
+        sys.path.append(cwd)
+        importlib.import_module(module)
+
+
+def import_attr(path: str, what: str) -> Any:
+    """The callable at ``module:Name`` (the module is looked for in the current folder too); ``what`` names the
+    setting in the error when it cannot be imported or is not callable."""
+    module, _, name = path.rpartition(":")
+    try:
+        import_from_cwd(module)
+        found = getattr(sys.modules[module], name)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"{what}: cannot import {path!r} ({err}); give module:Name, importable from the current "
+                         "folder or PYTHONPATH") from err
+    if not callable(found):
+        raise ValueError(f"{what}: {path} is a {type(found).__name__}, not a wrapper class or function")
+    return found
