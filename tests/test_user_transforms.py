@@ -17,7 +17,7 @@ from ppo_td.deploy import load_policy
 from ppo_td.deploy.export import ExportError, export_policy
 from ppo_td.envs import build_env
 from ppo_td.persist import load_checkpoint, load_for_evaluation, resume_pipeline
-from ppo_td.training import make_eval_env
+from ppo_td.training import make_eval_env, make_train_env
 
 torch.set_num_threads(1)
 
@@ -142,3 +142,25 @@ def test_a_stateful_transform_is_checkpointed_and_used_by_eval_resume_and_load_p
     finally:
         resumed.pipeline.env.close()
 
+
+
+def test_a_transform_appended_to_a_built_env_is_kept_in_the_final_evaluation_and_refused_by_run_dir(tmp_path):
+    config = _config()
+    built = make_train_env(config)
+    bonus = RewardBonus(100.0)
+    built.env.append_transform(bonus)
+    clones = []
+    real = bonus.clone
+
+    def clone():
+        clones.append(real())
+        return clones[-1]
+    bonus.clone = clone  # our own object: keep the clones evaluation makes
+    result = ppo_td.train(config, env=built)
+    assert result.pipeline.appended == [bonus]
+    assert len(clones) == 2 and all(c.calls > 0 for c in clones)  # deterministic and sampled evaluations stepped it
+    assert all(e["return"] == e["length"] for e in result.episodes)  # after RewardSum: returns stay raw
+    built = make_train_env(config)
+    built.env.append_transform(RewardBonus(1.0))
+    with pytest.raises(ValueError, match=r"run_dir: the env has transforms appended after it was built \(RewardBonus"):
+        ppo_td.train(config, env=built, run_dir=tmp_path / "run")

@@ -200,6 +200,11 @@ def train_in_folder(config: TrainConfig, run_dir: str | Path, *, callbacks=(), c
             folder.abandon()  # nothing ran: the same run_dir works again once the parts are fixed
             raise
         try:
+            if pipeline.appended:
+                raise ValueError(f"run_dir: the env has transforms appended after it was built "
+                                 f"({', '.join(type(t).__name__ for t in pipeline.appended)}), which the run folder "
+                                 "cannot record (resume and ppo-td eval rebuild the env from config.json): pass them "
+                                 "as factories, train(config, transforms=[factory, ...]) or env.transforms")
             if not pipeline.rebuildable:
                 raise ValueError("run_dir: the env is a TorchRL env ppo_td cannot rebuild, so its run folder could "
                                  "not be resumed or evaluated; pass a factory (a module-level function returning a "

@@ -526,6 +526,10 @@ def policy_of(pipeline: Any, **kwargs: Any) -> Policy | Any:
     if pipeline.built is None:
         raise ValueError("the pipeline's env was passed in, not built from its config: a Policy needs the env "
                          "ppo_td builds from config.env (give the env as an id or factory in EnvConfig)")
+    if pipeline.appended:
+        raise ValueError(f"the pipeline's env has transforms appended after it was built "
+                         f"({', '.join(type(t).__name__ for t in pipeline.appended)}), which a Policy cannot place: "
+                         "give them as transforms= factories (or env.transforms)")
     layout = Layout.of(pipeline.built, pipeline.config)
     transforms = [made.clone() for made in observation_transforms(pipeline.built)]
     return Policy(pipeline.actor, pipeline.config, layout, pipeline.observation_stats(), transforms=transforms,

@@ -16,7 +16,7 @@ import gymnasium as gym
 import torch
 from torchrl.data import Categorical, Composite, MultiCategorical, TensorSpec
 from torchrl.data.tensor_specs import ContinuousBox
-from torchrl.envs import EnvBase, TransformedEnv
+from torchrl.envs import Compose, EnvBase, TransformedEnv
 
 from ppo_td import keys
 from ppo_td.envs.masking import MASK_KEY
@@ -265,6 +265,18 @@ class BuiltEnv:
     """The user's transforms in the env, in order: (its :class:`~ppo_td.envs.custom.UserTransform`, the transform
     made from it) pairs."""
 
+    built_with: tuple = dataclasses.field(init=False, default=())
+    """The env's transforms when it was built (:meth:`appended` are those added since)."""
+
+    def __post_init__(self) -> None:
+        self.built_with = tuple(_stack(self.env))
+
+    def appended(self) -> list[Any]:
+        """Transforms added to :attr:`env` after it was built (``env.append_transform``): the config does not record
+        them, so an evaluation env built from it lacks them."""
+        known = {id(t) for t in self.built_with}
+        return [t for t in _stack(self.env) if id(t) not in known]
+
     def user_transform_states(self) -> list[dict[str, Any]]:
         """``state_dict()`` of each of the user's transforms that evaluation applies, in order: what an evaluation
         env loads (a stateful transform's statistics, as the observation normalizer's)."""
@@ -273,3 +285,11 @@ class BuiltEnv:
     def close(self) -> None:
         if not self.env.is_closed:
             self.env.close()
+
+
+def _stack(env: Any) -> list[Any]:
+    """The transforms of a ``TransformedEnv``, in order (a ``Compose``'s parts, or the one)."""
+    transform = getattr(env, "transform", None)
+    if transform is None:
+        return []
+    return list(transform) if isinstance(transform, Compose) else [transform]

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
-from torchrl.envs import EnvBase
+from torchrl.envs import EnvBase, Transform
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from ppo_td import keys
@@ -58,17 +58,20 @@ def step_cap(env_config: EnvConfig, max_steps: int = DEFAULT_MAX_STEPS) -> tuple
 def evaluate(actor: TensorDictModule, env_config: EnvConfig, episodes: int, seed: int,
              obs_stats: dict[str, Any] | None = None, sampled: bool = False,
              max_steps: int = DEFAULT_MAX_STEPS, transform_states: Sequence[dict[str, Any]] | None = None,
-             transforms: Sequence[UserTransform] | None = None) -> Evaluation:
+             transforms: Sequence[UserTransform] | None = None, appended: Sequence[Transform] = ()) -> Evaluation:
     """``episodes`` episodes, one per env copy: deterministic (the mode of the policy), or with ``sampled``
     actions drawn from the policy as in training (from a torch RNG seeded with ``seed``, so the result is
     reproducible and the caller's RNG is left as it was).
 
     See :func:`make_eval_env` for the env (frozen training statistics, raw rewards) and :func:`run_episodes` for
     the episodes; on an env without a time limit they are cut at ``max_steps``. A recurrent actor starts each
-    episode from a zero state. ``transform_states`` and ``transforms``: see :func:`make_eval_env`.
+    episode from a zero state. ``transform_states`` and ``transforms``: see :func:`make_eval_env`; ``appended``:
+    transforms the user appended to the training env after it was built, a ``clone()`` of each appended here.
     """
-    env = add_memory(make_eval_env(env_config, episodes, seed, obs_stats, transform_states, transforms),
-                     actor)  # a recurrent actor's states
+    env = make_eval_env(env_config, episodes, seed, obs_stats, transform_states, transforms)
+    for transform in appended:  # transforms the user appended to the training env: as trained, at the end
+        env.append_transform(transform.clone())
+    env = add_memory(env, actor)  # a recurrent actor's states
     limit = step_cap(env_config, max_steps)[0]
     try:
         if not sampled:

@@ -182,7 +182,7 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
         result.record_evaluations(
             *(evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000, obs_stats=p.observation_stats(),
                        sampled=sampled, max_steps=cfg.eval_max_steps, transform_states=p.transform_states(),
-                       transforms=p.user_transforms) for sampled in (False, True)))
+                       transforms=p.user_transforms, appended=p.appended) for sampled in (False, True)))
     return result
 
 

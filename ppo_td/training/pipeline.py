@@ -16,7 +16,7 @@ import torch
 from tensordict.nn import TensorDictModule, TensorDictModuleBase
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.data.replay_buffers import SamplerWithoutReplacement
-from torchrl.envs import EnvBase
+from torchrl.envs import EnvBase, InitTracker, TensorDictPrimer
 from torchrl.objectives import LossModule
 from torchrl.objectives.value import ValueEstimatorBase
 
@@ -92,6 +92,10 @@ class Pipeline:
     sequence_length: int | None = None
     """Recurrent actor or critic: steps per training sequence (``config.sequence_length``); None: feed-forward,
     minibatches of single steps."""
+    appended: list = dataclasses.field(default_factory=list)
+    """Transforms the user appended to a :class:`~ppo_td.envs.BuiltEnv` after it was built (``append_transform``):
+    not in the config, so the final evaluation appends a ``clone()`` of each to its env, and a run folder (which
+    must rebuild the env from its config) refuses them."""
 
     @property
     def rebuildable(self) -> bool:
@@ -262,6 +266,11 @@ def build_pipeline(
     if env is None:
         env = make_train_env(config, users)
     built = env if isinstance(env, BuiltEnv) else None
+    appended = [t for t in built.appended() if not isinstance(t, (InitTracker, TensorDictPrimer))] if built else []
+    if appended and config.collector.backend != "inprocess":
+        raise ValueError(f"the env has transforms appended after it was built ({_names(appended)}), which worker "
+                         f"processes (collector.backend={config.collector.backend!r}) cannot rebuild: give them as "
+                         "transforms= factories (or env.transforms), or collect in-process")
     description = describe_any(torchrl_env(env))  # the env as it is now (a transform may have been appended)
     _check_agents(config, description)
     device = run_device(config, description)
@@ -295,7 +304,12 @@ def build_pipeline(
         scheduler=make_scheduler(optimizer, config),
         device=device,
         sequence_length=config.sequence_length if recurrent else None,
+        appended=appended,
     )
+
+
+def _names(transforms: list) -> str:
+    return ", ".join(type(t).__name__ for t in transforms)
 
 
 def _check_agents(config: TrainConfig, description: EnvDescription) -> None:
