@@ -120,6 +120,10 @@ class EnvConfig:
     wrappers: tuple[str, ...] = ()
     """Gymnasium wrappers for each copy, innermost first, as module:Name import paths; each is called as
     Name(env) (the module is looked for in the current folder too)."""
+    observation_keys: tuple[str, ...] = ()
+    """A TorchRL env's observation entries the networks read, concatenated in this order into 'observation'
+    (e.g. th thdot for torchrl.envs.PendulumEnv); () reads every tensor entry of its observation spec, leaving
+    parameter sub-TensorDicts and non-tensor entries out (ppo_td.envs.torchrl_envs)."""
     transforms: tuple[str, ...] = ()
     """The user's TorchRL transforms, applied in training and in evaluation (ppo-td eval, load_policy), in order,
     after RewardSum (returns stay raw) and before observation normalization: each 'module:factory KEY=VALUE ...',

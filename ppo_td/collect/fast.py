@@ -241,7 +241,9 @@ class FastEnv:
             raise FastUnsupported(f"the env is a {type(built).__name__}; the fast collector steps the "
                                   "BuiltEnv that ppo_td.envs.build_env returns")
         if built.vector is None:
-            raise FastUnsupported("the env is a multi-agent suite's (TorchRL steps it; VMAS vectorizes its copies "
+            raise FastUnsupported("the env is a TorchRL env (ppo_td's step loop steps Gymnasium vector envs)"
+                                  if built.description.group is None else
+                                  "the env is a multi-agent suite's (TorchRL steps it; VMAS vectorizes its copies "
                                   "in torch itself)")
         self.built, self.base, self.vec = built, built.env.base_env, built.vector
         self.num_envs = int(self.base.batch_size[0])

@@ -265,6 +265,9 @@ class BuiltEnv:
     """The user's transforms in the env, in order: (its :class:`~ppo_td.envs.custom.UserTransform`, the transform
     made from it) pairs."""
 
+    notes: list = dataclasses.field(default_factory=list)
+    """Lines for the user about how the env was read (a TorchRL env's observation entries, a missing time limit):
+    said once by the pipeline that trains on it."""
     built_with: tuple = dataclasses.field(init=False, default=())
     """The env's transforms when it was built (:meth:`appended` are those added since)."""
 

@@ -34,6 +34,7 @@ from ppo_td.envs.custom import UserTransform, from_config
 from ppo_td.envs.description import BuiltEnv, describe, observation_space
 from ppo_td.envs.imports import import_attr, import_from_cwd
 from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
+from ppo_td.envs.torchrl_envs import batched, close, observation_transforms, torchrl_factory
 from ppo_td.envs.transforms import FiniteCheck, IndexObservations, ReturnScaling, RunningObsNorm
 from ppo_td.envs.vector import PartialResetCartPole, numpy_vectorized
 from ppo_td.envs.wrappers import (
@@ -178,6 +179,13 @@ def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99, *
 
         return build_agents_env(config, seed)
     _check_env_id(config.env_id)
+    torchrl = torchrl_factory(env_factory(config.env_id), env_kwargs_of(config))
+    if torchrl is not None:
+        return _build_torchrl(config, torchrl, seed, gamma, training, transforms)
+    if config.observation_keys:
+        raise ValueError(f"env.observation_keys={list(config.observation_keys)} chooses a TorchRL env's entries; "
+                         f"{config.env_id!r} is a Gymnasium env: choose its Dict entries with a wrapper "
+                         "(env.wrappers, e.g. a gymnasium.wrappers.FilterObservation subclass)")
     vec = _make_vector_env(config)
     try:
         _check_spaces(config.env_id, vec)
@@ -203,7 +211,7 @@ def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99, *
     users = [u for u in (from_config(config.transforms, config.train_transforms) if transforms is None
                          else transforms) if training or u.evaluation]
     if users:
-        return _with_user_transforms(config, seed, gamma, vec, base, stack, users)
+        return _with_user_transforms(config, seed, gamma, vec, base, stack, users, vec.close)
     obs_norm = scaling = None
     if config.normalize_observations:
         space = observation_space(base.observation_spec[keys.OBSERVATION], 1)  # before DoubleToFloat
@@ -228,12 +236,39 @@ def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99, *
                     config=config)
 
 
-def _with_user_transforms(config: EnvConfig, seed: int | None, gamma: float, vec: gym.vector.VectorEnv,
-                          base: GymWrapper, first: list, users: list[UserTransform]) -> BuiltEnv:
-    """:func:`build_env`'s stack with the user's transforms: ppo_td's checks and casts, ``StepCounter`` and
-    ``RewardSum``, the user's, then the normalizers (of what the user's transforms made) and Atari's reward clip."""
+def _build_torchrl(config: EnvConfig, factory: Callable[[], EnvBase], seed: int | None, gamma: float,
+                   training: bool, transforms: Sequence[UserTransform] | None) -> BuiltEnv:
+    """``config.num_envs`` copies of the TorchRL env ``factory`` makes (:mod:`ppo_td.envs.torchrl_envs`): its
+    observation entries as one ``"observation"``, then the stack of :func:`_with_user_transforms` (no Gymnasium
+    vector env: TorchRL's ``Collector`` steps it)."""
+    env = batched(factory, config.num_envs, config.env_id)
     try:
-        env = TransformedEnv(base, Compose(*first, StepCounter(), RewardSum()))
+        first, read = observation_transforms(env, config.observation_keys)
+    except BaseException:
+        close(env)
+        raise
+    if config.check_finite:
+        first.append(FiniteCheck(config.env_id))
+    notes = [f"env {config.env_id}: {read}"] if read else []
+    if config.max_episode_steps is None:
+        notes.append(f"env {config.env_id} is a TorchRL env without a time limit ppo_td can read: its episodes end "
+                     "only when it says so (set env.max_episode_steps to truncate them)")
+    users = [u for u in (from_config(config.transforms, config.train_transforms) if transforms is None
+                         else transforms) if training or u.evaluation]
+    built = _with_user_transforms(config, seed, gamma, None, env, first, users, lambda: close(env),
+                                  limit=config.max_episode_steps)
+    built.notes = notes
+    return built
+
+
+def _with_user_transforms(config: EnvConfig, seed: int | None, gamma: float, vec: gym.vector.VectorEnv | None,
+                          base: EnvBase, first: list, users: list[UserTransform], close: Callable[[], None],
+                          limit: int | None = None) -> BuiltEnv:
+    """:func:`build_env`'s stack with the user's transforms: ppo_td's checks and casts, ``StepCounter`` (truncating
+    at ``limit``) and ``RewardSum``, the user's, then the normalizers (of what the user's transforms made) and
+    Atari's reward clip."""
+    try:
+        env = TransformedEnv(base, Compose(*first, StepCounter(max_steps=limit), RewardSum()))
         made = []
         for user in users:
             transform = user.make()
@@ -255,7 +290,7 @@ def _with_user_transforms(config: EnvConfig, seed: int | None, gamma: float, vec
             scaling = ReturnScaling(gamma=gamma, clip=config.reward_clip)
             env.append_transform(scaling)
     except BaseException:
-        vec.close()
+        close()
         raise
     if seed is not None:
         env.set_seed(seed)
@@ -319,6 +354,12 @@ def gym_env(config: EnvConfig, render_mode: str | None = None) -> gym.Env:
         env = gym.make(spec, disable_env_checker=True, **kwargs)
     else:
         env = factory(**kwargs)
+        if isinstance(env, EnvBase):
+            env.close()
+            raise ValueError(f"env {config.env_id} is a TorchRL env: this needs a Gymnasium env (one copy as "
+                             "Gymnasium gives it, for a Policy or a video); evaluate TorchRL envs with ppo-td eval "
+                             "or ppo_td.training.evaluate, and act with the TensorDict actor (ppo_td.persist."
+                             "load_actor)")
         if not isinstance(env, gym.Env):
             raise TypeError(f"env factory {config.env_id} returned a {type(env).__name__}; it must return one "
                             "gymnasium.Env (ppo_td makes env.num_envs copies)")

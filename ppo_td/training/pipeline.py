@@ -16,7 +16,7 @@ import torch
 from tensordict.nn import TensorDictModule, TensorDictModuleBase
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.data.replay_buffers import SamplerWithoutReplacement
-from torchrl.envs import EnvBase, InitTracker, TensorDictPrimer
+from torchrl.envs import Compose, EnvBase, InitTracker, TensorDictPrimer, TransformedEnv
 from torchrl.objectives import LossModule
 from torchrl.objectives.value import ValueEstimatorBase
 
@@ -25,8 +25,9 @@ from ppo_td.collect import adopt_collector, make_collector, torchrl_env
 from ppo_td.config import OptimConfig, TrainConfig
 from ppo_td.envs import BuiltEnv, EnvDescription, build_env, observation_stats
 from ppo_td.envs.custom import UserTransform, unrecorded
-from ppo_td.envs.multiagent import describe_any
+from ppo_td.envs.multiagent import describe_any, groups_of
 from ppo_td.envs.source import env_config_for, from_python
+from ppo_td.envs.torchrl_envs import observation_transforms, say
 from ppo_td.models import make_actor_critic, resolve_device, same_device
 from ppo_td.models.recurrent import IS_INIT, add_memory, is_recurrent, memory_spec
 from ppo_td.training.objective import make_advantage, make_loss
@@ -141,13 +142,30 @@ _KINDS = {"env": ((BuiltEnv, EnvBase, gym.Env, gym.vector.VectorEnv, Callable),
 def adopt_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, BuiltEnv | EnvBase | None]:
     """``config`` with the env identity of ``env`` (see :mod:`ppo_td.envs.source`), and the env to train on:
     None (build it from the config), a :class:`~ppo_td.envs.BuiltEnv` (its own config) or a TorchRL env."""
-    if env is None or isinstance(env, EnvBase):
+    if isinstance(env, EnvBase):
+        return config, _readable(env, config)
+    if env is None:
         return config, env
     if isinstance(env, BuiltEnv):
         if env.config is None:
             return config, env
         return dataclasses.replace(config, env=env.config), env
     return dataclasses.replace(config, env=env_config_for(env, config.env)), None
+
+
+def _readable(env: EnvBase, config: TrainConfig) -> EnvBase:
+    """A TorchRL env passed in, as ppo_td's networks read it: its observation entries concatenated into
+    ``"observation"`` where it has none (:mod:`ppo_td.envs.torchrl_envs`); an unbatched one is refused."""
+    if len(env.batch_size) == 0:
+        raise ValueError(f"the TorchRL env {type(env).__name__} is unbatched (batch_size=[]); ppo_td steps a batch of "
+                         f"env.num_envs copies: pass its class or a module-level factory (train(config, env="
+                         f"{type(env).__name__})), which ppo_td records and makes the copies of, or batch it "
+                         f"yourself (torchrl.envs.SerialEnv({config.env.num_envs}, factory))")
+    if (keys.OBSERVATION in env.observation_spec.keys() or groups_of(env)) and not config.env.observation_keys:
+        return env  # read as it is (a multi-agent env's groups hold their observations)
+    adapters, read = observation_transforms(env, config.env.observation_keys)
+    say(f"the TorchRL env {type(env).__name__}: {read}")
+    return TransformedEnv(env, Compose(*adapters), auto_unwrap=False)
 
 
 def _adopt_transforms(config: TrainConfig, env: Any, transforms: Sequence[Any] | None,
@@ -266,6 +284,8 @@ def build_pipeline(
     if env is None:
         env = make_train_env(config, users)
     built = env if isinstance(env, BuiltEnv) else None
+    for note in built.notes if built is not None else ():
+        say(note)
     appended = [t for t in built.appended() if not isinstance(t, (InitTracker, TensorDictPrimer))] if built else []
     if appended and config.collector.backend != "inprocess":
         raise ValueError(f"the env has transforms appended after it was built ({_names(appended)}), which worker "
