@@ -19,7 +19,7 @@ naming the part (:func:`ppo_td.collect.make_collector` then uses TorchRL's Colle
 - env: a :class:`~ppo_td.envs.BuiltEnv` (not a bare TorchRL env);
 - transforms: ``IndexObservations``, ``FiniteCheck``, ``MaskCheck``, ``ActionMask``, ``DoubleToFloat``,
   ``RunningObsNorm``, ``StepCounter`` (no ``max_steps``), ``RewardSum``, ``RewardClipping``, ``ReturnScaling``;
-- observations: one tensor (a ``Dict``/``Tuple`` observation runs on TorchRL's ``Collector``);
+- observations: any space ppo_td encodes (a ``Dict``/``Tuple`` observation is carried as a TensorDict);
 - policy: an actor built by :func:`ppo_td.models.make_actor` (see :mod:`ppo_td.models.plain`).
 
 With ``inference='auto'`` (the default) a small feed-forward MLP policy samples in numpy
@@ -249,10 +249,8 @@ class FastEnv:
         self.num_envs = int(self.base.batch_size[0])
         self.action_spec = self.base.full_action_spec[keys.ACTION]
         self.obs_keys = list(self.base.observation_spec.keys())
-        nested = [k for k in self.obs_keys if isinstance(self.base.observation_spec[k], Composite)]
-        if nested:
-            raise FastUnsupported(f"the env's observation {nested[0]!r} has entries of its own (a Dict or Tuple "
-                                  "space); the fast collector steps single-tensor observations")
+        self.nested = [k for k in self.obs_keys if isinstance(self.base.observation_spec[k], Composite)]
+        """Observation keys whose value has entries of its own (a ``Dict`` or ``Tuple`` space): a TensorDict."""
         self.transforms = self.current_transforms()
         self.memory: list[str] = []
         """Keys a recurrent policy's transforms add (``"is_init"``, its states), carried from step to step."""
@@ -284,13 +282,18 @@ class FastEnv:
             self._steps.append(lambda cur, nxt: t.action_spec.update_mask(nxt[mask_key]))
             self._resets.append(lambda cur, out, reset: t.action_spec.update_mask(out[mask_key]))
         elif kind is DoubleToFloat:
-            if not set(t.in_keys) <= set(self.obs_keys) | {"reward"} or t.in_keys_inv:
+            tops = {k[0] if isinstance(k, tuple) else k for k in t.in_keys}
+            if not tops <= set(self.obs_keys) | {"reward"} or t.in_keys_inv:
                 raise FastUnsupported(f"DoubleToFloat casts {t.in_keys} (and actions {t.in_keys_inv}); the fast "
                                       "collector runs it on observations and reward only")
 
             def cast(cur: Values, values: Values, *_: Any) -> None:
                 for key in t.in_keys:
-                    if key in values:
+                    if isinstance(key, tuple):  # an entry of a Dict or Tuple observation: its TensorDict, in place
+                        entries = values.get(key[0])
+                        if entries is not None:
+                            entries.set(key[1:], entries.get(key[1:]).to(t.dtype_out))
+                    elif key in values:
                         values[key] = values[key].to(t.dtype_out)
             self._steps.append(cast)
             self._resets.append(cast)
@@ -456,8 +459,12 @@ class FastEnv:
         out = _Values(self.base.read_obs(obs))
         for op in self._resets:
             op(cur, out, reset)
+        rows = reset.view(self.num_envs)
         for key, value in out.items():
-            cur[key] = torch.where(expand_as_right(reset.view(self.num_envs), value), value, cur[key])
+            if isinstance(value, TensorDictBase):  # a Dict or Tuple observation: entry by entry
+                cur[key] = value.apply(lambda new, old: torch.where(expand_as_right(rows, new), new, old), cur[key])
+            else:
+                cur[key] = torch.where(expand_as_right(rows, value), value, cur[key])
         return cur
 
 

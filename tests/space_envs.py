@@ -1,0 +1,43 @@
+"""Envs with every observation space ppo_td encodes, for the fast collector's bit-for-bit tests (test_fast.py)."""
+
+import gymnasium as gym
+import numpy as np
+
+
+class Seek(gym.Env):
+    """Find the goal cell on a grid. The observation mixes every kind: a uint8 image, a Discrete cell, a
+    MultiDiscrete pair, and a Tuple of a MultiBinary and a float64 Box (cast to float32 inside the Dict)."""
+
+    def __init__(self, size: int = 4) -> None:
+        self.size = size
+        self.observation_space = gym.spaces.Dict({
+            "grid": gym.spaces.Box(0, 255, (size, size, 1), np.uint8),
+            "cell": gym.spaces.Discrete(size * size),
+            "pair": gym.spaces.MultiDiscrete([size, size]),
+            "extra": gym.spaces.Tuple((gym.spaces.MultiBinary(2), gym.spaces.Box(-1, 1, (2,), np.float64))),
+        })
+        self.action_space = gym.spaces.Discrete(4)
+
+    def _obs(self) -> dict:
+        grid = np.zeros((self.size, self.size, 1), np.uint8)
+        grid[divmod(self.goal, self.size)] = 255
+        row, col = divmod(self.cell, self.size)
+        return {"grid": grid, "cell": self.cell, "pair": np.array([row, col]),
+                "extra": (self.np_random.integers(0, 2, 2, dtype=np.int8), self.np_random.uniform(-1, 1, 2))}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.cell, self.goal = (int(x) for x in self.np_random.choice(self.size * self.size, 2, replace=False))
+        return self._obs(), {}
+
+    def step(self, action):
+        row, col = divmod(self.cell, self.size)
+        row, col = [(row - 1, col), (row + 1, col), (row, col - 1), (row, col + 1)][int(action)]
+        if 0 <= row < self.size and 0 <= col < self.size:
+            self.cell = row * self.size + col
+        found = self.cell == self.goal
+        return self._obs(), float(found) - 0.01, found, False, {}
+
+
+def seek(size: int = 4) -> Seek:
+    return Seek(size)
