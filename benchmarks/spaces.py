@@ -28,6 +28,7 @@ from ppo_td.training import build_pipeline
 
 PAIRS = {  # name -> (env id, its space)
     "Blackjack-v1": ("Blackjack-v1", "Tuple of Discrete"),
+    "Shop (tests/space_envs.py)": ("space_envs:shop", "Dict: float Box, MultiDiscrete"),
     "Seek (tests/space_envs.py)": ("space_envs:seek", "Dict: uint8 image, Discrete, MultiDiscrete, Tuple"),
     "Taxi-v4": ("Taxi-v4", "Discrete, mask in info"),
     "FrozenLake-v1": ("FrozenLake-v1", "Discrete"),
@@ -106,6 +107,10 @@ def _slug(name: str) -> str:
 
 def flat_blackjack():
     return flat("Blackjack-v1")
+
+
+def flat_shop():
+    return flat("space_envs:shop")
 
 
 def flat_seek():

@@ -41,3 +41,36 @@ class Seek(gym.Env):
 
 def seek(size: int = 4) -> Seek:
     return Seek(size)
+
+
+class Shop(gym.Env):
+    """A user's env with a Dict + MultiDiscrete observation: a float position and an inventory of counts."""
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Dict({
+            "position": gym.spaces.Box(-1.0, 1.0, (3,), np.float32),
+            "inventory": gym.spaces.MultiDiscrete([4, 4]),
+        })
+        self.action_space = gym.spaces.Discrete(3)
+
+    def _obs(self) -> dict:
+        return {"position": self.position.copy(), "inventory": self.inventory.copy()}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.position = self.np_random.uniform(-1, 1, 3).astype(np.float32)
+        self.inventory = np.zeros(2, dtype=np.int64)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        self.position = np.clip(self.position + self.np_random.normal(0, 0.1, 3), -1, 1).astype(np.float32)
+        if action < 2:
+            self.inventory[action] = min(self.inventory[action] + 1, 3)
+        reward = float(self.inventory.sum()) / 6.0 - float(abs(self.position).sum()) / 3.0
+        return self._obs(), reward, False, self.t >= 50, {}
+
+
+def shop() -> Shop:
+    return Shop()

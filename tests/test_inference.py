@@ -241,3 +241,32 @@ def test_first_step_matches_the_torch_collector_and_runs_are_reproducible():
         _close(numpy_batch[key][:, 0], torch_batch[key][:, 0])
     assert (again == numpy_batch).all()  # the same seed, the same batch
 
+
+
+@pytest.mark.parametrize("env_id", ["FrozenLake-v1", "Blackjack-v1", "space_envs:seek"])
+def test_discrete_dict_and_tuple_observations_are_encoded_in_numpy_as_torch_encodes_them(env_id):
+    """ppo_td's Flatten, OneHot and Dict encoders in numpy: the same features (one-hot ones, float32 casts,
+    concatenation in key order), so the same logits and draws as the torch path."""
+    config = small_config(env=EnvConfig(env_id, num_envs=4, max_episode_steps=20),
+                          model=ModelConfig(hidden_sizes=(16, 16), encoder="flat"))
+    p, net = _net(config)
+    fast = NumpyPolicy.of(net, rows=4)
+    assert fast is not None and net.trunk is not None  # the encoder: not a bare float vector
+    batch = next(iter(build_pipeline(config).collector))["observation"][:, :3].reshape(-1)  # 12 observations
+    torch.manual_seed(3)
+    with torch.no_grad():
+        features = net.trunk(batch)
+        torch_logits = net(batch)
+        action, log_prob = ClosedForm("categorical").sample((torch_logits,))
+    torch.manual_seed(3)
+    encoded = fast.encode(batch.numpy())
+    (logits,), np_action, np_log_prob = fast.sample(batch.numpy())
+    assert np.array_equal(encoded, features.numpy())  # the encoders: bit for bit
+    _close(logits, torch_logits)
+    assert np.array_equal(np_action, action.numpy())
+    _close(np_log_prob, log_prob)
+
+
+def test_a_cnn_encoder_stays_on_torch():
+    _, net = _net(small_config(env=EnvConfig("space_envs:seek", num_envs=2, max_episode_steps=20)))
+    assert NumpyPolicy.of(net, rows=2) is None  # the 4x4 image read by a small CNN

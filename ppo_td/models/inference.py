@@ -15,8 +15,10 @@ within rounding).
 It runs exactly these policies, and :meth:`NumpyPolicy.of` returns None for anything else (the torch path runs
 them):
 
-- a :class:`PolicyNet` without a shared trunk or action masks, with an ``IndependentNormal`` head
-  (:class:`~ppo_td.models.GaussianHead`) or an unmasked ``Categorical``, without distribution kwargs;
+- a :class:`PolicyNet` without action masks, whose encoder (if any) is one of ppo_td's own for vectors and
+  indices (``Flatten``, ``OneHot``, a ``DictEncoder`` of those: :func:`numpy_encoder`), not a CNN, with an
+  ``IndependentNormal`` head (:class:`~ppo_td.models.GaussianHead`) or an unmasked ``Categorical``, without
+  distribution kwargs;
 - a head that is an ``nn.Sequential`` (TorchRL's ``MLP``) of ``nn.Linear``, ``nn.Tanh``, ``nn.ReLU`` and
   ``nn.Identity`` layers, float32 parameters on the CPU;
 - small enough that numpy's BLAS stays on one thread (:func:`one_thread`: larger products run in torch, on
@@ -30,6 +32,8 @@ hooks must see collection.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from torch import distributions as D
@@ -39,6 +43,7 @@ from torchrl.modules import MLP, IndependentNormal
 
 from ppo_td.models.activations import Tanh
 from ppo_td.models.distributions import _HALF_LOG_2PI
+from ppo_td.models.encoders import DictEncoder, Flatten, OneHot
 from ppo_td.models.networks import GaussianHead, PolicyNet
 
 MAX_LAYER_WORK = 1 << 18
@@ -73,9 +78,12 @@ class NumpyPolicy:
         >>> params, action, log_prob = fast.sample(observation)  # numpy in, numpy out
     """
 
-    def __init__(self, kind: str, linears: list[nn.Linear], activations: list[list], head: GaussianHead | None):
+    def __init__(self, kind: str, linears: list[nn.Linear], activations: list[list], head: GaussianHead | None,
+                 encode: Any = None):
         self.kind = kind
         """'normal' (a diagonal Gaussian) or 'categorical'."""
+        self.encode = encode if encode is not None else _as_is
+        """The observation encoder in numpy (:func:`numpy_encoder`): the observation as it is for a float vector."""
         self._linears, self._activations, self._head = linears, activations, head
         self._layers: list[tuple[np.ndarray, np.ndarray]] = []
         self._log_std: np.ndarray | None = None
@@ -84,7 +92,10 @@ class NumpyPolicy:
     @classmethod
     def of(cls, net: nn.Module, rows: int) -> NumpyPolicy | None:
         """The numpy form of ``net`` for batches of ``rows`` observations, or None where it does not apply."""
-        if type(net) is not PolicyNet or net.trunk is not None or net.masked or net.distribution_kwargs:
+        if type(net) is not PolicyNet or net.masked or net.distribution_kwargs:
+            return None
+        encode = numpy_encoder(net.trunk) if net.trunk is not None else _as_is
+        if encode is None:
             return None
         head: nn.Module = net.head
         if net.distribution_class is IndependentNormal and type(head) is GaussianHead:
@@ -117,7 +128,7 @@ class NumpyPolicy:
         if not _plain(_parameters(linears, gaussian)) or not all(one_thread(rows, layer.in_features, layer.out_features)
                                          for layer in linears):
             return None
-        return cls(kind, linears, activations, gaussian)
+        return cls(kind, linears, activations, gaussian, encode)
 
     def memory(self) -> list[int]:
         """Where the parameters' data lives now (``data_ptr``): a change means they were moved, cast or replaced
@@ -134,9 +145,10 @@ class NumpyPolicy:
         self._log_std = self._head.log_std.detach().numpy() if self._head is not None else None
         return True
 
-    def forward(self, obs: np.ndarray) -> np.ndarray:
-        """The head's output (the Gaussian's mean, or the logits) for ``obs`` ``[rows, inputs]``."""
-        h = obs
+    def forward(self, obs: np.ndarray | dict) -> np.ndarray:
+        """The head's output (the Gaussian's mean, or the logits) for ``obs`` (``[rows, inputs]``, or what the
+        encoder reads: indices, a nested dict of arrays for a ``Dict``/``Tuple`` observation)."""
+        h = self.encode(obs)
         for (weight, bias), activations in zip(self._layers, self._activations, strict=True):
             h = h @ weight
             h += bias
@@ -173,6 +185,34 @@ class NumpyPolicy:
         action = np.argmax(np.exp(normalized) / q, -1)
         log_prob = np.take_along_axis(normalized, action[..., None], -1)[..., 0]
         return (logits,), action, log_prob
+
+
+def _as_is(obs: np.ndarray) -> np.ndarray:
+    return obs
+
+
+def numpy_encoder(module: nn.Module) -> Any:
+    """The numpy form of one of ppo_td's encoders, as torch computes it (the same values: one-hot ones, casts to
+    float32, concatenation in key order), or None for any other module (a CNN, the user's own)."""
+    kind = type(module)
+    if kind is Flatten:
+        size = module.out_features
+        return lambda x: np.asarray(x).reshape(len(x), size).astype(np.float32, copy=False)
+    if kind is OneHot:
+        offsets, width = np.asarray([0, *np.cumsum(module.nvec)][:-1], dtype=np.int64), module.out_features
+
+        def one_hot(x: np.ndarray) -> np.ndarray:
+            index = np.asarray(x).reshape(len(x), -1).astype(np.int64) + offsets
+            out = np.zeros((index.shape[0], width), dtype=np.float32)
+            np.put_along_axis(out, index, 1.0, axis=1)
+            return out
+        return one_hot
+    if kind is DictEncoder:
+        parts = {k: (numpy_encoder(module.encoders[k]) if k in module.encoders else _as_is) for k in module.keys}
+        if any(part is None for part in parts.values()):
+            return None
+        return lambda x: np.concatenate([part(x[k]) for k, part in parts.items()], axis=-1)
+    return None
 
 
 def _parameters(linears: list[nn.Linear], head: GaussianHead | None) -> list[torch.Tensor]:
