@@ -3,6 +3,7 @@ replay of stored states (first-epoch log-probs equal the collected ones), resets
 bad input, and the memory tasks: a cue recalled (memory needed) and a masked cue recalled (memory and masks)."""
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -319,3 +320,18 @@ def test_evaluation_starts_each_episode_from_a_zero_state():
     td = env.reset()
     assert td["is_init"].all() and all(td[k].abs().sum() == 0 for k in recurrent_parts(p.actor).state)
     assert isinstance(td, TensorDict)
+
+
+@pytest.mark.slow
+def test_the_cli_learns_the_memory_task_on_the_generic_defaults(tmp_path):
+    """`ppo-td train --env.env-id ppo_td.envs.partial:CueRecall --model.recurrent lstm` and nothing else: no preset is
+    made for the env, the generic defaults get sequences and minibatches fitted, and the cue is recalled."""
+    from ppo_td.cli.main import main
+
+    run = tmp_path / "cue"
+    assert main(["train", "--env.env-id", "ppo_td.envs.partial:CueRecall", "--model.recurrent", "lstm",
+                 "--total-frames", "24576", "--run-dir", str(run)]) == 0
+    config = json.loads((run / "config.json").read_text())
+    assert (config["optim"]["sequence_length"], config["optim"]["num_minibatches"]) == (32, 32)
+    returns = json.loads((run / "summary.json").read_text())["eval_returns"]
+    assert len(returns) == 10 and sum(returns) / len(returns) >= 0.9

@@ -16,10 +16,11 @@ if TYPE_CHECKING:
 def cap_note(env_config: EnvConfig, max_steps: int, flag: str) -> str | None:
     """One line saying where evaluation episodes are cut, for an env without a time limit of its own (None for
     one with a limit: its episodes end by themselves)."""
+    from ppo_td.envs import ends_episodes
     from ppo_td.training import step_cap  # torch and TorchRL: imported when an evaluation is due
 
     cap, own = step_cap(env_config, max_steps)
-    if own:
+    if own or ends_episodes(env_config):  # a factory's env with a TimeLimit ppo_td cannot read: it ends them
         return None
     return (f"note: {env_config.env_id} has no time limit: evaluation episodes are cut at {cap:,} steps ({flag} N "
             "to change it; --env.max-episode-steps N gives the env a limit)")

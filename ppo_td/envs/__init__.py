@@ -6,6 +6,7 @@ The bottom layer: it imports nothing else of ppo_td but ``config`` and ``keys``.
 from ppo_td.envs.description import BuiltEnv, EnvDescription, describe
 from ppo_td.envs.make import (
     build_env,
+    ends_episodes,
     env_factory,
     episode_limit,
     find_transform,
@@ -50,6 +51,7 @@ __all__ = [
     "StepLimit",
     "build_env",
     "describe",
+    "ends_episodes",
     "env_factory",
     "episode_limit",
     "find_transform",

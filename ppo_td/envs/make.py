@@ -104,6 +104,28 @@ def own_step_limit(config: EnvConfig) -> int | None:
     return -(-int(frames) // FRAME_SKIP) if frames else None
 
 
+def ends_episodes(config: EnvConfig) -> bool:
+    """Whether the env ends its episodes by itself: a time limit ppo_td reads (:func:`own_step_limit`), or a
+    factory's env with Gymnasium's ``TimeLimit`` in its wrappers (one copy is made to look)."""
+    if own_step_limit(config) is not None:
+        return True
+    factory = env_factory(config.env_id)
+    if factory is None or config.multiagent:
+        return False
+    env = factory(**env_kwargs_of(config))
+    try:
+        if not isinstance(env, gym.Env):
+            return False
+        layer = env
+        while isinstance(layer, gym.Wrapper):
+            if isinstance(layer, (gym.wrappers.TimeLimit, StepLimit)):
+                return True
+            layer = layer.env
+        return env.spec is not None and env.spec.max_episode_steps is not None
+    finally:
+        env.close()
+
+
 def _check_spaces(env_id: str, vec: gym.vector.VectorEnv) -> None:
     action_space = vec.single_action_space
     box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1
