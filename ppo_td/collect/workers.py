@@ -182,8 +182,10 @@ def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_fr
                 remote_configs={"num_cpus": c.cpus_per_worker, "num_gpus": 0},  # TorchRL's default asks for a GPU
                 collector_kwargs={"auto_register_policy_transforms": False}),
             **common)
-        collector.update_policy_weights_()  # registers the learner's weights as the source
+        # the workers up first (started, their imports done: the slow part on a busy machine), then the weights:
+        # TorchRL's weight-sync rendezvous waits 60 s for every worker, which a worker still starting may miss
         actors = _actor_identities(collector.remote_collectors)
+        collector.update_policy_weights_()  # registers the learner's weights as the source
     except Exception as err:
         if "collector" in locals():
             try:
@@ -198,6 +200,11 @@ def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_fr
     return WorkerCollector(collector, "ray", ray_connected=connected, actors=actors)
 
 
+RAY_START_TIMEOUT = 300
+"""Seconds the Ray workers have to start (a new process each, importing torch and TorchRL: seconds on an idle
+machine, a minute or more beside other CPU-bound jobs); past it the start fails with a WorkerError."""
+
+
 def _actor_identities(handles: list[Any]) -> list[tuple[str, int]]:
     """Each Ray actor's (actor id, process id), asked of the actor itself (Ray's public runtime context)."""
     import ray
@@ -205,7 +212,7 @@ def _actor_identities(handles: list[Any]) -> list[tuple[str, int]]:
     def own_id(_actor: Any) -> tuple[str, int]:
         return ray.get_runtime_context().get_actor_id(), os.getpid()
 
-    return ray.get([handle.__ray_call__.remote(own_id) for handle in handles], timeout=60)
+    return ray.get([handle.__ray_call__.remote(own_id) for handle in handles], timeout=RAY_START_TIMEOUT)
 
 
 def _start_failure(err: Exception) -> WorkerError:

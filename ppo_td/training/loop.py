@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -197,10 +199,12 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     p.buffer.empty()
     data = _loss_data(p, batch)
     if p.sequence_length is None:
-        p.buffer.extend(data.reshape(-1))
+        with _storage_quiet():
+            p.buffer.extend(data.reshape(-1))
         size = p.config.minibatch_size
     else:  # each env's row cut into sequences; minibatches of whole sequences, replayed in recurrent mode
-        p.buffer.extend(sequences(data, p.sequence_length))
+        with _storage_quiet():
+            p.buffer.extend(sequences(data, p.sequence_length))
         size = p.config.num_sequences // opt.num_minibatches
     replay = set_recurrent_mode(p.sequence_length is not None)
     # ppo_td's own loss: the loss terms only, each minibatch; their diagnostics together (epoch_metrics) once an
@@ -352,3 +356,22 @@ def _episode_stats(batch: TensorDictBase, iteration: int, frames: int, episodes:
         "episode_length": sum(ended_lengths) / len(ended_lengths),
         "ended_episodes": ended,
     }
+
+
+class _StorageInitFilter(logging.Filter):
+    """Drops TorchRL's INFO record of a lazy storage's first allocation (``Initialized LazyTensorStorage with
+    torch.Size([...]) shape``): the batch's own size, nothing a user can act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno == logging.INFO and record.getMessage().startswith("Initialized Lazy"))
+
+
+@contextlib.contextmanager
+def _storage_quiet():
+    """While the buffer is filled: that one TorchRL record dropped; the logger is as it was afterwards."""
+    logger, quiet = logging.getLogger("torchrl"), _StorageInitFilter()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
