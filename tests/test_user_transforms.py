@@ -17,7 +17,7 @@ from ppo_td.deploy import load_policy
 from ppo_td.deploy.export import ExportError, export_policy
 from ppo_td.envs import build_env
 from ppo_td.persist import load_checkpoint, load_for_evaluation, resume_pipeline
-from ppo_td.training import make_eval_env, make_train_env
+from ppo_td.training import build_pipeline, make_eval_env, make_train_env
 
 torch.set_num_threads(1)
 
@@ -164,3 +164,15 @@ def test_a_transform_appended_to_a_built_env_is_kept_in_the_final_evaluation_and
     built.env.append_transform(RewardBonus(1.0))
     with pytest.raises(ValueError, match=r"run_dir: the env has transforms appended after it was built \(RewardBonus"):
         ppo_td.train(config, env=built, run_dir=tmp_path / "run")
+
+
+def test_worker_processes_build_their_envs_with_the_recorded_transforms():
+    base = _config()
+    config = dataclasses.replace(base, env=dataclasses.replace(base.env, train_transforms=(BONUS,)),
+                                 collector=dataclasses.replace(base.collector, backend="process", num_workers=2))
+    p = build_pipeline(config)
+    try:
+        batch = next(iter(p.collector))
+    finally:
+        p.collector.shutdown()
+    assert torch.equal(batch["next", "reward"], torch.full_like(batch["next", "reward"], 3.0))  # 1 + the bonus
