@@ -48,7 +48,7 @@ def make_transform(entry: str, setting: str) -> Transform:
         made = factory(**kwargs)
     except TypeError as err:
         raise ValueError(f"{setting}: {path}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) failed: {err}. "
-                         "Give the factory's keyword arguments as KEY=VALUE after its path") from err
+                         "Check the factory's keyword arguments, given as KEY=VALUE after its path") from err
     if not isinstance(made, Transform):
         raise TypeError(f"{setting}: {path} returned a {type(made).__name__}; a transform factory must return a "
                         "torchrl.envs.Transform (a Compose of several is one)")
