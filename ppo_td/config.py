@@ -117,6 +117,10 @@ class EnvConfig:
     kwargs: tuple[str, ...] = ()
     """Keyword arguments for the env, as KEY=VALUE (a value is read as a Python literal, else kept as text):
     --env.kwargs g=9.81 continuous=True."""
+    device: str = "cpu"
+    """Where a simulator written in torch steps its copies (env.suite='vmas'): 'cpu', 'cuda', 'cuda:N', or 'auto'
+    (the GPU when torch sees one). The rollout stays there: with the networks on the same device (--device auto
+    follows the env) no step copies anything to the host. Gymnasium and PettingZoo envs step on the CPU."""
     wrappers: tuple[str, ...] = ()
     """Gymnasium wrappers for each copy, innermost first, as module:Name import paths; each is called as
     Name(env) (the module is looked for in the current folder too)."""
@@ -166,6 +170,11 @@ class EnvConfig:
                        f"() with env.suite={self.suite!r} (multi-agent envs do not support the user's transforms yet)")
             _check(self.suite != "vmas" or self.max_episode_steps is not None, "env.max_episode_steps",
                    self.max_episode_steps, "set with env.suite='vmas' (VMAS scenarios run forever without a limit)")
+        _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device) is not None, "env.device", self.device,
+               "one of auto, cpu, cuda, cuda:N")
+        _check(self.suite == "vmas" or self.device in ("cpu", "auto"), "env.device", self.device,
+               f"'cpu' with env.suite={self.suite!r} (its envs step in numpy or Python on the CPU; VMAS scenarios "
+               "step in torch, on any device; a TorchRL env factory takes its device as env.kwargs)")
         _check(self.num_envs >= 1, "env.num_envs", self.num_envs, ">= 1")
         if self.max_episode_steps is not None:
             _check(self.max_episode_steps >= 1, "env.max_episode_steps", self.max_episode_steps, ">= 1 or None")

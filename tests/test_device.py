@@ -119,3 +119,46 @@ def test_a_resume_on_another_device_is_not_called_exact():
     moved = dict(snapshot, device="cuda")  # written by the same run on a GPU
     assert "moved from cuda to cpu" in inexact_reason(p, moved)
     p.collector.shutdown()
+
+
+def test_env_device_is_checked_with_the_config_and_against_the_machine(tmp_path):
+    with pytest.raises(ValueError, match="env.device='gpu'.*auto, cpu, cuda, cuda:N"):
+        EnvConfig(device="gpu")
+    with pytest.raises(ValueError, match="env.device='cuda'.*'cpu' with env.suite='gymnasium'"):
+        EnvConfig(device="cuda")
+    assert EnvConfig("navigation", suite="vmas", max_episode_steps=10, device="cuda:1").device == "cuda:1"
+    if not CUDA:
+        pytest.importorskip("vmas")
+        run = tmp_path / "run"
+        assert main(["train", "--preset", "vmas-navigation", "--env.device", "cuda", "--run-dir", str(run)]) == 2
+        assert not run.exists()
+
+
+def test_a_vmas_env_on_the_cpu_device_keeps_the_rollout_there_and_evaluates():
+    """The device path on the CPU (the same code a GPU runs): env.device 'cpu' and 'auto' (no GPU here) build the
+    simulator there; the batch is stored on the env's device and the networks follow it under device='auto'."""
+    pytest.importorskip("vmas")
+    config = get_preset("vmas-navigation")
+    env = dataclasses.replace(config.env, num_envs=4, max_episode_steps=10, device="auto")
+    config = dataclasses.replace(config, env=env, frames_per_batch=80, total_frames=160, eval_episodes=2,
+                                 optim=dataclasses.replace(config.optim, num_minibatches=2, update_epochs=1))
+    p = build_pipeline(config)
+    batch = next(iter(p.collector))
+    want = torch.device("cuda", torch.cuda.current_device()) if CUDA else torch.device("cpu")
+    assert same_device(batch.device, want) and same_device(p.device, want)
+    assert batch["agents", "observation"].device == batch.device
+    p.collector.shutdown()
+    result = train(config)
+    assert len(result.evaluation.returns) == 2
+
+
+@needs_cuda
+def test_vmas_on_the_gpu_collects_without_host_copies_and_resumes_and_evaluates(tmp_path):
+    pytest.importorskip("vmas")
+    run = tmp_path / "run"
+    assert main(["train", "--preset", "vmas-navigation", "--env.device", "cuda", "--env.num-envs", "64",
+                 "--total-frames", "12000", "--eval-episodes", "2", "--checkpoint-every", "1",
+                 "--run-dir", str(run)]) == 0
+    state = load_checkpoint(run / "checkpoint.pt")
+    assert state["config"]["env"]["device"] == "cuda"
+    assert main(["eval", str(run), "--episodes", "2"]) == 0

@@ -41,7 +41,7 @@ def run_training(cmd: TrainCommand) -> int:
                 return _finish_complete_run(folder.path, _evaluated_as(config, cmd))
             return _train_in(folder, cmd, resume=True)
     c = cmd.config
-    _check_device(c.device)
+    _check_device(c)
     _video_recorder(None, cmd, c)  # an env that cannot be recorded is refused before the run folder is made
     stamp = time.strftime("%Y%m%d-%H%M%S")
     folder = RunFolder(cmd.run_dir or f"runs/{c.env.env_id}-{cmd.preset}-seed{c.seed}-{stamp}")
@@ -189,7 +189,7 @@ def train_in_folder(config: TrainConfig, run_dir: str | Path, *, callbacks=(), c
     from ppo_td.training import build_pipeline, run
 
     config = _recordable(config, parts)
-    _check_device(config.device)
+    _check_device(config)
     started = time.perf_counter()
     folder = RunFolder(run_dir)
     with folder.locked():
@@ -232,11 +232,14 @@ def train_in_folder(config: TrainConfig, run_dir: str | Path, *, callbacks=(), c
     return result
 
 
-def _check_device(name: str) -> None:
-    """Refuse a device this machine lacks before the run folder is created (``auto`` always resolves)."""
+def _check_device(config: TrainConfig) -> None:
+    """Refuse a device this machine lacks (the networks' or the simulator's) before the run folder is created
+    (``auto`` always resolves)."""
+    from ppo_td.envs.multiagent import env_device
     from ppo_td.models import resolve_device
 
-    resolve_device(name)
+    resolve_device(config.device)
+    env_device(config.env)
 
 
 def _recordable(config: TrainConfig, parts: dict) -> TrainConfig:

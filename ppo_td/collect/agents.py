@@ -34,7 +34,7 @@ from torchrl.modules.distributions.utils import sample_and_log_prob
 from ppo_td import keys
 from ppo_td.collect.fast import FastUnsupported, InProcessCollector, env_transforms
 from ppo_td.envs import BuiltEnv
-from ppo_td.models import ClosedForm
+from ppo_td.models import ClosedForm, same_device
 from ppo_td.models.multiagent import GroupPolicy, group_policy
 
 Values = dict[str, torch.Tensor]
@@ -105,6 +105,9 @@ class AgentsCollector(InProcessCollector):
         """A Gaussian, tanh-normal (bounds -1 and 1) or categorical policy samples without building the distribution
         object (:class:`~ppo_td.models.ClosedForm`: the same operations, so the same bits)."""
         self.policy_device = torch.device(device)
+        self.env_device = torch.device(self.simulator.device)
+        """Where the simulator steps (``env.device``): the rollout is kept there, and the batch is stored there (with
+        the policy on the same device, no step copies anything to the host but the done flags' check)."""
         self.num_envs = int(self.wrapper.batch_size[0])
         if frames_per_batch % self.num_envs:
             raise ValueError(f"frames_per_batch={frames_per_batch} must be a multiple of the {self.num_envs} env "
@@ -121,7 +124,7 @@ class AgentsCollector(InProcessCollector):
                                 **{("info", k): info.get(k) for k in self.info_keys},
                                 "step_count": first.get("step_count"),
                                 **{k: first.get(k) for k in _FLAGS}}
-        self.traj_ids = torch.arange(self.num_envs)
+        self.traj_ids = torch.arange(self.num_envs, device=self.env_device)
         self.next_traj = self.num_envs
         self.frames = 0
 
@@ -153,16 +156,17 @@ class AgentsCollector(InProcessCollector):
 
     def _sample(self, observation: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]:
         """The policy's parameters, action and log-probability, sampled as ``ProbabilisticActor`` samples."""
-        policy, device = self.policy, self.policy_device
-        params = policy(observation if device.type == "cpu" else observation.to(device, non_blocking=True))
+        policy, device, here = self.policy, self.policy_device, self.env_device
+        moved = not same_device(device, here)
+        params = policy(observation.to(device, non_blocking=True) if moved else observation)
         params = params if isinstance(params, tuple) else (params,)
         if self.closed_form is not None:
             action, log_prob = self.closed_form.sample(params)
         else:
             dist = policy.distribution(params)
             action, log_prob = sample_and_log_prob(dist, torch.Size(), reparameterize=dist.has_rsample)
-        if device.type != "cpu":
-            params, action, log_prob = tuple(p.cpu() for p in params), action.cpu(), log_prob.cpu()
+        if moved:
+            params, action, log_prob = tuple(p.to(here) for p in params), action.to(here), log_prob.to(here)
         return params, action, log_prob
 
     def _step(self, action: torch.Tensor, cur: Values) -> Values:
@@ -233,14 +237,15 @@ class AgentsCollector(InProcessCollector):
             if done.any():
                 cur = self._reset(done, cur)
                 ended = done.view(n)
-                fresh = torch.arange(self.next_traj, self.next_traj + int(ended.sum()))
+                fresh = torch.arange(self.next_traj, self.next_traj + int(ended.sum()), device=self.env_device)
                 self.next_traj += fresh.numel()
                 traj_ids = traj_ids.masked_scatter(ended, fresh)
         self.current, self.traj_ids = cur, traj_ids
         source = self._layout(root, [n, steps])
-        source["next"] = TensorDict(self._layout(nexts, [n, steps]), batch_size=[n, steps])
-        source["collector"] = TensorDict({"traj_ids": torch.stack(ids, 1)}, batch_size=[n, steps])
-        return TensorDict(source, batch_size=[n, steps]).refine_names(None, "time")
+        here = self.env_device
+        source["next"] = TensorDict(self._layout(nexts, [n, steps]), batch_size=[n, steps], device=here)
+        source["collector"] = TensorDict({"traj_ids": torch.stack(ids, 1)}, batch_size=[n, steps], device=here)
+        return TensorDict(source, batch_size=[n, steps], device=here).refine_names(None, "time")
 
     def _layout(self, entries: dict[Any, list[torch.Tensor]], batch: list[int]) -> dict[str, Any]:
         """The batch's entries (stacked over time) in ``Collector``'s layout: env-wide ones at the root, the
@@ -249,9 +254,10 @@ class AgentsCollector(InProcessCollector):
         out: dict[str, Any] = {k: torch.stack(v, 1) for k, v in entries.items() if k in env_wide}
         shape = [*batch, len(self.agents)]
         group = TensorDict({k: torch.stack(v, 1) for k, v in entries.items()
-                            if k not in env_wide and not isinstance(k, tuple)}, batch_size=shape)
+                            if k not in env_wide and not isinstance(k, tuple)},
+                           batch_size=shape, device=self.env_device)
         if self.info_keys:
             group["info"] = TensorDict({k[1]: torch.stack(v, 1) for k, v in entries.items() if isinstance(k, tuple)},
-                                       batch_size=shape)
+                                       batch_size=shape, device=self.env_device)
         out[self.group] = group
         return out

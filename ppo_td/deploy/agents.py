@@ -34,6 +34,7 @@ from ppo_td import keys
 from ppo_td.config import TrainConfig
 from ppo_td.envs import MASK_KEY, EnvDescription
 from ppo_td.envs.make import env_kwargs_of
+from ppo_td.envs.multiagent import runnable_here
 from ppo_td.models.device import resolve_device
 
 
@@ -230,7 +231,7 @@ def load_agents_policy(state: dict[str, Any], config: TrainConfig, device: str |
     from ppo_td.models import make_actor_critic
     from ppo_td.persist.checkpoint import check_compatible, load_weights
 
-    built = build_env(dataclasses.replace(config.env, num_envs=1))
+    built = build_env(dataclasses.replace(runnable_here(config.env), num_envs=1))
     try:
         check_compatible(state, built.description)
         actor, _ = make_actor_critic(built.description, config.model)

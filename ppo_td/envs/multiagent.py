@@ -14,6 +14,7 @@ so their specs must agree); a VMAS scenario has one group, ``"agents"``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import warnings
@@ -56,6 +57,35 @@ def build_agents_env(config: EnvConfig, seed: int | None = None) -> BuiltEnv:
 _SET_BY_PPO_TD = {"vmas": ("num_envs", "max_steps", "seed", "device"), "pettingzoo": ()}
 
 
+def env_device(config: EnvConfig) -> torch.device:
+    """Where ``config``'s simulator steps (``env.device`` resolved here; the CPU for any suite but VMAS).
+
+    Raises:
+        ValueError: a CUDA device torch cannot see here, naming the way out.
+    """
+    if config.suite != "vmas" or config.device == "cpu":
+        return torch.device("cpu")
+    if config.device == "auto":
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    device = torch.device(config.device)
+    if not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"env.device={config.device!r}, but torch sees {torch.cuda.device_count()} CUDA GPU(s) here: "
+                         "use --env.device cpu, or auto (the GPU when there is one)")
+    return device if device.index is not None else torch.device("cuda", torch.cuda.current_device())
+
+
+def runnable_here(config: EnvConfig) -> EnvConfig:
+    """``config`` with a CUDA ``env.device`` this machine lacks moved to the CPU (evaluating, exporting or acting
+    with a run trained on a GPU elsewhere: the simulator's results do not depend on its device beyond rounding)."""
+    if config.suite != "vmas" or config.device in ("cpu", "auto"):
+        return config
+    try:
+        env_device(config)
+    except ValueError:
+        return dataclasses.replace(config, device="cpu")
+    return config
+
+
 def _kwargs(config: EnvConfig) -> dict[str, Any]:
     from ppo_td.envs.make import env_kwargs_of
 
@@ -63,7 +93,7 @@ def _kwargs(config: EnvConfig) -> dict[str, Any]:
     taken = [k for k in _SET_BY_PPO_TD[config.suite] if k in kwargs]
     if taken:
         raise ValueError(f"env.kwargs sets {taken}, which ppo_td sets for env.suite={config.suite!r}: use "
-                         "env.num_envs, env.max_episode_steps and seed instead (VMAS steps on the CPU)")
+                         "env.num_envs, env.max_episode_steps, seed and env.device instead")
     return kwargs
 
 
@@ -91,8 +121,8 @@ def _vmas(config: EnvConfig, kwargs: dict[str, Any], seed: int | None) -> tuple[
     # Box actions are stored as sampled and clipped to their range by VMAS (env.clip_actions), as for one agent
     kwargs = {"continuous_actions": True, "clamp_actions": config.clip_actions, **kwargs}
     wrapper_kwargs = {k: kwargs.pop(k) for k in ("categorical_actions", "group_map") if k in kwargs}  # VmasEnv's own
-    simulator = vmas.make_env(config.env_id, num_envs=config.num_envs, device="cpu", max_steps=None, seed=seed,
-                              wrapper=None, **kwargs)
+    simulator = vmas.make_env(config.env_id, num_envs=config.num_envs, device=env_device(config), max_steps=None,
+                              seed=seed, wrapper=None, **kwargs)
     return VmasWrapper(simulator, **wrapper_kwargs), simulator
 
 

@@ -5,19 +5,22 @@ from __future__ import annotations
 import torch
 
 
-def resolve_device(name: str, images: bool = False) -> torch.device:
+def resolve_device(name: str, images: bool = False, env: torch.device | None = None) -> torch.device:
     """The torch device ``name`` (``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``) stands for here, with its
     index (``cuda`` is the current CUDA device, as tensors moved there report it).
 
     ``auto`` picks a GPU (CUDA, else Apple's MPS) for image observations, where convolutions dominate both
     halves of PPO, and the CPU otherwise: small MLP policies run faster on the CPU, whose per-operation
     cost is lower than a GPU kernel launch and needs no transfer per env step (Stable-Baselines3's PPO
-    documentation gives the same advice). Envs always step on the CPU.
+    documentation gives the same advice). An env that steps on a GPU (``env``: VMAS with ``env.device``) takes the
+    networks there under ``auto``: the rollout then never leaves the device.
 
     Raises:
         ValueError: a GPU that torch cannot see here, naming what torch reports and the way out.
     """
     if name == "auto":
+        if env is not None and env.type != "cpu":
+            return env
         if images and torch.cuda.is_available():
             return torch.device("cuda", torch.cuda.current_device())
         if images and _mps_available():

@@ -16,6 +16,7 @@ from tensordict.nn import TensorDictModule
 from ppo_td.collect import make_collector, push_to_workers, shutdown
 from ppo_td.config import TrainConfig, from_dict, to_dict
 from ppo_td.envs import EnvDescription, build_env
+from ppo_td.envs.multiagent import runnable_here
 from ppo_td.models import make_actor_critic
 from ppo_td.models.recurrent import add_memory, is_recurrent
 from ppo_td.persist.runfolder import current_umask, remove_stale_temporaries
@@ -207,7 +208,7 @@ def load_for_evaluation(path: str | os.PathLike) -> ForEvaluation:
     against a fresh env (built with ``env.transforms``, without ``env.train_transforms``)."""
     state = load_checkpoint(path)
     config = checkpoint_config(state)
-    built = build_env(dataclasses.replace(config.env, num_envs=1))
+    built = build_env(dataclasses.replace(runnable_here(config.env), num_envs=1))
     try:
         check_compatible(state, built.description)
         actor, _ = make_actor_critic(built.description, config.model)
@@ -260,7 +261,7 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
         raise ValueError(f"{path} is at {state['frames']} of {budget} frames: the run is complete, nothing to resume")
     env = make_train_env(config)
     check_compatible(state, env.description)
-    where = run_device(config, env.description)
+    where = run_device(config, env.description, env.env.device)
     actor, critic = make_actor_critic(env.description, config.model, device=where)
     add_memory(env.env, actor, critic)  # a recurrent model's states, before the collector plans its steps
     collector_ = make_collector(env, actor, config, done_frames=state["frames"], critic=critic, device=where)

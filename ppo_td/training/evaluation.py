@@ -21,7 +21,8 @@ from ppo_td import keys
 from ppo_td.config import EnvConfig, TrainConfig
 from ppo_td.envs import BuiltEnv, ReturnScaling, RunningObsNorm, build_env, find_transform, own_step_limit
 from ppo_td.envs.custom import UserTransform
-from ppo_td.envs.multiagent import groups_of
+from ppo_td.envs.multiagent import groups_of, runnable_here
+from ppo_td.models import same_device
 from ppo_td.models.recurrent import add_memory
 
 DEFAULT_MAX_STEPS = TrainConfig.eval_max_steps
@@ -118,13 +119,14 @@ def episode_returns(td: TensorDictBase, group: str | None = None) -> torch.Tenso
     return None if summed is None else summed.reshape(*td.batch_size, -1).mean(-1).reshape(-1)
 
 
-def acting_on_cpu(actor: TensorDictModule) -> Callable[[TensorDictBase], TensorDictBase]:
-    """``actor`` as a policy for a CPU env: where its parameters are on a GPU, each step's input goes there and
-    its output comes back."""
-    device = next((q.device for q in actor.parameters()), torch.device("cpu"))
-    if device.type == "cpu":
+def acting_on(actor: TensorDictModule, device: torch.device | None) -> Callable[[TensorDictBase], TensorDictBase]:
+    """``actor`` as a policy for an env on ``device`` (None: the CPU): where its parameters are elsewhere, each
+    step's input goes to them and its output comes back."""
+    here = torch.device("cpu") if device is None else torch.device(device)
+    there = next((q.device for q in actor.parameters()), here)
+    if same_device(there, here):
         return actor
-    return lambda td: actor(td.to(device, non_blocking=True)).to("cpu")
+    return lambda td: actor(td.to(there, non_blocking=True)).to(here)
 
 
 def _forked_rng(actor: TensorDictModule) -> contextlib.ExitStack:
@@ -157,7 +159,8 @@ def make_eval_env(env_config: EnvConfig, episodes: int, seed: int, obs_stats: di
     if env_config.normalize_observations and obs_stats is None:
         raise ValueError("this policy was trained on normalized observations: pass the training env's "
                          "statistics (obs_stats=observation_stats(train_env), or evaluate from a checkpoint)")
-    built = build_env(dataclasses.replace(env_config, num_envs=episodes, normalize_rewards=False, episodic_life=False),
+    built = build_env(dataclasses.replace(runnable_here(env_config), num_envs=episodes, normalize_rewards=False,
+                                          episodic_life=False),
                       seed=seed, training=False, transforms=transforms)  # whole games, raw rewards
     try:
         load_transform_states(built, transform_states)
@@ -199,7 +202,7 @@ def run_episodes(actor: TensorDictModule, env: EnvBase, max_steps: int,
     where it is still running after ``max_steps`` steps (a cut episode)."""
     copies = env.batch_size.numel()
     group = next(iter(groups_of(env)), None)
-    actor = acting_on_cpu(actor)
+    actor = acting_on(actor, env.device)
     returns: list[float | None] = [None] * copies
     total = torch.zeros(copies, dtype=torch.float64)
     sums = total

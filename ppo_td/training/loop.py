@@ -140,7 +140,8 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
         for batch in batches(p.collector):  # a dead worker surfaces as WorkerError
             collected = time.perf_counter()
             gather_statistics(p.collector, p.env)  # worker collectors: their normalization data, merged
-            if p.device.type != "cpu":  # collected on the CPU; GAE and the update run on the device
+            if p.device.type != "cpu" or batch.device not in (None, torch.device("cpu")):  # GAE and the update
+                # run on the networks' device: a batch collected elsewhere (the CPU, a VMAS GPU) moves there once
                 batch = batch.to(p.device)  # blocking: the CPU batch is released at once (a non-blocking MPS copy
                 # of a freed source can read garbage)
             iteration += 1

@@ -293,7 +293,7 @@ def build_pipeline(
                          "transforms= factories (or env.transforms), or collect in-process")
     description = describe_any(torchrl_env(env))  # the env as it is now (a transform may have been appended)
     _check_agents(config, description)
-    device = run_device(config, description)
+    device = run_device(config, description, torchrl_env(env).device)
     _check_devices(device, actor=actor, critic=critic, loss=loss)
     if actor is None or critic is None:
         default_actor, default_critic = make_actor_critic(description, config.model, encoder, device)
@@ -343,12 +343,12 @@ def _check_agents(config: TrainConfig, description: EnvDescription) -> None:
                          "(a root 'observation'): set env.suite='gymnasium', or start from a one-agent preset")
 
 
-def run_device(config: TrainConfig, description: EnvDescription) -> torch.device:
+def run_device(config: TrainConfig, description: EnvDescription, env: torch.device | None = None) -> torch.device:
     """``config.device`` resolved for this env on this machine (:func:`~ppo_td.models.resolve_device`; ``auto``
-    means the CPU when workers collect)."""
+    means the CPU when workers collect, and the env's device when it steps on a GPU)."""
     space = description.observation_space
     images = space is not None and bool(space.images()) and config.collector.backend == "inprocess"
-    return resolve_device(config.device, images=images)
+    return resolve_device(config.device, images=images, env=env)
 
 
 def _check_devices(device: torch.device, **parts: torch.nn.Module | None) -> None:
