@@ -454,10 +454,10 @@ class TrainConfig:
         _check(0 <= self.seed < 2**32, "seed", self.seed, "in [0, 2**32) (Gymnasium and numpy seeds)")
         _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", self.device) is not None, "device", self.device,
                "one of auto, cpu, cuda, cuda:N, mps")
-        _check(self.device in ("auto", "cpu") or self.collector.backend == "inprocess", "device", self.device,
-               f"cpu or auto with collector.backend={self.collector.backend!r} (worker processes act on the CPU; "
-               "a GPU update with worker collection is not supported yet): use collector.backend='inprocess' "
-               "to train on the GPU")
+        _check(self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")
+               or self.collector.backend == "inprocess", "device", self.device,
+               f"cpu, cuda or auto with collector.backend={self.collector.backend!r} (worker processes act on the "
+               "CPU with a copy of the policy; the learner may run on a CUDA GPU)")
 
     def check_sequences(self, why: str) -> None:
         """ValueError unless each env's rollout cuts into whole sequences that split into equal minibatches (for

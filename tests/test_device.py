@@ -22,9 +22,12 @@ without_cuda = pytest.mark.skipif(CUDA, reason="checks the refusal on a machine 
 def test_device_values_are_checked_with_the_config():
     with pytest.raises(ValueError, match="device='gpu'.*auto, cpu, cuda, cuda:N, mps"):
         TrainConfig(device="gpu")
-    with pytest.raises(ValueError, match="worker processes act on the CPU.*backend='inprocess'"):
-        TrainConfig(device="cuda", collector=CollectorConfig(backend="process", num_workers=2),
+    with pytest.raises(ValueError, match="device='mps'.*worker processes act on the CPU"):
+        TrainConfig(device="mps", collector=CollectorConfig(backend="process", num_workers=2),
                     env=EnvConfig(num_envs=2))
+    # a learner on a CUDA GPU fed by worker processes (they act with a CPU copy of the policy)
+    assert TrainConfig(device="cuda", collector=CollectorConfig(backend="process", num_workers=2),
+                       env=EnvConfig(num_envs=2)).device == "cuda"
     assert TrainConfig(device="cuda:1").device == "cuda:1"  # checked against the machine when the run is built
 
 
@@ -162,3 +165,13 @@ def test_vmas_on_the_gpu_collects_without_host_copies_and_resumes_and_evaluates(
     state = load_checkpoint(run / "checkpoint.pt")
     assert state["config"]["env"]["device"] == "cuda"
     assert main(["eval", str(run), "--episodes", "2"]) == 0
+
+
+@needs_cuda
+def test_a_gpu_learner_fed_by_worker_processes(tmp_path):
+    config = dataclasses.replace(get_preset("cartpole"), device="cuda", total_frames=4096, eval_episodes=2,
+                                 collector=CollectorConfig(backend="process", num_workers=2))
+    result = train(config)
+    assert result.pipeline.device.type == "cuda" and result.pipeline.collector.mirror is not None
+    assert len(result.evaluation.returns) == 2
+

@@ -331,3 +331,30 @@ def test_a_torchrl_multi_collector_passed_in_is_driven_like_ppo_tds_own():
     p.collector.update_policy_weights_ = lambda: (pushes.append(1), real())
     run(p)
     assert len(pushes) == 3
+
+
+def test_workers_act_with_a_cpu_copy_refreshed_from_the_learner_at_every_push():
+    """What a learner on a GPU does (here forced on the CPU, the same code): the workers get a CPU copy of the
+    policy, and each push copies the learner's weights into it first, so the next batch is collected with them."""
+    from ppo_td.collect.workers import make_worker_collector
+
+    config = small_config(env=EnvConfig("CartPole-v1", num_envs=4), collector=CollectorConfig("process", num_workers=2),
+                          eval_episodes=0)
+    p = build_pipeline(config)
+    p.collector.shutdown()
+    collector = make_worker_collector(config, p.actor, total_frames=config.frames_per_batch * 3, mirror=True)
+    try:
+        source, copy_ = collector.mirror
+        assert copy_ is not p.actor and source is p.actor
+        batches = iter(collector)
+        first = next(batches)
+        assert set(first["action"].unique().tolist()) == {0, 1}
+        with torch.no_grad():  # the learner now always pushes left
+            head = p.actor.module[0].module.head[-1]
+            head.weight.zero_()
+            head.bias.copy_(torch.tensor([50.0, -50.0]))
+        collector.update_policy_weights_()
+        assert torch.equal(copy_.module[0].module.head[-1].bias, head.bias)
+        assert set(next(batches)["action"].unique().tolist()) == {0}
+    finally:
+        collector.shutdown()

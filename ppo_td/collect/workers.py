@@ -11,6 +11,7 @@ policy weights and those statistics to all workers; a worker that dies becomes a
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import math
@@ -25,6 +26,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
+from torch import nn
 from torchrl.collectors import Collector
 from torchrl.envs import Compose, EnvBase, TransformedEnv
 
@@ -97,6 +99,9 @@ class WorkerCollector:
     ray_connected: bool = False
     actors: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     """Ray only: each worker's (actor id, process id), to name the worker a Ray error comes from."""
+    mirror: tuple[nn.Module, nn.Module] | None = None
+    """A learner on a GPU: (its policy, the CPU copy the workers were given). Each push copies the learner's
+    weights into the copy (one host transfer), then TorchRL sends the copy's to the workers."""
 
     def ray_worker(self, err: Any) -> int | None:
         """Index of the Ray worker ``err`` (a ``RayActorError`` or ``RayTaskError``) comes from, if known."""
@@ -119,6 +124,9 @@ class WorkerCollector:
         return path.read_text() if path is not None and path.exists() else None
 
     def update_policy_weights_(self) -> None:
+        if self.mirror is not None:
+            source, copy_ = self.mirror
+            copy_.load_state_dict(source.state_dict())
         self.collector.update_policy_weights_()
 
     def shutdown(self) -> None:
@@ -143,12 +151,20 @@ class WorkerCollector:
 
 
 def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_frames: int,
-                          critic: TensorDictModule | None = None) -> WorkerCollector:
+                          critic: TensorDictModule | None = None, mirror: bool | None = None) -> WorkerCollector:
     """TorchRL's MultiSyncCollector ('process') or RayCollector ('ray') over :func:`worker_envs`. A recurrent
     ``actor`` (and ``critic``, where it has a state of its own) steps in the workers with its states carried by
-    their envs."""
+    their envs. A policy whose parameters are on a GPU (``mirror`` None) or ``mirror=True``: the workers act with a
+    CPU copy of it, refreshed from the learner's weights at every push (:attr:`WorkerCollector.mirror`)."""
     c = config.collector
     envs, policy = worker_envs(config, memory_spec(actor, critic)), collection_policy(actor, critic)
+    if mirror is None:
+        mirror = any(q.device.type != "cpu" for q in policy.parameters())
+    pair = None
+    if mirror:
+        source = policy
+        policy = copy.deepcopy(policy).to("cpu")
+        pair = (source, policy)
     if config.env.env_id.startswith("__main__:"):
         raise ValueError(f"env {config.env.env_id}: a factory defined in the script or notebook that trains cannot be "
                          "imported by worker processes; move it to a module (e.g. my_envs.py next to the script) "
@@ -170,7 +186,7 @@ def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_fr
             scheme.shutdown()
             shutil.rmtree(report_dir, ignore_errors=True)
             raise _start_failure(err) from err
-        return WorkerCollector(collector, "process", report_dir=report_dir, scheme=scheme)
+        return WorkerCollector(collector, "process", report_dir=report_dir, scheme=scheme, mirror=pair)
     if c.backend != "ray":
         raise ValueError(f"collector.backend={c.backend!r} has no worker collector; use 'process' or 'ray'")
     init, connected = _ray_init_config(config)  # connected: ppo_td joined a cluster, it leaves it at shutdown
@@ -197,7 +213,7 @@ def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_fr
 
             ray.shutdown()
         raise _start_failure(err) from err
-    return WorkerCollector(collector, "ray", ray_connected=connected, actors=actors)
+    return WorkerCollector(collector, "ray", ray_connected=connected, actors=actors, mirror=pair)
 
 
 RAY_START_TIMEOUT = 300
