@@ -17,7 +17,7 @@ from ppo_td.collect import FastCollector, FastUnsupported, make_collector
 from ppo_td.config import CollectorConfig, EnvConfig, LossConfig, ModelConfig
 from ppo_td.envs import build_env
 from ppo_td.models import policy_net, value_net
-from ppo_td.persist import capture, restore_snapshot
+from ppo_td.persist import capture, restore_snapshot, why_inexact
 from ppo_td.presets import get_preset
 from ppo_td.training import FastLoss, build_pipeline, total_loss, train
 
@@ -492,3 +492,22 @@ def test_one_env_copy_is_stepped_directly_and_its_observations_are_copied():
                                              frames_per_batch=16, total_frames=32))
     assert two.collector.fast_env._one_copy is None  # two copies: the vector env steps them
     two.collector.shutdown()
+
+
+@pytest.mark.slow  # four worker processes start (spawn): about 15 s
+def test_async_copies_collect_the_same_batches_as_sync_ones():
+    """env.vectorization='async' (each copy in a process of its own, Gymnasium's AsyncVectorEnv): the same seeds,
+    the same batches as the copies stepped in this process; a resume from it says it starts fresh episodes."""
+    config = _cartpole(vectorization="sync", max_episode_steps=20)
+    _, sync_batches, sync_state = _collect(config, "fast", batches=3)
+    config = _cartpole(vectorization="async", max_episode_steps=20)
+    kind, async_batches, async_state = _collect(config, "fast", batches=3)
+    assert kind is FastCollector
+    for a, b in zip(sync_batches, async_batches, strict=True):
+        _assert_same(a, b)
+    assert torch.equal(sync_state["rng"], async_state["rng"])
+    p = build_pipeline(config)
+    try:
+        assert "AsyncVectorEnv steps its env copies where ppo_td cannot read them" in (why_inexact(p) or "")
+    finally:
+        p.collector.shutdown()

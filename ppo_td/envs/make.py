@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -348,7 +349,17 @@ def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
         for wrapper in wrappers:
             env = wrapper(env)
         return env
+    if config.vectorization == "async":
+        return gym.vector.AsyncVectorEnv([partial(_in_worker, make_copy)] * config.num_envs, shared_memory=True,
+                                         autoreset_mode=AutoresetMode.DISABLED)
     return gym.vector.SyncVectorEnv([make_copy] * config.num_envs, autoreset_mode=AutoresetMode.DISABLED)
+
+
+def _in_worker(make_copy: Callable[[], gym.Env]) -> gym.Env:
+    """One env copy in an ``AsyncVectorEnv`` worker process: Ctrl-C is the learner's to handle (it finishes the
+    iteration and checkpoints), so the worker, in the terminal's process group too, ignores it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return make_copy()
 
 
 def _plain_numpy(config: EnvConfig) -> bool:
