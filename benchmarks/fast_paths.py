@@ -4,6 +4,7 @@
 Collector (``'torchrl'``), the same batches either way.
 ``--compare fast-loss``: the fast loss forward (``loss.fast_forward=True``) vs ``ClipPPOLoss.forward``.
 ``--compare fast``: both fast paths (the defaults) vs neither (TorchRL's Collector and ClipPPOLoss.forward).
+``--compare compile``: ``compile=True`` (the loss and the torch policy step through torch.compile) vs eager.
 
 For each preset and seed, one run of each (order alternating by seed); the ratio is
 taken pairwise.
@@ -33,6 +34,8 @@ def one(preset: str, seed: int, frames: int | None, on: bool, compare: str = "fa
         spec["step_loop"] = "fast" if on else "torchrl"
     if compare in ("fast-loss", "fast"):
         spec["fast_forward"] = on
+    if compare == "compile":
+        spec["compile"] = on
     proc = subprocess.run([sys.executable, "-m", "benchmarks.worker", json.dumps(spec)], capture_output=True,
                           text=True, check=False)
     if proc.returncode:
@@ -46,7 +49,7 @@ def one(preset: str, seed: int, frames: int | None, on: bool, compare: str = "fa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--compare", choices=["step-loop", "fast-loss", "fast"], default="fast")
+    parser.add_argument("--compare", choices=["step-loop", "fast-loss", "fast", "compile"], default="fast")
     parser.add_argument("--out", default=None, help="default: bench_results/<compare>.md")
     args = parser.parse_args()
     args.out = args.out or f"bench_results/{args.compare}.md"
@@ -58,7 +61,8 @@ def main() -> None:
                 print(json.dumps(rows[-1]), flush=True)
     meaning = {"step-loop": "off: collector.step_loop='torchrl' (TorchRL's Collector); on: 'fast' (FastCollector)",
                "fast-loss": "off: loss.fast_forward=False (ClipPPOLoss.forward); on: True (FastLoss)",
-               "fast": "off: TorchRL's Collector and ClipPPOLoss.forward; on: FastCollector and FastLoss"}
+               "fast": "off: TorchRL's Collector and ClipPPOLoss.forward; on: FastCollector and FastLoss",
+               "compile": "off: eager; on: compile=True (torch.compile of the loss and the torch policy step)"}
     lines = [f"Compared: {meaning[args.compare]}. Seeds {args.seeds}.", "",
              "| preset | frames | train s, off | train s, on | speed-up (pairwise median, min-max) | "
              "collect s off -> on | update s off -> on |", "|---|---|---|---|---|---|---|"]

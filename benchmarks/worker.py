@@ -7,7 +7,7 @@ apart and keeps import time out of the timed region.
 Spec keys: ``library`` ("ppo_td" | "sb3" | "skrl"; with a recurrent preset "sb3" is sb3-contrib's RecurrentPPO),
 ``preset`` (a ppo_td preset: the config both libraries use), ``sb3_zoo`` (use RL-Zoo's tuned CartPole settings instead),
 ``seed``, ``total_frames`` (optional override), ``eval_episodes`` (0: none), ``step_loop`` and
-``fast_forward`` (optional overrides of ``collector.step_loop`` and ``loss.fast_forward``), ``num_envs``
+``fast_forward`` (optional overrides of ``collector.step_loop`` and ``loss.fast_forward``), ``compile``, ``num_envs``
 (env copies; each keeps the preset's steps per copy, or with ``keep_steps: false`` the batch keeps its size),
 ``critic_scope`` (multi-agent presets: 'agent' for IPPO, 'team' for MAPPO).
 """
@@ -301,6 +301,8 @@ def main() -> None:
     if spec.get("critic_scope"):  # multi-agent: IPPO ('agent') or MAPPO ('team')
         config = dataclasses.replace(config, model=dataclasses.replace(config.model,
                                                                        critic_scope=spec["critic_scope"]))
+    if "compile" in spec:
+        config = dataclasses.replace(config, compile=spec["compile"])
     if "fast_forward" in spec:
         config = dataclasses.replace(config, loss=dataclasses.replace(config.loss, fast_forward=spec["fast_forward"]))
     if spec["library"] == "ppo_td":

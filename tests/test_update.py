@@ -7,6 +7,7 @@ import torch
 
 from conftest import small_config
 from ppo_td.config import OptimConfig
+from ppo_td.presets import get_preset
 from ppo_td.training import build_pipeline, train, update
 
 
@@ -100,3 +101,25 @@ def test_history_rows_do_not_repeat_the_episodes(tiny_config):
     result = train(tiny_config)
     assert all("ended_episodes" not in row for row in result.history)
     assert result.episodes  # they are kept once, here
+
+
+@pytest.mark.slow  # torch.compile compiles the loss and the policy step: about half a minute on 2 cores
+def test_compiled_update_and_policy_step_equal_eager_within_float_rounding():
+    """config.compile: the minibatch loss (forward and backward) and the fast collector's torch policy step through
+    torch.compile; two iterations give the same losses and weights as eager within float rounding."""
+    base = get_preset("pendulum")
+    base = dataclasses.replace(base, env=dataclasses.replace(base.env, num_envs=2), frames_per_batch=256,
+                               total_frames=512, eval_episodes=0,
+                               collector=dataclasses.replace(base.collector, inference="torch"))
+    runs = {}
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        result = train(dataclasses.replace(base, compile=compiled))
+        runs[compiled] = result
+    eager, compiled = runs[False], runs[True]
+    assert compiled.pipeline.collector.fast_policy.forward is not compiled.pipeline.collector.fast_policy.net
+    for a, b in zip(eager.history, compiled.history, strict=True):
+        for key in ("loss_policy", "loss_value", "kl_k3", "grad_norm"):
+            assert a[key] == pytest.approx(b[key], rel=1e-3, abs=1e-5), key
+    for (name, a), b in zip(eager.actor.state_dict().items(), compiled.actor.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)

@@ -43,7 +43,8 @@ def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: Tra
                 return AgentsCollector(env, actor, frames_per_batch=config.frames_per_batch,
                                        total_frames=total_frames, device=device)
             return FastCollector(env, actor, frames_per_batch=config.frames_per_batch, total_frames=total_frames,
-                                 critic=critic, device=device, inference=config.collector.inference)
+                                 critic=critic, device=device, inference=config.collector.inference,
+                                 compile=config.compile)
         except FastUnsupported as err:
             if config.collector.inference == "numpy":
                 if str(err).startswith("collector.inference"):  # the policy is the reason: its message says so

@@ -104,7 +104,7 @@ class FastPolicy:
     """
 
     def __init__(self, actor: nn.Module, critic: nn.Module | None = None, device: torch.device | str = "cpu",
-                 inference: str = "auto", rows: int = 1) -> None:
+                 inference: str = "auto", rows: int = 1, compile: bool = False) -> None:
         self.device = torch.device(device)
         """Where the networks run: each step's observation goes there, its outputs come back to the CPU."""
         self.recurrent: Recurrent | None = recurrent_parts(actor)
@@ -145,6 +145,12 @@ class FastPolicy:
         self.inputs = [keys.OBSERVATION, MASK_KEY, *((IS_INIT, *self.states) if self.recurrent else ())]
         self.numpy: NumpyPolicy | None = None
         """The policy's sampling in numpy (:mod:`ppo_td.models.inference`), where ``inference`` allows it."""
+        self.forward: Callable[[Any], Any] = self.net
+        """The policy network's forward: the network itself, or (``compile``, a feed-forward policy without a
+        critic reading its features) it through ``torch.compile``, with CUDA graphs on a CUDA device."""
+        if compile and self.recurrent is None and value is None:
+            self.forward = torch.compile(self.net, mode="reduce-overhead" if self.device.type == "cuda" else None,
+                                         dynamic=False)
         if inference not in ("auto", "numpy", "torch"):
             raise ValueError(f"inference={inference!r}; expected 'auto', 'numpy' or 'torch'")
         self.inference = inference
@@ -214,7 +220,7 @@ class FastPolicy:
             finally:
                 self.net.shared_features = self.value.shared_features = None
         else:
-            params = self.net(obs)
+            params = self.forward(obs)
         params = params if isinstance(params, tuple) else (params,)
         if self.closed_form is not None:
             sample, log_prob = self.closed_form.sample(params)
@@ -517,9 +523,10 @@ class FastCollector(InProcessCollector):
     """
 
     def __init__(self, env: BuiltEnv, actor: nn.Module, frames_per_batch: int, total_frames: int,
-                 critic: nn.Module | None = None, device: torch.device | str = "cpu", inference: str = "auto") -> None:
+                 critic: nn.Module | None = None, device: torch.device | str = "cpu", inference: str = "auto",
+                 compile: bool = False) -> None:
         self.fast_env = FastEnv(env)
-        self.fast_policy = FastPolicy(actor, critic, device, inference, rows=self.fast_env.num_envs)
+        self.fast_policy = FastPolicy(actor, critic, device, inference, rows=self.fast_env.num_envs, compile=compile)
         if sorted(self.fast_env.states) != sorted(self.fast_policy.states):
             raise FastUnsupported(f"the env carries the recurrent states {sorted(self.fast_env.states)}, the policy "
                                   f"{sorted(self.fast_policy.states)}: build the env with "

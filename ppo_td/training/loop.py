@@ -220,12 +220,14 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
         # (the same minibatches as num_minibatches draws, at a quarter of the buffer overhead)
         minibatches = p.buffer.sample().split(size)
         lean_here = lean is not None and lean.applies(minibatches[0])  # the minibatches share their entries
+        terms_of = lean.compiled_terms(p.device) if lean_here and p.config.compile else lean.terms if lean_here \
+            else None
         for minibatch in minibatches:
             terms: LeanTerms | None = None
             try:
                 with replay:
-                    if lean_here:
-                        loss, terms = lean.terms(minibatch)
+                    if terms_of is not None:
+                        loss, terms = terms_of(minibatch)
                     else:
                         losses = p.loss(minibatch)
                         loss = total_loss(losses)

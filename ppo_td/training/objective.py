@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -315,6 +316,7 @@ class FastLoss:
                  cores: tuple[Recurrent, Recurrent | None] | None = None) -> None:
         self.loss, self.actor, self.critic = loss, actor, critic
         self.cores = cores
+        self._compiled: Any = None
         """A recurrent actor's and critic's encoder and core: minibatches are ``[sequences, steps]``, replayed
         from each sequence's stored state (:meth:`~ppo_td.models.recurrent.Recurrent.sequence`), the heads run on
         the memory, and the rest on the flattened steps."""
@@ -372,6 +374,18 @@ class FastLoss:
     def __call__(self, td: TensorDictBase) -> TensorDict:
         """Every output ``ClipPPOLoss.forward`` writes for ``td``."""
         return self._run(td, self._forward)
+
+    def compiled_terms(self, device: torch.device) -> Any:
+        """:meth:`terms` through ``torch.compile`` (CUDA graphs on a CUDA device), compiled on first use and kept:
+        the same operations, fused; results within float rounding of :meth:`terms`."""
+        zero_entropy = bool(self.loss.entropy_bonus) and not float(self.loss.entropy_coeff)  # read here: a float()
+        # of a tensor inside the compiled function would break its graph
+        if self._compiled is None or self._compiled[0] != zero_entropy:
+            mode = "reduce-overhead" if torch.device(device).type == "cuda" else None
+            compute = functools.partial(self._terms, zero_entropy=zero_entropy)
+            self._compiled = (zero_entropy, torch.compile(functools.partial(self._run, compute=compute), mode=mode,
+                                                          dynamic=False))
+        return self._compiled[1]
 
     def terms(self, td: TensorDictBase) -> tuple[torch.Tensor, LeanTerms]:
         """The loss to minimize for ``td`` (the sum :func:`total_loss` takes of :meth:`__call__`'s outputs, with
@@ -472,13 +486,14 @@ class FastLoss:
         core["loss_critic"] = loss.critic_coeff * loss_value
         return core
 
-    def _terms(self, td: TensorDictBase, actor_in: torch.Tensor, critic_in: torch.Tensor
-               ) -> tuple[torch.Tensor, LeanTerms]:
+    def _terms(self, td: TensorDictBase, actor_in: torch.Tensor, critic_in: torch.Tensor,
+               zero_entropy: bool | None = None) -> tuple[torch.Tensor, LeanTerms]:
         core = self._core(td, actor_in, critic_in)
         losses = {key: core[key].mean().squeeze(-1) for key in _LOSS_ORDER if key in core}
         # in __call__'s key order, as total_loss sums them; an entropy term with coefficient 0 adds exactly 0 to the
         # loss and its gradients, so backward skips it (the MuJoCo settings: a tenth of the graph)
-        zero_entropy = "loss_entropy" in losses and not float(self.loss.entropy_coeff)
+        if zero_entropy is None:
+            zero_entropy = "loss_entropy" in losses and not float(self.loss.entropy_coeff)
         total = sum(value for key, value in losses.items() if not (zero_entropy and key == "loss_entropy"))
         with torch.no_grad():
             lean = LeanTerms(
