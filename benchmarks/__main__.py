@@ -19,6 +19,9 @@ Suites:
           (``--calls``, ``--rounds``).  A few minutes.
   doctor  the cost of the doctor's audit per update.
   soak    RSS over a long CartPole run and its slope after warm-up (``--minutes 5``).
+  gpu     VMAS navigation at 4,096 and 32,768 envs (ppo_td beside TorchRL's own MAPPO parts) and Atari Pong with 16
+          env processes (ppo_td beside SB3's SubprocVecEnv), on ``--device cuda``: frames/s, collection and update
+          apart, reward against wall time (``python -m benchmarks gpu --help``).
 
 Every run is a separate process (benchmarks/worker.py), one at a time, with
 ``torch.set_num_threads(1)``; the libraries alternate seed by seed so machine noise hits
@@ -371,6 +374,12 @@ def main() -> None:
 
         sys.argv = ["python -m benchmarks latency", *sys.argv[2:]]
         latency.main()
+        return
+    if sys.argv[1:2] == ["gpu"]:  # the accelerator suite: its own options (python -m benchmarks gpu --help)
+        from benchmarks import gpu
+
+        sys.argv = ["python -m benchmarks gpu", *sys.argv[2:]]
+        gpu.main()
         return
     if sys.argv[1:2] == ["soak"]:  # memory over a long run: its own options (python -m benchmarks soak --help)
         from benchmarks import soak

@@ -7,7 +7,10 @@ apart and keeps import time out of the timed region.
 Spec keys: ``library`` ("ppo_td" | "sb3" | "skrl"; with a recurrent preset "sb3" is sb3-contrib's RecurrentPPO),
 ``preset`` (a ppo_td preset: the config both libraries use), ``sb3_zoo`` (use RL-Zoo's tuned CartPole settings instead),
 ``seed``, ``total_frames`` (optional override), ``eval_episodes`` (0: none), ``step_loop`` and
-``fast_forward`` (optional overrides of ``collector.step_loop`` and ``loss.fast_forward``), ``compile``, ``num_envs``
+``fast_forward`` (optional overrides of ``collector.step_loop`` and ``loss.fast_forward``), ``compile``, ``device``
+(the networks'; SB3's ``device=``), ``workers`` (ppo_td: that many worker processes; SB3: ``SubprocVecEnv``),
+``vectorization`` (ppo_td's ``env.vectorization``),
+``num_envs``
 (env copies; each keeps the preset's steps per copy, or with ``keep_steps: false`` the batch keeps its size),
 ``critic_scope`` (multi-agent presets: 'agent' for IPPO, 'team' for MAPPO).
 """
@@ -118,8 +121,13 @@ def run_sb3(config: TrainConfig, zoo: bool) -> dict[str, Any]:
 
         gym.register_envs(ale_py)
         env_kwargs = {k: ast.literal_eval(v) for k, v in (item.split("=", 1) for item in config.env.kwargs)}
-        env = VecFrameStack(make_atari_env(config.env.env_id, n_envs=n_envs, seed=config.seed, env_kwargs=env_kwargs),
-                            n_stack=4)
+        vec = {}
+        if config.collector.backend == "process":  # forked: the children keep ale_py's registration of ALE/ ids
+            from stable_baselines3.common.vec_env import SubprocVecEnv
+
+            vec = dict(vec_env_cls=SubprocVecEnv, vec_env_kwargs={"start_method": "fork"})
+        env = VecFrameStack(make_atari_env(config.env.env_id, n_envs=n_envs, seed=config.seed, env_kwargs=env_kwargs,
+                                           **vec), n_stack=4)
         policy = "CnnPolicy"  # the Nature CNN, shared by actor and critic, heads on its 512 features
     else:
         env = make_vec_env(_sb3_env_id(config), n_envs=n_envs, seed=config.seed)
@@ -155,7 +163,8 @@ def run_sb3(config: TrainConfig, zoo: bool) -> dict[str, Any]:
         model = RecurrentPPO("MlpLstmPolicy", env, seed=config.seed, device="cpu", verbose=0,
                              **_recurrent_kwargs(config))
     else:
-        model = PPO(policy, env, seed=config.seed, device="cpu", verbose=0, **kwargs)
+        device = "cpu" if config.device == "auto" else config.device
+        model = PPO(policy, env, seed=config.seed, device=device, verbose=0, **kwargs)
     record = Record()
     started = time.perf_counter()
     model.learn(total_timesteps=total, callback=record)
@@ -303,6 +312,13 @@ def main() -> None:
                                                                        critic_scope=spec["critic_scope"]))
     if "compile" in spec:
         config = dataclasses.replace(config, compile=spec["compile"])
+    if spec.get("device"):  # where the networks run (SB3: its device=)
+        config = dataclasses.replace(config, device=spec["device"])
+    if spec.get("vectorization"):  # ppo_td: env.vectorization ('async': each copy in a process of its own)
+        config = dataclasses.replace(config, env=dataclasses.replace(config.env, vectorization=spec["vectorization"]))
+    if spec.get("workers"):  # ppo_td: worker processes; SB3: SubprocVecEnv (one process per env copy)
+        config = dataclasses.replace(config, collector=dataclasses.replace(
+            config.collector, backend="process", num_workers=spec["workers"]))
     if "fast_forward" in spec:
         config = dataclasses.replace(config, loss=dataclasses.replace(config.loss, fast_forward=spec["fast_forward"]))
     if spec["library"] == "ppo_td":
