@@ -58,14 +58,18 @@ def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: Tra
                                                 "more per step than ppo_td's own step loop): %s", err)
     if not isinstance(env, BuiltEnv):  # TorchRL's Collector closes its env on reaching total_frames; ppo_td cannot
         total_frames += config.frames_per_batch  # rebuild this one, and evaluates on it: the loop stops at the plan
+    env_device = torch.device(torchrl_env(env).device or "cpu")
+    devices = {}
+    if torch.device(device).type != "cpu" or env_device.type != "cpu":  # the batch is stored where the env steps:
+        # a GPU env's rollout stays on the GPU (the loop moves it once, where the networks are elsewhere)
+        devices = {"policy_device": device, "env_device": env_device, "storing_device": env_device}
     return Collector(
         torchrl_env(env),
         collection_policy(actor, critic),  # with a critic that has a recurrent state of its own: both
         frames_per_batch=config.frames_per_batch,
         total_frames=total_frames,
         auto_register_policy_transforms=False,  # our actor is stateless: it needs no InitTracker
-        **({} if torch.device(device).type == "cpu" else
-           {"policy_device": device, "env_device": torchrl_env(env).device or "cpu", "storing_device": "cpu"}),
+        **devices,
     )
 
 
