@@ -558,3 +558,44 @@ def test_the_exported_group_module_acts_as_agents_policy_in_other_bounds_and_lay
             torch.testing.assert_close(module(obs, *mask), expected, rtol=1e-5, atol=1e-5)
         if desc is bounded:
             assert module.affine and bool((expected[..., 0] > 1.0).any())  # beyond [-1, 1]: mapped into the bounds
+
+
+def test_a_multi_agent_preset_pointed_at_another_env_leaves_its_env_kwargs_behind(capsys):
+    """--preset mpe-spread --env.env-id mpe2.simple_tag_v3: simple_spread's N=3 is not handed to simple_tag (it
+    failed inside PettingZoo with "unexpected keyword argument 'N'"); one line says so. One-agent presets keep
+    theirs (Atari's frame skip holds for every game)."""
+    from ppo_td.cli.main import _for_env
+
+    config = _for_env(get_preset("mpe-spread"), "mpe-spread", "mpe2.simple_tag_v3")
+    assert config.env.kwargs == ()
+    assert "starts from its own defaults" in capsys.readouterr().out
+    assert _for_env(get_preset("mpe-spread"), "mpe-spread", "mpe2.simple_spread_v3").env.kwargs != ()
+    assert _for_env(get_preset("atari"), "atari", "ALE/Breakout-v5").env.kwargs == get_preset("atari").env.kwargs
+
+
+def test_vmas_scenarios_build_without_vmas_warnings_from_ppo_tds_arguments():
+    """Every single-group VMAS scenario from the navigation preset's settings, kwargs left behind: no warning about
+    unused arguments (give_way was handed n_agents=3)."""
+    import io
+    import warnings
+    from contextlib import redirect_stdout
+
+    pytest.importorskip("vmas")
+    from ppo_td.cli.main import _for_env
+
+    for scenario in ("balance", "transport", "give_way", "wheel", "dispersion"):
+        with redirect_stdout(io.StringIO()):
+            config = _for_env(get_preset("vmas-navigation"), "vmas-navigation", scenario)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            build_env(dataclasses.replace(config.env, env_id=scenario, num_envs=2), seed=0).close()
+        assert not [w for w in caught if "kwargs" in str(w.message) or "unused" in str(w.message).lower()], scenario
+
+
+def test_a_pettingzoo_env_missing_a_library_names_its_install():
+    import importlib.util
+
+    if importlib.util.find_spec("pymunk") is not None:
+        pytest.skip("pymunk is installed here")
+    with pytest.raises(ValueError, match="needs pymunk, which is not installed: pip install pymunk"):
+        build_env(EnvConfig("pettingzoo.butterfly.pistonball_v6", suite="pettingzoo", num_envs=1))

@@ -158,7 +158,8 @@ def _train(args: list[str]) -> int:
         if known.preset is None and known.env_id and not any(a.startswith("--resume") for a in args):
             preset_name, why = preset_for(known.env_id)  # not CartPole's tuned values for another env
             print(f"defaults: preset {preset_name!r}, {why} (--preset NAME to choose)")
-        default = TrainCommand(config=get_preset(preset_name), preset=preset_name)
+        default = TrainCommand(config=_for_env(get_preset(preset_name), preset_name, known.env_id),
+                               preset=preset_name)
     recurrent, args = _recurrent_to_fit(args, default.config)
     cmd = tyro.cli(TrainCommand, default=default, args=args, prog="ppo-td train")  # validated: now the libraries
     if recurrent is not None:
@@ -181,6 +182,18 @@ def _train(args: list[str]) -> int:
             cmd, resume_device=cmd.config.device if "--device" in given else None,
             resume_eval_max_steps=cmd.config.eval_max_steps if "--eval-max-steps" in given else None))
     return run_training(dataclasses.replace(cmd, config=cmd.resolved_config()))
+
+
+def _for_env(config: TrainConfig, preset: str, env_id: str | None) -> TrainConfig:
+    """A multi-agent preset pointed at another env (``--env.env-id``): the preset's env keyword arguments are its
+    own env's (``N=3`` for simple_spread, VMAS navigation's lidar), so the other env starts from its own defaults,
+    said in one line (``--env.kwargs`` sets any). One-agent presets keep theirs: they hold for the suite (Atari's
+    frame skip)."""
+    if env_id is None or env_id == config.env.env_id or not config.env.multiagent or not config.env.kwargs:
+        return config
+    print(f"note: preset {preset!r} sets env.kwargs {' '.join(config.env.kwargs)} for {config.env.env_id}; "
+          f"{env_id} starts from its own defaults (--env.kwargs KEY=VALUE to set some)")
+    return dataclasses.replace(config, env=dataclasses.replace(config.env, kwargs=()))
 
 
 def _recurrent_to_fit(args: list[str], default: TrainConfig) -> tuple[str | None, list[str]]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import importlib.util
 import warnings
 from typing import Any
 
@@ -105,6 +106,11 @@ def _import(suite: str, module: str) -> Any:
                 "vmas", "pettingzoo", "mpe2"):
             raise ValueError(f"env.suite={suite!r} needs {err.name.split('.')[0]}: {_INSTALL[suite]} "
                              "(or pip install -e '.[multiagent]')") from err
+        top = (err.name or "").split(".")[0]
+        if top and not module.startswith(top) and importlib.util.find_spec(module.split(".")[0]) is not None:
+            # the env's module exists; a library it imports does not (PettingZoo's butterfly envs need pymunk)
+            raise ValueError(f"env.env_id={module!r} needs {top}, which is not installed: pip install {top} (the "
+                             "multiagent extra installs pymunk, which PettingZoo's butterfly envs need)") from err
         raise ValueError(f"env.env_id={module!r} with env.suite={suite!r}: no module {err.name!r} (give an "
                          "importable module with a parallel_env function, e.g. mpe2.simple_spread_v3)") from err
 
