@@ -1,7 +1,7 @@
 """Per-call latency of a trained policy on one observation: ppo_td's ``Policy`` (and its exported files) beside
 Stable-Baselines3's ``predict`` (sb3-contrib's ``RecurrentPPO.predict`` for the recurrent preset), in one process.
 
-    python -m benchmarks latency [--calls 2000] [--rounds 7] [--out DIR]
+    python -m benchmarks latency [--calls 2000] [--rounds 7] [--out DIR] [--presets ...] [--no-group]
 
 For each preset the networks are the preset's (``ppo_td`` trained for one iteration into a temporary run folder
 and read back with ``load_policy``; SB3's PPO built with the same layers). Each round times ``--calls`` calls, one
@@ -145,14 +145,53 @@ def measure(calls: int, rounds: int, presets: tuple[str, ...] = PRESETS) -> list
     return lines
 
 
+def measure_group(calls: int, rounds: int) -> list[str]:
+    """An agent group's ``AgentsPolicy`` (mpe-spread: PettingZoo's dict of 3 observations in, a dict of actions out)
+    beside the one-agent ``Policy`` (cartpole), one call per step of each env, rounds alternating."""
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        _, one = _ppo_td("cartpole", folder)
+        _, group = _ppo_td("mpe-spread", folder)
+        single = _observations(one, calls)
+        env = group.make_env()
+        observations, _ = env.reset(seed=0)
+        many = []
+        for _ in range(calls):
+            many.append(observations)
+            observations, _, terminated, truncated, _ = env.step(
+                {agent: env.action_space(agent).sample() for agent in env.agents})
+            if not env.agents or any(terminated.values()) or any(truncated.values()):
+                observations, _ = env.reset()
+        times: dict[str, list[float]] = {"Policy": [], "AgentsPolicy": []}
+        for _ in range(rounds + 1):
+            for name, act, inputs in (("Policy", one, single), ("AgentsPolicy", group, many)):
+                started = time.perf_counter()
+                for obs in inputs:
+                    act(obs)
+                times[name].append((time.perf_counter() - started) / calls * 1e6)
+    ratios = [g / o for o, g in zip(times["Policy"][1:], times["AgentsPolicy"][1:], strict=True)]
+    values = {k: v[1:] for k, v in times.items()}
+    names = {"Policy": "cartpole Policy (one observation)", "AgentsPolicy": "mpe-spread AgentsPolicy (3 agents, dict)"}
+    return ["| policy | us per call, median (range) |", "|---|---|",
+            *(f"| {names[k]} | {statistics.median(v):.0f} ({min(v):.0f}-{max(v):.0f}) |" for k, v in values.items()),
+            f"\nAgentsPolicy / Policy, per round: {statistics.median(ratios):.2f}x "
+            f"({min(ratios):.2f}-{max(ratios):.2f})"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks latency", description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--presets", nargs="+", default=list(PRESETS))
+    parser.add_argument("--presets", nargs="*", default=list(PRESETS))
     parser.add_argument("--out", default="bench_results")
+    parser.add_argument("--group", action=argparse.BooleanOptionalAction, default=True,
+                        help="also an agent group's AgentsPolicy beside the one-agent Policy (needs the multiagent "
+                             "extra)")
     args = parser.parse_args()
-    lines = measure(args.calls, args.rounds, tuple(args.presets))
+    lines = measure(args.calls, args.rounds, tuple(args.presets)) if args.presets else []
+    if args.group:
+        lines += ["", "Agent group:", "", *measure_group(args.calls, args.rounds)]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     text = "\n".join([f"# Policy latency, one observation per call (`python -m benchmarks latency --calls {args.calls}"

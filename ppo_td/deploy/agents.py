@@ -36,6 +36,8 @@ from ppo_td.envs import MASK_KEY, EnvDescription
 from ppo_td.envs.make import env_kwargs_of
 from ppo_td.envs.multiagent import runnable_here
 from ppo_td.models.device import resolve_device
+from ppo_td.models.distributions import deterministic_action
+from ppo_td.models.multiagent import GroupPolicy, group_policy
 
 
 def agent_names(config: TrainConfig, num_agents: int) -> list[str]:
@@ -96,6 +98,9 @@ class AgentsPolicy(nn.Module):
             self.register_buffer("action_high", torch.as_tensor(description.action_high), persistent=False)
         self.register_buffer("anchor", torch.zeros(()), persistent=False)
         self.to(resolve_device(str(device), images=False))
+        self._plain: GroupPolicy | None = group_policy(self.actor)
+        """The actor's network and distribution on plain tensors (a ppo_td-built group actor): the deterministic
+        action without the TensorDict round trip (the same network, distribution and mode, so the same actions)."""
 
     @property
     def device(self) -> torch.device:
@@ -211,12 +216,22 @@ class AgentsPolicy(nn.Module):
             raise ValueError("an action mask allows no action: every agent needs at least one legal action")
         rows = observation.shape[:-2]
         flat = observation.reshape(-1, *observation.shape[-2:]).to(self.device)
+        mode = self.deterministic if deterministic is None else deterministic
+        if mode and self._plain is not None:
+            masks = None if mask is None else mask.reshape(-1, *mask.shape[-2:]).to(self.device)
+            params = self._plain(flat)
+            if self._plain.distribution_class is torch.distributions.Categorical:  # its mode: the most probable
+                action = params.argmax(-1)  # action, read from the logits (softmax keeps their order)
+            else:
+                action = deterministic_action(self._plain.distribution(params, masks))
+            if self.clip:
+                action = torch.maximum(torch.minimum(action, self.action_high), self.action_low)
+            return action.reshape(*rows, *action.shape[1:])
         entries = {keys.OBSERVATION: flat}
         if mask is not None:
             entries[MASK_KEY] = mask.reshape(-1, *mask.shape[-2:]).to(self.device)
         td = TensorDict({self.group: TensorDict(entries, batch_size=flat.shape[:2])}, batch_size=flat.shape[:1],
                         device=self.device)
-        mode = self.deterministic if deterministic is None else deterministic
         with set_exploration_type(ExplorationType.DETERMINISTIC if mode else ExplorationType.RANDOM):
             action = self.actor(td).get((self.group, keys.ACTION))
         if self.clip:

@@ -30,8 +30,9 @@ from torchrl.modules import TanhNormal
 
 from ppo_td import keys
 from ppo_td.deploy.agents import AgentsPolicy
-from ppo_td.deploy.policy import Policy, _deterministic
+from ppo_td.deploy.policy import Policy
 from ppo_td.envs import MASK_KEY
+from ppo_td.models.distributions import deterministic_action
 from ppo_td.models.multiagent import group_policy, plain_agent_network
 from ppo_td.models.plain import policy_net
 from ppo_td.models.recurrent import recurrent_parts, rnn
@@ -99,7 +100,7 @@ class DeterministicPolicy(nn.Module):
         return self._act(self.net, self.net(obs), mask)
 
     def _act(self, net: nn.Module, params: Any, mask: torch.Tensor | None) -> torch.Tensor:
-        action = _deterministic(net.distribution(params, mask))
+        action = deterministic_action(net.distribution(params, mask))
         if self.clip:
             action = torch.maximum(torch.minimum(action, self.high), self.low)
         return action
@@ -144,7 +145,7 @@ class DeterministicAgentsPolicy(nn.Module):
             if self.affine:
                 action = self.bounds_mid + self.bounds_half * action
         else:
-            action = _deterministic(self.policy.distribution(params, inputs[1].to(torch.bool) if self.masked
+            action = deterministic_action(self.policy.distribution(params, inputs[1].to(torch.bool) if self.masked
                                                              else None))
         if self.clip:
             action = torch.maximum(torch.minimum(action, self.high), self.low)

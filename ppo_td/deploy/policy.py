@@ -33,6 +33,7 @@ from ppo_td.envs import MASK_KEY, BuiltEnv, RunningObsNorm, build_env, gym_env
 from ppo_td.envs.wrappers import needs_nesting, nest_observation, nests_entries
 from ppo_td.models import make_actor_critic
 from ppo_td.models.device import resolve_device
+from ppo_td.models.distributions import deterministic_action
 from ppo_td.models.inference import NumpyPolicy
 from ppo_td.models.networks import PolicyNet
 from ppo_td.models.plain import policy_net
@@ -284,10 +285,10 @@ class Policy(nn.Module):
         rec, net = self.recurrent_net, self.policy_net
         if mode and rec is not None:
             features, state = rec.step(values[keys.OBSERVATION], [self._state[k] for k in rec.state], self._fresh)
-            action = _deterministic(rec.head.distribution(rec.head(features), values.get(MASK_KEY)))
+            action = deterministic_action(rec.head.distribution(rec.head(features), values.get(MASK_KEY)))
             self._state = dict(zip(rec.state, state, strict=True))
         elif mode and net is not None:
-            action = _deterministic(net.distribution(net(values[keys.OBSERVATION]), values.get(MASK_KEY)))
+            action = deterministic_action(net.distribution(net(values[keys.OBSERVATION]), values.get(MASK_KEY)))
         else:
             td = TensorDict(values, batch_size=[rows], device=self.device)
             if self.memory:
@@ -384,14 +385,6 @@ def _derive_obs_operands(policy: Policy, incompatible_keys: Any) -> None:
     with torch.no_grad():
         policy.obs_mean.copy_(norm.mean.to(torch.float32))
         policy.obs_std.copy_(torch.sqrt(norm.var + norm.eps).to(torch.float32))
-
-
-def _deterministic(dist: torch.distributions.Distribution) -> torch.Tensor:
-    """The action TorchRL's ``ExplorationType.DETERMINISTIC`` takes from ``dist``: its ``deterministic_sample``, else
-    the mode of a discrete distribution or the mean (tensordict's fallback for torch's own distributions)."""
-    if hasattr(dist, "deterministic_sample"):
-        return dist.deterministic_sample
-    return dist.mode if dist.has_enumerate_support else dist.mean
 
 
 def _tensor_in(value: Any) -> torch.Tensor | None:

@@ -178,3 +178,11 @@ class ClosedForm:
     def _categorical_log_prob(logits: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
         value, log_pmf = torch.broadcast_tensors(value.long().unsqueeze(-1), logits)
         return log_pmf.gather(-1, value[..., :1]).squeeze(-1)
+
+
+def deterministic_action(dist: D.Distribution) -> torch.Tensor:
+    """The action TorchRL's ``ExplorationType.DETERMINISTIC`` takes from ``dist``: its ``deterministic_sample``, else
+    the mode of a discrete distribution or the mean (tensordict's fallback for torch's own distributions)."""
+    if hasattr(dist, "deterministic_sample"):
+        return dist.deterministic_sample
+    return dist.mode if dist.has_enumerate_support else dist.mean
