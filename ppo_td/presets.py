@@ -208,6 +208,23 @@ VMAS_NAVIGATION = TrainConfig(
 # one minibatch, clip 0.2, entropy 0.01, gamma 0.99, lambda 0.95, 64-unit layers, shared parameters, a
 # centralised critic, value normalization (the paper's sec. 4.1). Not the paper's: no recurrent layer, 8 envs x 100
 # steps. Measured (seed 1, 400k frames): training reward per agent -24.6 -> -18.8, deterministic evaluation -16.1.
+# VMAS on a laptop: a VMAS scenario that shows learning on 2 CPU cores within a minute (balance: the team's
+# episode reward per agent from about -14 to about 37 in 30 s, 400k frames; docs/multi-agent.md). Smaller networks
+# (64, 64) and batches (64 envs x 50 steps, 4 epochs of 4 minibatches) than BenchMARL's navigation settings, the
+# published PPO learning rate 3e-4; the rest as vmas-navigation.
+VMAS_LIGHT = TrainConfig(
+    env=EnvConfig(env_id="balance", suite="vmas", num_envs=64, max_episode_steps=100),
+    model=ModelConfig(hidden_sizes=(64, 64), activation="tanh", squash_actions=True, share_params=True,
+                      critic_scope="team", policy_head_gain=1.0),
+    loss=LossConfig(gamma=0.99, gae_lambda=0.9, clip_epsilon=0.2, clip_value=None, entropy_coeff=0.0,
+                    critic_coeff=1.0, loss_critic_type="l2", normalize_advantage=True),
+    optim=OptimConfig(lr=3e-4, adam_eps=1e-6, anneal_lr=False, update_epochs=4, num_minibatches=4,
+                      max_grad_norm=5.0),
+    total_frames=409_600,
+    frames_per_batch=64 * 50,
+    seed=1,
+)
+
 MPE_SPREAD = TrainConfig(
     env=EnvConfig(env_id="mpe2.simple_spread_v3", suite="pettingzoo", num_envs=8,
                   kwargs=("N=3", "max_cycles=25")),
@@ -236,6 +253,7 @@ PRESETS: dict[str, TrainConfig] = {
     "walker2d": _mujoco("Walker2d-v5"),
     "ant": _mujoco("Ant-v5"),
     "vmas-navigation": VMAS_NAVIGATION,
+    "vmas-light": VMAS_LIGHT,
     "mpe-spread": MPE_SPREAD,
 }
 MUJOCO_PRESETS = ("halfcheetah", "hopper", "walker2d", "ant")
