@@ -212,17 +212,13 @@ VMAS_NAVIGATION = TrainConfig(
 # episode reward per agent from about -14 to about 37 in 30 s, 400k frames; docs/multi-agent.md). Smaller networks
 # (64, 64) and batches (64 envs x 50 steps, 4 epochs of 4 minibatches) than BenchMARL's navigation settings, the
 # published PPO learning rate 3e-4; the rest as vmas-navigation.
-VMAS_LIGHT = TrainConfig(
+VMAS_LIGHT = dataclasses.replace(
+    VMAS_NAVIGATION,
     env=EnvConfig(env_id="balance", suite="vmas", num_envs=64, max_episode_steps=100),
-    model=ModelConfig(hidden_sizes=(64, 64), activation="tanh", squash_actions=True, share_params=True,
-                      critic_scope="team", policy_head_gain=1.0),
-    loss=LossConfig(gamma=0.99, gae_lambda=0.9, clip_epsilon=0.2, clip_value=None, entropy_coeff=0.0,
-                    critic_coeff=1.0, loss_critic_type="l2", normalize_advantage=True),
-    optim=OptimConfig(lr=3e-4, adam_eps=1e-6, anneal_lr=False, update_epochs=4, num_minibatches=4,
-                      max_grad_norm=5.0),
+    model=dataclasses.replace(VMAS_NAVIGATION.model, hidden_sizes=(64, 64)),
+    optim=dataclasses.replace(VMAS_NAVIGATION.optim, lr=3e-4, update_epochs=4, num_minibatches=4),
     total_frames=409_600,
     frames_per_batch=64 * 50,
-    seed=1,
 )
 
 MPE_SPREAD = TrainConfig(
