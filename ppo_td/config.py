@@ -418,7 +418,7 @@ class TrainConfig:
     ``cuda:N`` or ``mps``. Envs step on the CPU; each iteration's batch moves to the device once."""
     compile: bool = False
     """Run each minibatch's loss (forward and backward) and the fast collector's torch policy step through
-    torch.compile, with CUDA graphs on a GPU (LeanRL's approach): results equal eager within float rounding; the
+    torch.compile (LeanRL's approach, without CUDA graphs so far): results equal eager within float rounding; the
     first minibatch waits for the compilation (seconds to a minute). Applies to ppo_td's own networks and loss."""
 
     def __post_init__(self) -> None:

@@ -340,12 +340,17 @@ def test_workers_act_with_a_cpu_copy_refreshed_from_the_learner_at_every_push():
 
     config = small_config(env=EnvConfig("CartPole-v1", num_envs=4), collector=CollectorConfig("process", num_workers=2),
                           eval_episodes=0)
+    from ppo_td.models import make_actor_critic
+
     p = build_pipeline(config)
     p.collector.shutdown()
-    collector = make_worker_collector(config, p.actor, total_frames=config.frames_per_batch * 3, mirror=True)
+    cpu_actor, _ = make_actor_critic(p.description, config.model)  # the copy make_collector builds for a GPU learner
+    cpu_actor.load_state_dict(p.actor.state_dict())
+    collector = make_worker_collector(config, cpu_actor, total_frames=config.frames_per_batch * 3,
+                                      learner=(p.actor, None))
     try:
         source, copy_ = collector.mirror
-        assert copy_ is not p.actor and source is p.actor
+        assert copy_ is cpu_actor and source is p.actor
         batches = iter(collector)
         first = next(batches)
         assert set(first["action"].unique().tolist()) == {0, 1}

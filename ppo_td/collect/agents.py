@@ -158,7 +158,7 @@ class AgentsCollector(InProcessCollector):
         """The policy's parameters, action and log-probability, sampled as ``ProbabilisticActor`` samples."""
         policy, device, here = self.policy, self.policy_device, self.env_device
         moved = not same_device(device, here)
-        params = policy(observation.to(device, non_blocking=True) if moved else observation)
+        params = policy(observation.to(device, non_blocking=device.type != "cpu") if moved else observation)
         params = params if isinstance(params, tuple) else (params,)
         if self.closed_form is not None:
             action, log_prob = self.closed_form.sample(params)

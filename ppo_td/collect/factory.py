@@ -15,6 +15,8 @@ from ppo_td.collect.fast import FastCollector, FastUnsupported
 from ppo_td.collect.workers import WorkerCollector, make_worker_collector
 from ppo_td.config import TrainConfig
 from ppo_td.envs import BuiltEnv
+from ppo_td.envs.multiagent import describe_any
+from ppo_td.models import make_actor_critic
 from ppo_td.models.recurrent import collection_policy
 
 
@@ -36,7 +38,16 @@ def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: Tra
     """
     total_frames = config.num_iterations * config.frames_per_batch - done_frames
     if config.collector.backend != "inprocess":
-        return make_worker_collector(config, actor, total_frames, critic=critic)
+        if not any(q.device.type != "cpu" for q in actor.parameters()):
+            return make_worker_collector(config, actor, total_frames, critic=critic)
+        # a learner on a GPU: the workers act with CPU copies, made by the same factory (the distribution's bounds
+        # on the CPU too), refreshed from the learner's weights at every push
+        cpu_actor, cpu_critic = make_actor_critic(describe_any(torchrl_env(env)), config.model)
+        cpu_actor.load_state_dict(actor.state_dict())
+        if critic is not None:
+            cpu_critic.load_state_dict(critic.state_dict())
+        return make_worker_collector(config, cpu_actor, total_frames, critic=cpu_critic if critic is not None else None,
+                                     learner=(actor, critic))
     if config.collector.step_loop != "torchrl":
         try:
             if isinstance(env, BuiltEnv) and env.simulator is not None:  # (config: inference is not 'numpy')

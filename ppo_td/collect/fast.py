@@ -147,10 +147,10 @@ class FastPolicy:
         """The policy's sampling in numpy (:mod:`ppo_td.models.inference`), where ``inference`` allows it."""
         self.forward: Callable[[Any], Any] = self.net
         """The policy network's forward: the network itself, or (``compile``, a feed-forward policy without a
-        critic reading its features) it through ``torch.compile``, with CUDA graphs on a CUDA device."""
+        critic reading its features) it through ``torch.compile`` (without CUDA graphs: the batch keeps each step's
+        outputs, which a graph's next replay would overwrite)."""
         if compile and self.recurrent is None and value is None:
-            self.forward = torch.compile(self.net, mode="reduce-overhead" if self.device.type == "cuda" else None,
-                                         dynamic=False)
+            self.forward = torch.compile(self.net, dynamic=False)
         if inference not in ("auto", "numpy", "torch"):
             raise ValueError(f"inference={inference!r}; expected 'auto', 'numpy' or 'torch'")
         self.inference = inference

@@ -11,7 +11,6 @@ policy weights and those statistics to all workers; a worker that dies becomes a
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import math
@@ -100,8 +99,9 @@ class WorkerCollector:
     actors: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     """Ray only: each worker's (actor id, process id), to name the worker a Ray error comes from."""
     mirror: tuple[nn.Module, nn.Module] | None = None
-    """A learner on a GPU: (its policy, the CPU copy the workers were given). Each push copies the learner's
-    weights into the copy (one host transfer), then TorchRL sends the copy's to the workers."""
+    """A learner on a GPU: (its policy, the CPU copy the workers were given, built by the same factory on the CPU:
+    its distribution's bounds too). Each push copies the learner's weights into the copy (one host transfer), then
+    TorchRL sends the copy's to the workers."""
 
     def ray_worker(self, err: Any) -> int | None:
         """Index of the Ray worker ``err`` (a ``RayActorError`` or ``RayTaskError``) comes from, if known."""
@@ -151,20 +151,19 @@ class WorkerCollector:
 
 
 def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_frames: int,
-                          critic: TensorDictModule | None = None, mirror: bool | None = None) -> WorkerCollector:
+                          critic: TensorDictModule | None = None,
+                          learner: tuple[TensorDictModule, TensorDictModule | None] | None = None) -> WorkerCollector:
     """TorchRL's MultiSyncCollector ('process') or RayCollector ('ray') over :func:`worker_envs`. A recurrent
     ``actor`` (and ``critic``, where it has a state of its own) steps in the workers with its states carried by
-    their envs. A policy whose parameters are on a GPU (``mirror`` None) or ``mirror=True``: the workers act with a
-    CPU copy of it, refreshed from the learner's weights at every push (:attr:`WorkerCollector.mirror`)."""
+    their envs. ``learner``: the learner's actor and critic (on a GPU) when ``actor`` and ``critic`` are CPU copies
+    of them (built by the same factory): each push copies the learner's weights into the copies first
+    (:attr:`WorkerCollector.mirror`)."""
     c = config.collector
     envs, policy = worker_envs(config, memory_spec(actor, critic)), collection_policy(actor, critic)
-    if mirror is None:
-        mirror = any(q.device.type != "cpu" for q in policy.parameters())
-    pair = None
-    if mirror:
-        source = policy
-        policy = copy.deepcopy(policy).to("cpu")
-        pair = (source, policy)
+    pair = (collection_policy(*learner), policy) if learner is not None else None
+    if pair is None and any(q.device.type != "cpu" for q in policy.parameters()):
+        raise ValueError("the workers act on the CPU: give make_worker_collector CPU copies of the actor and critic, "
+                         "with the learner's as learner= (ppo_td.collect.make_collector does)")
     if config.env.env_id.startswith("__main__:"):
         raise ValueError(f"env {config.env.env_id}: a factory defined in the script or notebook that trains cannot be "
                          "imported by worker processes; move it to a module (e.g. my_envs.py next to the script) "

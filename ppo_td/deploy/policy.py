@@ -474,7 +474,7 @@ def load_policy(path: str | os.PathLike, *, device: str | torch.device = "cpu",
     evaluation = build_env(dataclasses.replace(config.env, num_envs=1), training=False)  # env.transforms only
     try:
         load_transform_states(evaluation, state.get("transform_states", []))
-        transforms = observation_transforms(evaluation)
+        transforms = [made.clone() for made in observation_transforms(evaluation)]  # without the closed env
     finally:
         evaluation.close()
     return Policy(actor, config, layout, state["obs_stats"], device=device, deterministic=deterministic,
@@ -492,7 +492,17 @@ def _cast_dtype(spec: Any, raw: Any, key: Any) -> torch.dtype:
 
 def observation_transforms(built: BuiltEnv) -> list[Transform]:
     """The user's transforms of ``built`` that evaluation applies and that read or write an observation entry:
-    what :class:`Policy` runs on each observation (through the transform's ``forward``, TorchRL's offline call)."""
+    what :class:`Policy` runs on each observation (through the transform's ``forward``, TorchRL's offline call).
+
+    Raises:
+        ValueError: one of them changes actions (``in_keys_inv``): a Policy would return actions in another space.
+    """
+    acting = [user.name for user, made in built.user_transforms
+              if user.evaluation and (made.in_keys_inv or made.out_keys_inv)]
+    if acting:
+        raise ValueError(f"the env's transforms {acting} change the actions on their way to the env (in_keys_inv), "
+                         "which a Policy cannot do for you: act through the env (ppo-td eval, or "
+                         "ppo_td.training.evaluate), or make them train-only (env.train_transforms) or part of the env")
     observed = set(built.env.observation_spec.keys(True, True)) | set(built.env.base_env.observation_spec.keys(True,
                                                                                                             True))
     return [made for user, made in built.user_transforms
@@ -524,7 +534,7 @@ def policy_of(pipeline: Any, **kwargs: Any) -> Policy | Any:
                          f"({', '.join(type(t).__name__ for t in pipeline.appended)}), which a Policy cannot place: "
                          "give them as transforms= factories (or env.transforms)")
     layout = Layout.of(pipeline.built, pipeline.config)
-    transforms = [made.clone() for made in observation_transforms(pipeline.built)]
+    transforms = [copy.deepcopy(made.clone()) for made in observation_transforms(pipeline.built)]  # own buffers
     return Policy(pipeline.actor, pipeline.config, layout, pipeline.observation_stats(), transforms=transforms,
                   **kwargs)
 

@@ -252,11 +252,15 @@ def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99, *
     if config.normalize_rewards:
         scaling = ReturnScaling(gamma=gamma, clip=config.reward_clip)
         stack.append(scaling)
-    env = TransformedEnv(base, Compose(*stack))
-    if seed is not None:
-        env.set_seed(seed)
-    return BuiltEnv(env=env, vector=vec, description=describe(env), obs_norm=obs_norm, return_scaling=scaling,
-                    config=config)
+    try:
+        env = TransformedEnv(base, Compose(*stack))
+        if seed is not None:
+            env.set_seed(seed)
+        return BuiltEnv(env=env, vector=vec, description=describe(env), obs_norm=obs_norm, return_scaling=scaling,
+                        config=config)
+    except BaseException:
+        vec.close()
+        raise
 
 
 def _build_torchrl(config: EnvConfig, factory: Callable[[], EnvBase], seed: int | None, gamma: float,
@@ -312,13 +316,13 @@ def _with_user_transforms(config: EnvConfig, seed: int | None, gamma: float, vec
         if config.normalize_rewards:
             scaling = ReturnScaling(gamma=gamma, clip=config.reward_clip)
             env.append_transform(scaling)
-    except BaseException:
+        if seed is not None:
+            env.set_seed(seed)
+        return BuiltEnv(env=env, vector=vec, description=describe(env), obs_norm=obs_norm, return_scaling=scaling,
+                        config=config, user_transforms=tuple(zip(users, made, strict=True)))
+    except BaseException:  # the copies (a SerialEnv's, an AsyncVectorEnv's processes) do not outlive the error
         close()
         raise
-    if seed is not None:
-        env.set_seed(seed)
-    return BuiltEnv(env=env, vector=vec, description=describe(env), obs_norm=obs_norm, return_scaling=scaling,
-                    config=config, user_transforms=tuple(zip(users, made, strict=True)))
 
 
 def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:

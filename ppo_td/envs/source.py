@@ -15,6 +15,7 @@ is how to make one, in the config, where checkpoints and the run folder record i
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
@@ -153,8 +154,8 @@ class _Reused:
         self.transform, self.used = transform, False
 
     def __call__(self) -> Transform:
-        if self.used:
-            return self.transform.clone()
+        if self.used:  # clone(): without its parent env; deepcopy: buffers of its own (clone() shares them)
+            return copy.deepcopy(self.transform.clone())
         self.used = True
         return self.transform
 

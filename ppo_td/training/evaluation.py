@@ -7,6 +7,7 @@ action (or the reverse), so the final evaluation reports both.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -70,11 +71,11 @@ def evaluate(actor: TensorDictModule, env_config: EnvConfig, episodes: int, seed
     transforms the user appended to the training env after it was built, a ``clone()`` of each appended here.
     """
     env = make_eval_env(env_config, episodes, seed, obs_stats, transform_states, transforms)
-    for transform in appended:  # transforms the user appended to the training env: as trained, at the end
-        env.append_transform(transform.clone())
-    env = add_memory(env, actor)  # a recurrent actor's states
-    limit = step_cap(env_config, max_steps)[0]
     try:
+        for transform in appended:  # transforms the user appended to the training env: as trained, at the end
+            env.append_transform(copy.deepcopy(transform.clone()))  # clone: no parent; deepcopy: own buffers
+        env = add_memory(env, actor)  # a recurrent actor's states
+        limit = step_cap(env_config, max_steps)[0]
         if not sampled:
             return run_episodes(actor, env, limit)
         with _forked_rng(actor):
@@ -126,7 +127,8 @@ def acting_on(actor: TensorDictModule, device: torch.device | None) -> Callable[
     there = next((q.device for q in actor.parameters()), here)
     if same_device(there, here):
         return actor
-    return lambda td: actor(td.to(there, non_blocking=True)).to(here)
+    # non-blocking only towards a GPU: a copy to the host must be complete before the CPU reads it
+    return lambda td: actor(td.to(there, non_blocking=there.type != "cpu")).to(here, non_blocking=here.type != "cpu")
 
 
 def _forked_rng(actor: TensorDictModule) -> contextlib.ExitStack:
@@ -204,16 +206,16 @@ def run_episodes(actor: TensorDictModule, env: EnvBase, max_steps: int,
     group = next(iter(groups_of(env)), None)
     actor = acting_on(actor, env.device)
     returns: list[float | None] = [None] * copies
-    total = torch.zeros(copies, dtype=torch.float64)
+    total = torch.zeros(copies, dtype=torch.float64)  # on the CPU, wherever the env steps
     sums = total
     with torch.no_grad(), set_exploration_type(exploration):
         td = env.reset()
         for _ in range(max_steps):
             td, next_td = env.step_and_maybe_reset(actor(td))
             reward = td.get(("next", "reward") if group is None else ("next", group, "reward"))
-            total += reward.reshape(copies, -1).double().mean(-1)
+            total += reward.reshape(copies, -1).double().mean(-1).cpu()
             summed = episode_returns(td, group)  # RewardSum's: before any reward scaling or clipping
-            sums = total if summed is None else summed.reshape(copies)
+            sums = total if summed is None else summed.reshape(copies).cpu()
             for i in td.get(keys.DONE).reshape(copies).nonzero().flatten().tolist():
                 if returns[i] is None:
                     returns[i] = float(sums[i])

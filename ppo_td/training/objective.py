@@ -376,14 +376,14 @@ class FastLoss:
         return self._run(td, self._forward)
 
     def compiled_terms(self, device: torch.device) -> Any:
-        """:meth:`terms` through ``torch.compile`` (CUDA graphs on a CUDA device), compiled on first use and kept:
-        the same operations, fused; results within float rounding of :meth:`terms`."""
+        """:meth:`terms` through ``torch.compile``, compiled on first use and kept: the same operations, fused;
+        results within float rounding of :meth:`terms`. Without CUDA graphs: the update keeps each minibatch's terms
+        until the epoch's end, which a graph's next replay would overwrite."""
         zero_entropy = bool(self.loss.entropy_bonus) and not float(self.loss.entropy_coeff)  # read here: a float()
         # of a tensor inside the compiled function would break its graph
         if self._compiled is None or self._compiled[0] != zero_entropy:
-            mode = "reduce-overhead" if torch.device(device).type == "cuda" else None
             compute = functools.partial(self._terms, zero_entropy=zero_entropy)
-            self._compiled = (zero_entropy, torch.compile(functools.partial(self._run, compute=compute), mode=mode,
+            self._compiled = (zero_entropy, torch.compile(functools.partial(self._run, compute=compute),
                                                           dynamic=False))
         return self._compiled[1]
 
