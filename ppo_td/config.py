@@ -138,6 +138,11 @@ class EnvConfig:
     train_transforms: tuple[str, ...] = ()
     """As transforms, applied in training only, after them (a reward bonus, observation noise): evaluation
     measures the env without them."""
+    groups: tuple[str, ...] = ()
+    """A multi-agent env's agent groups, each 'NAME=agent,agent,...' (every agent in exactly one): each group
+    has its own policy and critic, trained on its agents' own rewards (--env.groups predator=adversary_0,adversary_1
+    prey=agent_0). () groups the agents by their names' prefix (adversary_0, adversary_1 -> 'adversary'), as
+    TorchRL and BenchMARL do, and puts them in one group, 'agents', where they share one prefix."""
 
     @property
     def multiagent(self) -> bool:
@@ -170,8 +175,16 @@ class EnvConfig:
             for name in ("transforms", "train_transforms"):
                 _check(not getattr(self, name), f"env.{name}", getattr(self, name),
                        f"() with env.suite={self.suite!r} (multi-agent envs do not support the user's transforms yet)")
+            for item in self.groups:
+                name, sep, agents = item.partition("=")
+                _check(bool(sep) and name.isidentifier() and all(a.strip() for a in agents.split(",")),
+                       "env.groups", item, "NAME=agent,agent,... (NAME a Python name, the agents the env's names)")
+            names = [item.partition("=")[0] for item in self.groups]
+            _check(len(set(names)) == len(names), "env.groups", self.groups, "groups of different names")
             _check(self.suite != "vmas" or self.max_episode_steps is not None, "env.max_episode_steps",
                    self.max_episode_steps, "set with env.suite='vmas' (VMAS scenarios run forever without a limit)")
+        _check(self.multiagent or not self.groups, "env.groups", self.groups,
+               "() with env.suite='gymnasium' (agent groups are a multi-agent env's)")
         _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device) is not None, "env.device", self.device,
                "one of auto, cpu, cuda, cuda:N")
         _check(self.suite == "vmas" or self.device in ("cpu", "auto"), "env.device", self.device,

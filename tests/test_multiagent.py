@@ -230,8 +230,17 @@ def test_refusals_name_the_problem():
         build_env(EnvConfig("navigation", suite="vmas", num_envs=2, max_episode_steps=10, kwargs=("max_steps=5",)))
     with pytest.raises(ValueError, match="no parallel_env"):
         build_env(EnvConfig("mpe2", suite="pettingzoo", num_envs=2))
-    with pytest.raises(ValueError, match="have different spaces"):  # MPE's adversary observes less than the agents
-        build_env(EnvConfig("mpe2.simple_adversary_v3", suite="pettingzoo", num_envs=2))
+    with pytest.raises(ValueError, match=r"group 'all' .* have different spaces.*--env.groups"):  # one group for
+        build_env(EnvConfig("mpe2.simple_adversary_v3", suite="pettingzoo", num_envs=2,  # agents that differ
+                            groups=("all=adversary_0,agent_0,agent_1",)))
+    with pytest.raises(ValueError, match=r"\['agent_1'\] in no group"):
+        build_env(EnvConfig("mpe2.simple_adversary_v3", suite="pettingzoo", num_envs=2,
+                            groups=("a=adversary_0", "b=agent_0")))
+    with pytest.raises(ValueError, match=r"no agents \['agent_9'\] in the env"):
+        build_env(EnvConfig("simple_tag", suite="vmas", num_envs=2, max_episode_steps=10,
+                            groups=("a=adversary_0,adversary_1,adversary_2", "b=agent_0,agent_9")))
+    with pytest.raises(ValueError, match="env.groups"):
+        EnvConfig("navigation", suite="vmas", max_episode_steps=10, groups=("agents",))
     with pytest.raises(ValueError, match="global state"):
         build_pipeline(tiny_agents("state"))  # VMAS has none
     with pytest.raises(ValueError, match="env.normalize_observations"):

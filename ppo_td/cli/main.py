@@ -318,18 +318,23 @@ def _export(args: list[str]) -> int:
     parser.add_argument("--out", default=None, help="file to write (default: <run folder>/policy.pt, .pt2 or .onnx)")
     ns = parser.parse_args(args)
     _quiet_torchrl()
-    from ppo_td.deploy import load_policy
-    from ppo_td.deploy.export import FORMATS, check_export, export_policy, input_specs, output_names
+    from ppo_td.deploy import TeamPolicy, load_policy
+    from ppo_td.deploy.export import FORMATS, check_export, export_policy, export_team, input_specs, output_names
 
     policy = load_policy(ns.checkpoint)
     out = Path(ns.out) if ns.out else _run_folder(ns.checkpoint) / f"policy{FORMATS[ns.format]}"
-    path = export_policy(policy, ns.format, out)  # checked against the policy before it is written
-    print(f"wrote {path} ({ns.format})")
-    print(f"inputs: {'; '.join(input_specs(policy))}")
-    print(f"outputs: {', '.join(output_names(policy))}")
-    error = check_export(policy, ns.format, path)
-    print("checked: " + (f"its actions match the policy's on 64 random inputs (max difference {error:.2g})"
-                         if error is not None else "onnxruntime is not installed, so the file was not run here"))
+    if isinstance(policy, TeamPolicy):  # several agent groups: a file each, all checked before any is written
+        written = export_team(policy, ns.format, out)
+        parts = [(f"group {g}: ", policy[g], path) for g, path in written.items()]
+    else:
+        parts = [("", policy, export_policy(policy, ns.format, out))]  # checked before it is written
+    for head, one, path in parts:
+        print(f"{head}wrote {path} ({ns.format})")
+        print(f"inputs: {'; '.join(input_specs(one))}")
+        print(f"outputs: {', '.join(output_names(one))}")
+        error = check_export(one, ns.format, path)
+        print("checked: " + (f"its actions match the policy's on 64 random inputs (max difference {error:.2g})"
+                             if error is not None else "onnxruntime is not installed, so the file was not run here"))
     return 0
 
 

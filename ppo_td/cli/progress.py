@@ -25,6 +25,8 @@ class Progress:
         if self.every < 1:
             raise ValueError(f"progress every={self.every} must be >= 1 iteration")
         self.last_return = float("nan")
+        self.last_groups: dict[str, float] = {}
+        """Several agent groups: each group's reward per agent, from the same iteration as ``last_return``."""
         self._bar = None
         if bar and sys.stderr.isatty():
             from tqdm import tqdm
@@ -34,8 +36,11 @@ class Progress:
     def __call__(self, metrics: dict[str, Any], pipeline: Any = None) -> None:
         if not math.isnan(metrics["episode_return"]):
             self.last_return = metrics["episode_return"]
+            self.last_groups = {k.partition("/")[2]: v for k, v in metrics.items() if k.startswith("episode_return/")}
         ret = ("-" if math.isnan(self.last_return) else
                f"{self.last_return:.3g}" if self.label != "return" else f"{self.last_return:.1f}")
+        if self.last_groups:
+            ret += " (" + ", ".join(f"{g} {v:.3g}" for g, v in self.last_groups.items()) + ")"
         if self._bar is not None:
             self._bar.update(metrics["frames"] - self._bar.n)
             self._bar.set_postfix(ret=ret, sps=f"{metrics['sps']:.0f}", refresh=False)

@@ -35,6 +35,8 @@ def format_evaluation(ev: Evaluation, how: str = "deterministic", per_agent: boo
         return (f"{head}: no episode ended: all {len(ev.cut)} were cut at {ev.max_steps:,} steps (reward over "
                 f"those steps {_spread(ev.cut, per_agent)}; not an episode return)")
     line = f"{head}: {_spread(ev.returns, per_agent)} over {len(ev.returns)} episodes"
+    if ev.groups:  # several agent groups: each one's own, as each is trained on its own
+        line += " (" + ", ".join(f"{g} {_spread(v, per_agent)}" for g, v in ev.groups.items()) + ")"
     if ev.cut:
         line += f"; {len(ev.cut)} more cut at {ev.max_steps:,} steps, still running (no return)"
     return line

@@ -76,7 +76,8 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
         folder.record(threads=_set_threads(cmd.threads, pipeline))
         folder.write_config(config)  # atomically; on resume, with the collector settings the run now uses
         _record_exactness(folder, pipeline, resumed if resume else None)
-        logger = RunLogger(out, config, tensorboard=cmd.tensorboard, resume_iteration=iteration if resume else None)
+        logger = RunLogger(out, config, tensorboard=cmd.tensorboard, resume_iteration=iteration if resume else None,
+                           groups=pipeline.groups)
     except BaseException:
         shutdown(pipeline.collector)  # worker processes or a Ray instance may already be running
         raise
@@ -212,7 +213,7 @@ def train_in_folder(config: TrainConfig, run_dir: str | Path, *, callbacks=(), c
             folder.record(preset="python")
             folder.write_config(pipeline.config)
             _record_exactness(folder, pipeline, None)
-            logger = RunLogger(folder.path, pipeline.config)
+            logger = RunLogger(folder.path, pipeline.config, groups=pipeline.groups)
         except BaseException:
             shutdown(pipeline.collector)
             raise
@@ -302,6 +303,8 @@ def _summarize(out: Path, config: TrainConfig, started: float) -> list:
                "frames": int(last["frames"]), "eval_returns": [], "eval_returns_sampled": []}
     for ev, suffix in zip(evaluations, ("", "_sampled"), strict=False):
         summary[f"eval_returns{suffix}"] = ev.returns  # the episodes that ended
+        if ev.groups:  # several agent groups: each one's reward per agent in those episodes
+            summary[f"eval_group_returns{suffix}"] = ev.groups
         if ev.cut:  # still running at the cap: their reward so far, apart
             summary.update({f"eval_cut{suffix}": ev.cut, "eval_max_steps": ev.max_steps})
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

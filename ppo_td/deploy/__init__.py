@@ -5,7 +5,7 @@
 A layer above ``persist`` (it reads checkpoints) and below ``cli``.
 """
 
-from ppo_td.deploy.agents import AgentsPolicy
+from ppo_td.deploy.agents import AgentsPolicy, TeamPolicy
 from ppo_td.deploy.policy import Layout, Policy, load_policy, policy_of
 
-__all__ = ["AgentsPolicy", "Layout", "Policy", "load_policy", "policy_of"]
+__all__ = ["AgentsPolicy", "Layout", "Policy", "TeamPolicy", "load_policy", "policy_of"]

@@ -34,15 +34,35 @@ from ppo_td import keys
 from ppo_td.config import TrainConfig
 from ppo_td.envs import MASK_KEY, EnvDescription
 from ppo_td.envs.make import env_kwargs_of
-from ppo_td.envs.multiagent import runnable_here
+from ppo_td.envs.multiagent import group_map, runnable_here
 from ppo_td.models.device import resolve_device
 from ppo_td.models.distributions import deterministic_action
-from ppo_td.models.multiagent import GroupPolicy, group_policy
+from ppo_td.models.multiagent import GroupPolicy, group_policy, team_members
 
 
 def agent_names(config: TrainConfig, num_agents: int) -> list[str]:
     """The agents of the group in the order of its rows: PettingZoo's ``possible_agents`` (TorchRL's wrapper keeps
     their order), the VMAS scenario's agents' names (TorchRL's ``VmasEnv.agent_names``)."""
+    names = env_agents(config)
+    if len(names) != num_agents:
+        raise ValueError(f"{config.env.env_id} has the agents {names}; the checkpoint's policy acts for "
+                         f"{num_agents}: the env changed since training")
+    return names
+
+
+def team_agents(config: TrainConfig, description: EnvDescription) -> dict[str, list[str]]:
+    """Each agent group's agents, in the order of its rows (:func:`~ppo_td.envs.multiagent.group_map` of the env's
+    agents, as training grouped them), checked against ``description.teams``."""
+    mapping = group_map(env_agents(config), config.env.groups)
+    trained = {team.group: team.num_agents for team in description.teams}
+    if {g: len(v) for g, v in mapping.items()} != trained:
+        raise ValueError(f"{config.env.env_id} groups its agents as {mapping}; the checkpoint's policies act for the "
+                         f"groups {trained} (agents per group): the env changed since training")
+    return mapping
+
+
+def env_agents(config: TrainConfig) -> list[str]:
+    """The env's agents, in its order: PettingZoo's ``possible_agents``, the VMAS scenario's agents' names."""
     if config.env.suite == "vmas":
         from torchrl.envs.libs.vmas import VmasEnv
 
@@ -57,9 +77,6 @@ def agent_names(config: TrainConfig, num_agents: int) -> list[str]:
             names = list(env.possible_agents)
         finally:
             env.close()
-    if len(names) != num_agents:
-        raise ValueError(f"{config.env.env_id} has the agents {names}; the checkpoint's policy acts for "
-                         f"{num_agents}: the env changed since training")
     return names
 
 
@@ -105,6 +122,15 @@ class AgentsPolicy(nn.Module):
     @property
     def device(self) -> torch.device:
         return self.anchor.device
+
+    def __repr__(self) -> str:
+        """``AgentsPolicy(env=..., group=..., agents=[...], observation=..., action=..., deterministic)``, not the
+        TensorDict modules' tree (``policy.actor`` prints that)."""
+        d = self.description
+        action = (f"Discrete({d.action_nvec[0]})" if self.discrete else f"Box({list(d.action_shape)})")
+        return (f"AgentsPolicy(env={self.config.env.env_id!r}, group={self.group!r}, agents={self.agents}, "
+                f"observation={d.observation_size}, action={action}, "
+                f"{'deterministic' if self.deterministic else 'sampled'})")
 
     def make_env(self, num_envs: int = 1, render_mode: str | None = None) -> Any:
         """The env this policy was trained on, as its library gives it: a PettingZoo parallel env (``num_envs`` is
@@ -239,8 +265,105 @@ class AgentsPolicy(nn.Module):
         return action.reshape(*rows, *action.shape[1:])
 
 
+class TeamPolicy(nn.Module):
+    """The trained policies of an env with several agent groups, as one callable: each agent acts with its group's
+    :class:`AgentsPolicy` (``policy[group]``, what export writes, one file per group).
+
+    It takes PettingZoo's parallel API, ``{agent: observation}`` -> ``{agent: action}`` (any agents, of any groups),
+    VMAS's list of every agent's observations in the env's order, or ``{group: [..., agents, obs]}`` (each group's
+    stacked observations) -> ``{group: actions}``; ``action_mask`` in the same format.
+
+    Example:
+        >>> policy = load_policy("runs/simple-tag")
+        >>> env = policy.make_env()
+        >>> observations, infos = env.reset(seed=0)
+        >>> observations, rewards, terminations, truncations, infos = env.step(policy(observations))
+    """
+
+    def __init__(self, actor: TensorDictModuleBase, config: TrainConfig, description: EnvDescription,
+                 agents: Mapping[str, Sequence[str]], device: str | torch.device = "cpu",
+                 deterministic: bool = True) -> None:
+        super().__init__()
+        if not description.teams:
+            raise ValueError("TeamPolicy acts for several agent groups; this env has "
+                             f"{'one group' if description.group else 'one agent'}: use ppo_td.load_policy")
+        groups = [team.group for team in description.teams]
+        if list(agents) != groups:
+            raise ValueError(f"agents given for the groups {list(agents)}; the policy's groups are {groups}")
+        actors = team_members(actor, groups, keys.ACTION)
+        self.config, self.description = config, description
+        self.policies = nn.ModuleDict({team.group: AgentsPolicy(actors[team.group], config, team,
+                                                                agents[team.group], device, deterministic)
+                                       for team in description.teams})
+        self.group_of = {agent: group for group, members in agents.items() for agent in members}
+        """Each agent's group."""
+        self.order = env_agents(config) if set(env_agents(config)) == set(self.group_of) else list(self.group_of)
+        """Every agent in the env's order (what VMAS's lists follow)."""
+
+    def __repr__(self) -> str:
+        inner = ", ".join(repr(p).removeprefix("AgentsPolicy") for p in self.policies.values())
+        return f"TeamPolicy({inner})"
+
+    def __getitem__(self, group: str) -> AgentsPolicy:
+        if group not in self.policies:
+            raise KeyError(f"no agent group {group!r}; the groups are {list(self.policies)}")
+        return self.policies[group]
+
+    @property
+    def groups(self) -> list[str]:
+        return list(self.policies)
+
+    @property
+    def agents(self) -> list[str]:
+        return list(self.order)
+
+    @property
+    def device(self) -> torch.device:
+        return next(iter(self.policies.values())).device
+
+    def make_env(self, num_envs: int = 1, render_mode: str | None = None) -> Any:
+        """The env these policies were trained on, as its library gives it (see :meth:`AgentsPolicy.make_env`)."""
+        return next(iter(self.policies.values())).make_env(num_envs, render_mode)
+
+    @torch.no_grad()
+    def forward(self, observations: Any, action_mask: Any = None, deterministic: bool | None = None) -> Any:
+        """The agents' actions for ``observations`` (see the class), in the same format."""
+        if isinstance(observations, Mapping):
+            if observations and all(k in self.policies for k in observations):  # {group: stacked}
+                masks = dict(action_mask or {})
+                return {g: self.policies[g](obs, masks.get(g), deterministic) for g, obs in observations.items()}
+            unknown = [a for a in observations if a not in self.group_of]
+            if unknown:
+                raise ValueError(f"observations of {unknown}, which are neither agents of this env "
+                                 f"{self.agents} nor its groups {self.groups}")
+            masks = dict(action_mask or {})
+            out: dict[str, Any] = {}
+            for group, policy in self.policies.items():
+                mine = {a: o for a, o in observations.items() if self.group_of[a] == group}
+                if mine:
+                    given = {a: m for a, m in masks.items() if a in mine}
+                    out.update(policy(mine, given or None, deterministic))
+            return {a: out[a] for a in observations}
+        if isinstance(observations, list):
+            if len(observations) != len(self.order):
+                raise ValueError(f"{len(observations)} observations for the {len(self.order)} agents {self.order}: "
+                                 "give one per agent, in this order")
+            masks = action_mask if action_mask is not None else [None] * len(self.order)
+            acted: dict[str, Any] = {}
+            for group, policy in self.policies.items():
+                rows = [i for i, a in enumerate(self.order) if self.group_of[a] == group]
+                group_masks = [masks[i] for i in rows]
+                actions = policy([observations[i] for i in rows],
+                                 None if any(m is None for m in group_masks) else group_masks, deterministic)
+                acted.update({self.order[i]: a for i, a in zip(rows, actions, strict=True)})
+            return [acted[a] for a in self.order]
+        raise ValueError(f"observations as {type(observations).__name__}: the agents of several groups take "
+                         "PettingZoo's {agent: observation} dict, VMAS's list of every agent's observations, or "
+                         "{group: [..., agents, obs]} (a stacked array per group)")
+
+
 def load_agents_policy(state: dict[str, Any], config: TrainConfig, device: str | torch.device = "cpu",
-                       deterministic: bool = True) -> AgentsPolicy:
+                       deterministic: bool = True) -> AgentsPolicy | TeamPolicy:
     """The :class:`AgentsPolicy` of a multi-agent checkpoint ``state`` (read by ``load_policy``)."""
     from ppo_td.envs import build_env
     from ppo_td.models import make_actor_critic
@@ -254,5 +377,8 @@ def load_agents_policy(state: dict[str, Any], config: TrainConfig, device: str |
     finally:
         built.close()
     load_weights(actor, state, "actor")
+    if description.teams:
+        return TeamPolicy(actor, config, description, team_agents(config, description), device=device,
+                          deterministic=deterministic)
     return AgentsPolicy(actor, config, description, agent_names(config, description.num_agents), device=device,
                         deterministic=deterministic)

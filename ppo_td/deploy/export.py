@@ -29,7 +29,7 @@ from torch import nn
 from torchrl.modules import TanhNormal
 
 from ppo_td import keys
-from ppo_td.deploy.agents import AgentsPolicy
+from ppo_td.deploy.agents import AgentsPolicy, TeamPolicy
 from ppo_td.deploy.policy import Policy
 from ppo_td.envs import MASK_KEY
 from ppo_td.models.distributions import deterministic_action
@@ -239,10 +239,35 @@ def _high(space: Any, entry: Any) -> int:
     return 2
 
 
+def team_paths(policy: TeamPolicy, path: str | os.PathLike) -> dict[str, Path]:
+    """Where :func:`export_team` writes each group's file: ``path`` with the group before its suffix
+    (``policy.onnx`` -> ``policy.adversary.onnx``, ``policy.agent.onnx``)."""
+    path = Path(path)
+    return {g: path.with_name(f"{path.stem}.{g}{path.suffix}") for g in policy.groups}
+
+
+def export_team(policy: TeamPolicy, fmt: str, path: str | os.PathLike) -> dict[str, Path]:
+    """Each agent group's policy of ``policy`` written as :func:`export_policy` writes one (a file per group, at
+    :func:`team_paths`); all are traced and checked before any is written."""
+    paths = team_paths(policy, path)
+    written: dict[str, Path] = {}
+    try:
+        for group, out in paths.items():
+            written[group] = export_policy(policy[group], fmt, out)
+    except BaseException:
+        for done in written.values():  # all or none: a group's file without the others' acts for half a team
+            done.unlink(missing_ok=True)
+        raise
+    return written
+
+
 def export_policy(policy: Policy | AgentsPolicy, fmt: str, path: str | os.PathLike) -> Path:
     """Write ``policy``'s deterministic form to ``path`` in format ``fmt`` (``torchscript``, ``export`` or
     ``onnx``); the batch dimension stays dynamic. Returns the path. Raises :class:`ExportError` naming the module
     that could not be traced and the format to try instead."""
+    if isinstance(policy, TeamPolicy):
+        raise ExportError(f"the policy acts for the agent groups {policy.groups}, one file each: export_team(policy, "
+                          f"{fmt!r}, path), or export_policy(policy[group], ...) for one group")
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r}: choose one of {sorted(FORMATS)}")
     if fmt == "onnx":

@@ -522,8 +522,11 @@ def policy_of(pipeline: Any, **kwargs: Any) -> Policy | Any:
     its observation statistics of the moment (an :class:`~ppo_td.deploy.agents.AgentsPolicy` for an agent group).
     The pipeline's env must be one ppo_td built from its config."""
     if pipeline.config.env.multiagent:
-        from ppo_td.deploy.agents import AgentsPolicy, agent_names
+        from ppo_td.deploy.agents import AgentsPolicy, TeamPolicy, agent_names, team_agents
 
+        if pipeline.description.teams:
+            return TeamPolicy(pipeline.actor, pipeline.config, pipeline.description,
+                              team_agents(pipeline.config, pipeline.description), **kwargs)
         names = agent_names(pipeline.config, pipeline.description.num_agents)
         return AgentsPolicy(pipeline.actor, pipeline.config, pipeline.description, names, **kwargs)
     if pipeline.built is None:

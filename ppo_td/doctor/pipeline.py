@@ -7,7 +7,8 @@ from torchrl.modules import set_recurrent_mode
 
 from ppo_td.doctor.watch import Audit, audit
 from ppo_td.models import policy_net, value_net
-from ppo_td.models.multiagent import group_networks
+from ppo_td import keys
+from ppo_td.models.multiagent import group_networks, team_members
 from ppo_td.training import Pipeline, update
 from ppo_td.training.loop import sequences
 
@@ -19,6 +20,8 @@ def checkup(pipeline: Pipeline) -> Audit:
     every backward and optimizer step of the update. Returns the audit.
     """
     p = pipeline
+    if p.groups:  # several agent groups: each group's networks and loss, audited by the group's name
+        return _team_checkup(p)
     # ppo_td's own networks where the actor and critic are ppo_td's: the fast paths call them directly, so the
     # audit's forward hooks see every forward on either path; other modules are audited as they are
     actor, critic = policy_net(p.actor), value_net(p.critic)
@@ -42,6 +45,32 @@ def checkup(pipeline: Pipeline) -> Audit:
                 with set_recurrent_mode(p.sequence_length is not None):
                     new = p.actor.get_dist(first).log_prob(first.get(p.loss.tensor_keys.action))
                 a.check_ratio(new - first.get(p.loss.tensor_keys.sample_log_prob))
+            update(p, batch)
+    finally:
+        p.collector.shutdown()
+    return a
+
+
+def _team_checkup(p: Pipeline) -> Audit:
+    """:func:`checkup` of an env with several agent groups: every group's policy and value networks audited under
+    the group's name, and each group's PPO ratio on the first minibatch."""
+    actors = team_members(p.actor, p.groups, keys.ACTION)
+    critics = team_members(p.critic, p.groups, keys.STATE_VALUE)
+    nets = {g: group_networks(actors[g], critics[g]) for g in p.groups}
+    policies = {g: nets[g][0].net if nets[g] is not None else actors[g] for g in p.groups}
+    values = {g: nets[g][1] if nets[g] is not None else critics[g] for g in p.groups}
+    batch = next(iter(p.collector))
+    if p.device.type != "cpu":
+        batch = batch.to(p.device)
+    try:
+        with audit(actor=policies, critic=values, optimizers=[p.optimizer]) as a:
+            a.check_rollout(batch)
+            with torch.no_grad():
+                p.advantage(batch)
+                first = batch.reshape(-1)[torch.randperm(batch.numel())[: p.config.minibatch_size]]
+                for group, loss in p.loss.losses.items():
+                    new = actors[group].get_dist(first).log_prob(first.get(loss.tensor_keys.action))
+                    a.check_ratio(new - first.get(loss.tensor_keys.sample_log_prob))
             update(p, batch)
     finally:
         p.collector.shutdown()

@@ -140,6 +140,14 @@ class EnvDescription:
     """Agents in the group (1 for a one-agent env)."""
     state_shape: tuple[int, ...] | None = None
     """A multi-agent env with a global ``"state"`` entry: its shape (None without one)."""
+    teams: tuple[EnvDescription, ...] = ()
+    """A multi-agent env with several agent groups: each group's description, in the env's order (``group`` is
+    then None, and the fields above are the first group's: read each group's from here)."""
+
+    @property
+    def multiagent(self) -> bool:
+        """The env has agent groups (one: ``group``; several: ``teams``)."""
+        return self.group is not None or bool(self.teams)
 
     def with_agents(self, group: str, num_agents: int, state_shape: tuple[int, ...] | None) -> EnvDescription:
         """This description as one agent's of ``group`` (``num_agents`` of them)."""
@@ -170,6 +178,8 @@ class EnvDescription:
             action = f"MultiDiscrete({list(self.action_nvec)})"
         else:
             action = f"Box(shape={list(self.action_shape)})"
+        if self.teams:
+            return {"groups": {team.group: team.signature() for team in self.teams}}
         out = {"observation_shape": list(self.observation_shape), "action_space": action}
         if self.group is not None:
             out.update(group=self.group, num_agents=self.num_agents)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import importlib
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -110,6 +111,8 @@ def ends_episodes(config: EnvConfig) -> bool:
     factory's env with Gymnasium's ``TimeLimit`` in its wrappers (one copy is made to look)."""
     if own_step_limit(config) is not None:
         return True
+    if config.suite == "pettingzoo":  # a PettingZoo env with a step limit of its own (MPE's max_cycles)
+        return _pettingzoo_cycles(config) is not None
     factory = env_factory(config.env_id)
     if factory is None or config.multiagent:
         return False
@@ -123,6 +126,19 @@ def ends_episodes(config: EnvConfig) -> bool:
                 return True
             layer = layer.env
         return env.spec is not None and env.spec.max_episode_steps is not None
+    finally:
+        env.close()
+
+
+def _pettingzoo_cycles(config: EnvConfig) -> int | None:
+    """The ``max_cycles`` of a PettingZoo env (MPE and butterfly envs end their episodes there), or None."""
+    try:
+        env = importlib.import_module(config.env_id).parallel_env(**env_kwargs_of(config))
+    except Exception:  # noqa: BLE001 - the env's own error is said where it is built
+        return None
+    try:
+        cycles = getattr(env.unwrapped, "max_cycles", None)
+        return cycles if isinstance(cycles, int) and cycles > 0 else None
     finally:
         env.close()
 

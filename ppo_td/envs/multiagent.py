@@ -8,8 +8,11 @@ env-wide ``done`` at the root ends the episode of every agent of a copy. ppo_td 
 final observation; VMAS's own ``max_steps`` would mark it as a termination) and ``RewardSum`` over the group's
 reward (each agent's raw episode reward, ``("agents", "episode_reward")``).
 
-One group per env: a PettingZoo env is wrapped with all agents in one group (``MarlGroupMapType.ALL_IN_ONE_GROUP``,
-so their specs must agree); a VMAS scenario has one group, ``"agents"``.
+Agent groups: the agents are grouped by their names' prefix (``adversary_0``, ``adversary_1`` -> ``"adversary"``;
+TorchRL's rule for VMAS, and BenchMARL's ``group_map``), or as ``env.groups`` says. Agents that share one prefix
+form one group, ``"agents"`` (``MarlGroupMapType.ALL_IN_ONE_GROUP``). Inside a group the agents' spaces must agree
+(one network for all, or one each of the same shape); groups may differ in everything. Each group gets its own
+``RewardSum`` (``(group, "episode_reward")``), policy, critic, advantages and loss (:mod:`ppo_td.training`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import functools
 import importlib
 import importlib.util
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -48,11 +52,47 @@ def build_agents_env(config: EnvConfig, seed: int | None = None) -> BuiltEnv:
     kwargs = _kwargs(config)
     base, simulator = _vmas(config, kwargs, seed) if config.suite == "vmas" else (
         _pettingzoo(config, kwargs, seed), None)
-    group = _single_group(base, config)
+    groups = groups_of(base)
+    if not groups:
+        base.close()
+        raise ValueError(f"env {config.env_id!r} gives no agent group with an 'observation' entry")
     transforms = [StepCounter(max_steps=config.max_episode_steps),
-                  RewardSum(in_keys=[(group, "reward")], out_keys=[(group, "episode_reward")])]
+                  RewardSum(in_keys=[(g, "reward") for g in groups], out_keys=[(g, "episode_reward") for g in groups])]
     env = TransformedEnv(base, Compose(*transforms))
-    return BuiltEnv(env=env, vector=None, description=describe_agents(env), config=config, simulator=simulator)
+    try:
+        description = describe_agents(env)
+    except BaseException:
+        env.close()
+        raise
+    return BuiltEnv(env=env, vector=None, description=description, config=config, simulator=simulator)
+
+
+def group_map(agents: Sequence[str], given: Sequence[str] = ()) -> dict[str, list[str]]:
+    """The agent groups of an env with ``agents`` (its names, in its order): ``given`` (``env.groups`` entries,
+    'NAME=agent,agent'), else by the names' prefix before ``_<number>`` (a name without one is a group of its own),
+    else, where all share one prefix, one group ``"agents"``.
+
+    Raises:
+        ValueError: ``given`` names an agent the env lacks, leaves one out, or puts one in two groups.
+    """
+    if given:
+        groups = {name: [a.strip() for a in members.split(",")]
+                  for name, _, members in (item.partition("=") for item in given)}
+        listed = [a for members in groups.values() for a in members]
+        unknown = sorted(set(listed) - set(agents))
+        missing = [a for a in agents if a not in listed]
+        twice = sorted({a for a in listed if listed.count(a) > 1})
+        if unknown or missing or twice:
+            raise ValueError(f"env.groups={list(given)} does not split the env's agents {list(agents)} into groups: "
+                             + "; ".join(part for part in (unknown and f"no agents {unknown} in the env",
+                                                           missing and f"{missing} in no group",
+                                                           twice and f"{twice} in two groups") if part))
+        return {name: [a for a in agents if a in members] for name, members in groups.items()}
+    by_prefix: dict[str, list[str]] = {}
+    for agent in agents:
+        prefix, sep, number = agent.rpartition("_")
+        by_prefix.setdefault(prefix if sep and prefix and number.isdigit() else agent, []).append(agent)
+    return by_prefix if len(by_prefix) > 1 else {"agents": list(agents)}
 
 
 _SET_BY_PPO_TD = {"vmas": ("num_envs", "max_steps", "seed", "device"), "pettingzoo": ()}
@@ -129,6 +169,8 @@ def _vmas(config: EnvConfig, kwargs: dict[str, Any], seed: int | None) -> tuple[
     wrapper_kwargs = {k: kwargs.pop(k) for k in ("categorical_actions", "group_map") if k in kwargs}  # VmasEnv's own
     simulator = vmas.make_env(config.env_id, num_envs=config.num_envs, device=env_device(config), max_steps=None,
                               seed=seed, wrapper=None, **kwargs)
+    if "group_map" not in wrapper_kwargs:
+        wrapper_kwargs["group_map"] = group_map([agent.name for agent in simulator.agents], config.groups)
     return VmasWrapper(simulator, **wrapper_kwargs), simulator
 
 
@@ -137,34 +179,36 @@ def _pettingzoo(config: EnvConfig, kwargs: dict[str, Any], seed: int | None) -> 
     if not callable(getattr(module, "parallel_env", None)):
         raise ValueError(f"env.env_id={config.env_id!r} has no parallel_env function: give a PettingZoo env module "
                          "such as mpe2.simple_spread_v3 (ppo_td steps parallel envs)")
-    make = functools.partial(_pettingzoo_copy, config.env_id, kwargs)
+    make = functools.partial(_pettingzoo_copy, config.env_id, kwargs, config.groups)
     env = SerialEnv(config.num_envs, make)  # batched [num_envs] even for one copy: the loop reads [env, time]
     if seed is not None:
         env.set_seed(seed)
     return env
 
 
-def _pettingzoo_copy(module: str, kwargs: dict[str, Any]) -> EnvBase:
-    """One copy of a PettingZoo parallel env, all agents in one group, with its global state where it has one
-    (a module-level function: picklable)."""
+def _pettingzoo_copy(module: str, kwargs: dict[str, Any], groups: Sequence[str] = ()) -> EnvBase:
+    """One copy of a PettingZoo parallel env, its agents in groups (:func:`group_map`), with its global state
+    where it has one (a module-level function: picklable)."""
     from torchrl.envs.libs.pettingzoo import PettingZooWrapper
-    from torchrl.envs.utils import MarlGroupMapType
 
     make = importlib.import_module(module).parallel_env
     probe = make(**kwargs)
     spaces = {a: (probe.observation_space(a), probe.action_space(a)) for a in probe.possible_agents}
     probe.close()
-    if len({repr(v) for v in spaces.values()}) > 1:
-        listed = "; ".join(f"{a}: observation {o}, action {act}" for a, (o, act) in spaces.items())
-        raise ValueError(f"the agents of {module} have different spaces ({listed}); ppo_td trains one group whose "
-                         "agents share their spaces (one network for all, or one each of the same shape): pick an "
-                         "env whose agents are alike, or wrap it so they are (e.g. pad the observations)")
+    mapping = group_map(list(spaces), groups)
+    for name, members in mapping.items():
+        if len({repr(spaces[a]) for a in members}) > 1:
+            listed = "; ".join(f"{a}: observation {spaces[a][0]}, action {spaces[a][1]}" for a in members)
+            raise ValueError(f"the agents of group {name!r} of {module} have different spaces ({listed}); the agents "
+                             "of a group share their spaces (one network for all, or one each of the same shape): "
+                             "put them in groups of their own with --env.groups NAME=agent,agent ... (every agent "
+                             f"in one group; the env's agents: {', '.join(spaces)})")
     with warnings.catch_warnings():  # TorchRL names the PettingZoo version it was tested with
         warnings.filterwarnings("ignore", message="PettingZoo in TorchRL is tested")
         for state in (True, False):
             try:
-                return PettingZooWrapper(make(**kwargs), group_map=MarlGroupMapType.ALL_IN_ONE_GROUP,
-                                         return_state=state, categorical_actions=True, use_mask=False)
+                return PettingZooWrapper(make(**kwargs), group_map=mapping, return_state=state,
+                                         categorical_actions=True, use_mask=False)
             except NotImplementedError:  # PettingZoo's default state(): the env has no global state
                 if not state:
                     raise
@@ -180,22 +224,22 @@ def groups_of(env: EnvBase) -> list[str]:
             and keys.OBSERVATION in spec[k].keys()]
 
 
-def _single_group(env: EnvBase, config: EnvConfig) -> str:
-    groups = groups_of(env)
-    if len(groups) != 1:
-        env.close()
-        raise ValueError(f"env {config.env_id!r} has the agent groups {groups}; ppo_td trains one group, whose "
-                         "agents share their observation and action spaces")
-    return groups[0]
-
-
 def describe_agents(env: EnvBase) -> EnvDescription:
     """An :class:`~ppo_td.envs.EnvDescription` of one agent of ``env``'s group (its observation and action), with
-    the group's name and size, and the global state's shape when the env has one."""
-    group = groups_of(env)
-    if len(group) != 1:
-        raise ValueError(f"the env has the agent groups {group}; ppo_td trains exactly one")
-    name = group[0]
+    the group's name and size, and the global state's shape when the env has one; for an env with several groups,
+    one such description per group, in ``teams``."""
+    groups = groups_of(env)
+    if not groups:
+        raise ValueError("the env has no agent group (an entry holding the agents' 'observation')")
+    described = tuple(describe_group(env, name) for name in groups)
+    if len(described) == 1:
+        return described[0]
+    return dataclasses.replace(described[0], group=None, num_agents=sum(d.num_agents for d in described),
+                               teams=described)
+
+
+def describe_group(env: EnvBase, name: str) -> EnvDescription:
+    """The description of one agent of ``env``'s group ``name``."""
     batch_dims = len(env.batch_size)
     obs = env.observation_spec[name, keys.OBSERVATION]
     n_agents = int(obs.shape[batch_dims])
@@ -203,9 +247,9 @@ def describe_agents(env: EnvBase) -> EnvDescription:
     state = env.observation_spec.get("state", None)
     if any(d < 0 for d in obs.shape) or any(d < 0 for d in action.shape):
         raise ValueError(f"the agents of group {name!r} have different observation or action spaces (observation "
-                         f"{tuple(obs.shape)}, action {tuple(action.shape)}, -1 where they differ); ppo_td trains one "
-                         "group whose agents share their spaces, as shared parameters need: pick an env whose agents "
-                         "are alike, or wrap it so they are (e.g. pad the observations)")
+                         f"{tuple(obs.shape)}, action {tuple(action.shape)}, -1 where they differ); the agents of a "
+                         "group share their spaces, as shared parameters need: put them in groups of their own with "
+                         "--env.groups NAME=agent,agent ...")
     desc = describe_spec(observation=obs, action=action, batch_dims=batch_dims + 1, agent_dims=1,
                          num_envs=int(env.batch_size.numel()) if batch_dims else 1,
                          action_mask=MASK_KEY in env.observation_spec[name].keys()

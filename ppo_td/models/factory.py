@@ -14,7 +14,7 @@ from ppo_td.envs import MASK_KEY, EnvDescription, import_attr
 from ppo_td.envs.multiagent import describe_any
 from ppo_td.models.distributions import MaskedMultiCategorical
 from ppo_td.models.encoders import EncoderFactory, check_encoder, features, make_encoder
-from ppo_td.models.multiagent import make_agent_actor_critic
+from ppo_td.models.multiagent import make_agent_actor_critic, make_team_actor_critic
 from ppo_td.models.networks import GaussianHead, PolicyNet, ValueNet, init_orthogonal_, mlp
 from ppo_td.models.recurrent import make_core, recurrent_actor, recurrent_critic
 
@@ -144,6 +144,8 @@ def make_actor_critic(env: EnvDescription | EnvBase, config: ModelConfig, encode
     tensors, trained by both losses.
     """
     desc = _description(env)
+    if desc.teams:  # several agent groups: each its own networks
+        return make_team_actor_critic(desc, config, _device(device))
     if desc.group is not None:  # a multi-agent env's group: per-agent networks (ppo_td.models.multiagent)
         return make_agent_actor_critic(desc, config, _device(device))
     if config.recurrent != "none" and config.shared_recurrent:

@@ -25,7 +25,7 @@ import math
 from collections.abc import Iterator
 
 import torch
-from tensordict.nn import TensorDictModule
+from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
 from torch import nn
 from torchrl.modules import (
     MLP,
@@ -220,6 +220,40 @@ def make_agent_actor_critic(desc: EnvDescription, config: ModelConfig,
         raise ValueError("a multi-agent env takes separate feed-forward actor and critic networks: set "
                          "model.recurrent='none' and model.shared_trunk=False")
     return make_agent_actor(desc, config, device), make_agent_critic(desc, config, device)
+
+
+def make_team_actor_critic(desc: EnvDescription, config: ModelConfig, device: torch.device | None = None
+                           ) -> tuple[TensorDictSequential, TensorDictSequential]:
+    """Actor and critic of an env with several agent groups (``desc.teams``): each group's own
+    (:func:`make_agent_actor_critic`, the same ``config``), in one ``TensorDictSequential`` each (the groups' modules
+    read and write disjoint entries). Each group's parts are found again by :func:`team_members`."""
+    if not desc.teams:
+        raise ValueError("make_team_actor_critic builds networks for several agent groups; this env has "
+                         f"{'one, ' + repr(desc.group) if desc.group is not None else 'one agent'}: use "
+                         "ppo_td.models.make_actor_critic")
+    pairs = [make_agent_actor_critic(team, config, device) for team in desc.teams]
+    return TensorDictSequential(*(a for a, _ in pairs)), TensorDictSequential(*(c for _, c in pairs))
+
+
+def team_members(module: TensorDictModuleBase, groups: list[str], key: str) -> dict[str, TensorDictModuleBase]:
+    """Each group's part of a team actor or critic: the module of a ``TensorDictSequential`` that writes the group's
+    ``key`` (``"action"`` for an actor, ``"state_value"`` for a critic), one per group.
+
+    Raises:
+        ValueError: ``module`` is not one module per group as :func:`make_team_actor_critic` builds (the message says
+            what was found and how to pass a team's own parts).
+    """
+    parts = list(module.module) if type(module) is TensorDictSequential else [module]
+    found: dict[str, list[TensorDictModuleBase]] = {g: [] for g in groups}
+    for part in parts:
+        for group in groups:
+            if (group, key) in part.out_keys:
+                found[group].append(part)
+    if len(parts) != len(groups) or any(len(v) != 1 for v in found.values()):
+        raise ValueError(f"a module for the agent groups {groups} must be a TensorDictSequential of one module per "
+                         f"group, each writing (group, {key!r}) (as ppo_td.models.make_team_actor_critic builds); "
+                         f"got {type(module).__name__} writing {list(module.out_keys)}")
+    return {g: v[0] for g, v in found.items()}
 
 
 _GROUP_PARAMS = ("loc", "scale", "logits")

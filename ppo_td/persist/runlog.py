@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,10 @@ METRIC_COLUMNS = [
 
 EPISODE_COLUMNS = ["iteration", "frames", "return", "length"]
 
+GROUP_METRICS = ["episode_return", "explained_variance", "loss_policy", "loss_value", "entropy", "kl_k3",
+                 "clip_fraction"]
+"""What ``metrics.csv`` holds of each agent group of an env with several, as ``NAME/GROUP`` columns."""
+
 
 class RunLogger:
     """Training callback that writes ``config.json``, ``metrics.csv``, ``episodes.csv`` (and TensorBoard events).
@@ -36,13 +41,16 @@ class RunLogger:
     """
 
     def __init__(self, run_dir: str | Path, config: TrainConfig, tensorboard: bool = False,
-                 resume_iteration: int | None = None) -> None:
+                 resume_iteration: int | None = None, groups: Sequence[str] = ()) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if resume_iteration is None:
             write_atomically(self.run_dir / "config.json", json.dumps(to_dict(config), indent=2) + "\n")
-        self._metrics = _CsvTable(self.run_dir / "metrics.csv", METRIC_COLUMNS, resume_iteration)
-        self._episodes = _CsvTable(self.run_dir / "episodes.csv", EPISODE_COLUMNS, resume_iteration)
+        # several agent groups (Pipeline.groups): each group's metrics and episode returns in columns of their own
+        metric_columns = [*METRIC_COLUMNS, *(f"{name}/{g}" for g in groups for name in GROUP_METRICS)]
+        episode_columns = [*EPISODE_COLUMNS, *(f"return/{g}" for g in groups)]
+        self._metrics = _CsvTable(self.run_dir / "metrics.csv", metric_columns, resume_iteration)
+        self._episodes = _CsvTable(self.run_dir / "episodes.csv", episode_columns, resume_iteration)
         self._tb = None
         if tensorboard:
             from torchrl.record.loggers.tensorboard import TensorboardLogger

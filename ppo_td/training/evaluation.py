@@ -43,6 +43,9 @@ class Evaluation:
     """Reward summed over ``max_steps`` steps by each episode cut there (the episode had not ended)."""
     max_steps: int = DEFAULT_MAX_STEPS
     """The step cap the episodes ran under."""
+    groups: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    """An env with several agent groups: each group's reward per agent in the episodes that ended, in the order
+    of ``returns`` (which holds the reward per agent of all agents); empty otherwise."""
 
     @property
     def episodes(self) -> int:
@@ -96,18 +99,23 @@ def evaluate_on(actor: TensorDictModule, env: EnvBase, episodes: int, seed: int,
         t.freeze()
     exploration = ExplorationType.RANDOM if sampled else ExplorationType.DETERMINISTIC
     returns: list[float] = []
+    groups: dict[str, list[float]] = {}
+    cut: list[float] = []
     try:
         with _forked_rng(actor):
             torch.manual_seed(seed)
             while len(returns) < episodes:
                 done = run_episodes(actor, env, max_steps, exploration)
                 returns += done.returns
+                for group, values in done.groups.items():
+                    groups.setdefault(group, []).extend(values)
                 if done.cut:
-                    return Evaluation(returns[:episodes], done.cut[: max(episodes - len(returns), 0)], max_steps)
+                    cut = done.cut[: max(episodes - len(returns), 0)]
+                    break
     finally:
         for t in frozen:
             t.unfreeze()
-    return Evaluation(returns[:episodes], [], max_steps)
+    return Evaluation(returns[:episodes], cut, max_steps, {g: v[:episodes] for g, v in groups.items()})
 
 
 def episode_returns(td: TensorDictBase, group: str | None = None) -> torch.Tensor | None:
@@ -203,24 +211,33 @@ def run_episodes(actor: TensorDictModule, env: EnvBase, max_steps: int,
     one, else the sum of ``"reward"``; a multi-agent group's reward per agent) once it ends, or its reward so far
     where it is still running after ``max_steps`` steps (a cut episode)."""
     copies = env.batch_size.numel()
-    group = next(iter(groups_of(env)), None)
+    groups = groups_of(env)  # [] for one agent
+    agents = torch.tensor([float(env.observation_spec[g, keys.OBSERVATION].shape[len(env.batch_size)])
+                           for g in groups] or [1.0], dtype=torch.float64)
     actor = acting_on(actor, env.device)
-    returns: list[float | None] = [None] * copies
-    total = torch.zeros(copies, dtype=torch.float64)  # on the CPU, wherever the env steps
+    returns: list[torch.Tensor | None] = [None] * copies
+    total = torch.zeros(copies, len(agents), dtype=torch.float64)  # per group, on the CPU wherever the env steps
     sums = total
     with torch.no_grad(), set_exploration_type(exploration):
         td = env.reset()
         for _ in range(max_steps):
             td, next_td = env.step_and_maybe_reset(actor(td))
-            reward = td.get(("next", "reward") if group is None else ("next", group, "reward"))
-            total += reward.reshape(copies, -1).double().mean(-1).cpu()
-            summed = episode_returns(td, group)  # RewardSum's: before any reward scaling or clipping
-            sums = total if summed is None else summed.reshape(copies).cpu()
+            rewards = [td.get(("next", "reward"))] if not groups else [td.get(("next", g, "reward")) for g in groups]
+            total += torch.stack([r.reshape(copies, -1).double().mean(-1).cpu() for r in rewards], -1)
+            summed = [episode_returns(td, g) for g in (groups or [None])]  # RewardSum's: before any scaling
+            sums = total if any(v is None for v in summed) else torch.stack([v.reshape(copies).double().cpu()
+                                                                             for v in summed], -1)
             for i in td.get(keys.DONE).reshape(copies).nonzero().flatten().tolist():
                 if returns[i] is None:
-                    returns[i] = float(sums[i])
+                    returns[i] = sums[i].clone()
             if all(r is not None for r in returns):
                 break
             td = next_td
-    return Evaluation([r for r in returns if r is not None],
-                      [float(sums[i]) for i, r in enumerate(returns) if r is None], max_steps)
+
+    def per_agent(row: torch.Tensor) -> float:  # all agents' reward per agent, from each group's
+        return float((row * agents).sum() / agents.sum())
+
+    ended = [r for r in returns if r is not None]
+    return Evaluation([per_agent(r) for r in ended], [per_agent(sums[i]) for i, r in enumerate(returns) if r is None],
+                      max_steps, {g: [float(r[k]) for r in ended] for k, g in enumerate(groups)} if len(groups) > 1
+                      else {})

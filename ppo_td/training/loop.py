@@ -22,7 +22,14 @@ from ppo_td import keys
 from ppo_td.collect import WorkerError, batches, gather_statistics, push_to_workers, shutdown
 from ppo_td.config import TrainConfig
 from ppo_td.training.evaluation import Evaluation, evaluate, evaluate_on
-from ppo_td.training.objective import LeanTerms, PPOObjective, epoch_metrics, explained_variance, total_loss
+from ppo_td.training.objective import (
+    LeanTerms,
+    PPOObjective,
+    TeamLoss,
+    epoch_metrics,
+    explained_variance,
+    total_loss,
+)
 from ppo_td.training.pipeline import Pipeline, build_pipeline
 
 Callback = Callable[[dict[str, Any], Pipeline], None]
@@ -150,8 +157,14 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
                 p.advantage(batch)  # on [env, time], before flattening
             metrics: dict[str, Any] = {"iteration": iteration, "frames": frames,
                                        "lr": p.optimizer.param_groups[0]["lr"]}
-            metrics.update(_episode_stats(batch, iteration, frames, result.episodes, p.description.group))
-            metrics["explained_variance"] = explained_variance(batch, p.description.group)
+            metrics.update(_episode_stats(batch, iteration, frames, result.episodes, p.description.group,
+                                          p.groups))
+            if p.groups:  # several agent groups: each group's own, and their mean
+                explained = {f"explained_variance/{g}": explained_variance(batch, g) for g in p.groups}
+                metrics["explained_variance"] = sum(explained.values()) / len(explained)
+                metrics.update(explained)
+            else:
+                metrics["explained_variance"] = explained_variance(batch, p.description.group)
             try:
                 metrics.update(update(p, batch))
             except NonFiniteError as err:
@@ -243,7 +256,7 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
                 raise NonFiniteError(f"non-finite loss in epoch {epochs + 1}: "
                                      f"{ {k: float(v.detach()) for k, v in parts if k.startswith('loss_')} }")
             loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, opt.max_grad_norm)
+            grad_norm = _clip_gradients(p, params, opt.max_grad_norm)
             if not math.isfinite(grad_norm):
                 _check_parameters(p, params, epochs)
                 raise NonFiniteError(f"non-finite gradient norm {float(grad_norm)} in epoch {epochs + 1}; "
@@ -255,6 +268,9 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
             outputs = dict(losses.items())  # one pass over the TensorDict, not a lookup per metric
             record = {name: outputs[key].detach() for key, name in _LOSS_METRICS.items() if key in outputs}
             record["grad_norm"] = grad_norm
+            for group, out in (outputs["groups"].items() if "groups" in outputs else ()):  # several groups' own
+                record.update({f"{name}/{group}": out.get(key) for key, name in _LOSS_METRICS.items()
+                               if key in out.keys()})
             records.append(record)
         epochs += 1
         if opt.target_kl is not None:
@@ -268,6 +284,15 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     out = {name: float(torch.stack([r[name] for r in records]).float().mean()) for name in records[0]}
     out["epochs"] = epochs
     return out
+
+
+def _clip_gradients(p: Pipeline, params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """Clip the gradient norm to ``max_norm``: of all ``params`` together, or, for several agent groups' loss
+    (:class:`~ppo_td.training.objective.TeamLoss`), of each group's on its own (one group's large gradient does not
+    shrink another's step); returns the norm before clipping (the groups' together)."""
+    sets = p.loss.parameter_sets() if isinstance(p.loss, TeamLoss) else [params]
+    norms = [torch.nn.utils.clip_grad_norm_(group, max_norm) for group in sets]
+    return norms[0] if len(norms) == 1 else torch.stack(norms).square().sum().sqrt()
 
 
 def _lean_records(p: Pipeline, pending: list[tuple[LeanTerms, torch.Tensor]]) -> list[dict[str, torch.Tensor]]:
@@ -334,30 +359,41 @@ def _first_non_finite(p: Pipeline) -> str:
 
 
 def _episode_stats(batch: TensorDictBase, iteration: int, frames: int, episodes: list[dict],
-                   group: str | None = None) -> dict[str, Any]:
+                   group: str | None = None, groups: Sequence[str] = ()) -> dict[str, Any]:
     """Mean return/length of the episodes that ended in ``batch``; appends them to ``episodes``. ``group`` (a
     multi-agent env): an episode's return is its reward per agent (the mean of the agents' episode rewards, as
-    BenchMARL and TorchRL's MAPPO tutorial report it).
+    BenchMARL and TorchRL's MAPPO tutorial report it). ``groups`` (several agent groups): the reward per agent of
+    all agents, and each group's own (``episode_return/<group>``, an episode's ``return/<group>``).
 
     The new episodes are also returned under ``ended_episodes`` for callbacks (the run folder's episodes.csv).
     """
     done = batch.get(keys.DONE).squeeze(-1)
-    returns = batch.get(keys.EPISODE_RETURN if group is None else ("next", group, "episode_reward"), None)
-    if returns is not None and group is not None:
-        returns = returns.mean(dim=(-2, -1))  # [env, time, agents, 1] -> per agent
+    per_group = {g: batch.get(("next", g, "episode_reward"), None) for g in groups}
+    if groups and all(v is not None for v in per_group.values()):
+        returns = torch.cat([v.squeeze(-1) for v in per_group.values()], -1).mean(-1)  # every agent's, [env, time]
+        per_group = {g: v.mean(dim=(-2, -1)) for g, v in per_group.items()}
+    else:
+        returns = batch.get(keys.EPISODE_RETURN if group is None else ("next", group, "episode_reward"), None)
+        per_group = {}
+        if returns is not None and group is not None:
+            returns = returns.mean(dim=(-2, -1))  # [env, time, agents, 1] -> per agent
     lengths = batch.get(keys.EPISODE_LENGTH, None)
     if returns is None or not done.any():
-        return {"episodes": 0, "episode_return": float("nan"), "episode_length": float("nan"), "ended_episodes": []}
+        return {"episodes": 0, "episode_return": float("nan"), "episode_length": float("nan"), "ended_episodes": [],
+                **{f"episode_return/{g}": float("nan") for g in groups}}
     ended_returns = returns[done].flatten().tolist()
     ended_lengths = lengths[done].flatten().tolist() if lengths is not None else [float("nan")] * len(ended_returns)
-    pairs = zip(ended_returns, ended_lengths, strict=True)
-    ended = [{"iteration": iteration, "frames": frames, "return": r, "length": n} for r, n in pairs]
+    ended_groups = {g: v[done].flatten().tolist() for g, v in per_group.items()}
+    ended = [{"iteration": iteration, "frames": frames, "return": r, "length": n,
+              **{f"return/{g}": v[i] for g, v in ended_groups.items()}}
+             for i, (r, n) in enumerate(zip(ended_returns, ended_lengths, strict=True))]
     episodes.extend(ended)
     return {
         "episodes": len(ended_returns),
         "episode_return": sum(ended_returns) / len(ended_returns),
         "episode_length": sum(ended_lengths) / len(ended_lengths),
         "ended_episodes": ended,
+        **{f"episode_return/{g}": sum(v) / len(v) for g, v in ended_groups.items()},
     }
 
 

@@ -8,20 +8,20 @@ from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
-from tensordict.nn import TensorDictModule
+from tensordict.nn import TensorDictModule, TensorDictModuleBase
 from torch import nn
 from torchrl.modules import IndependentNormal, MaskedCategorical, TanhNormal
 from torchrl.modules.distributions.utils import sample_and_log_prob
-from torchrl.objectives import ClipPPOLoss
+from torchrl.objectives import ClipPPOLoss, LossModule
 from torchrl.objectives.common import AUTO_LOSS_MASK_KEYS
 from torchrl.objectives.utils import distance_loss
-from torchrl.objectives.value import GAE
+from torchrl.objectives.value import GAE, ValueEstimatorBase
 
 from ppo_td import keys
 from ppo_td.config import LossConfig
 from ppo_td.envs import MASK_KEY
 from ppo_td.models import ClosedForm, MaskedMultiCategorical, PolicyNet, ValueNet, policy_net, value_net
-from ppo_td.models.multiagent import GroupPolicy, group_networks
+from ppo_td.models.multiagent import GroupPolicy, group_networks, team_members
 from ppo_td.models.networks import SharedFeatures
 from ppo_td.models.recurrent import IS_INIT, Recurrent, is_recurrent, pieces, recurrent_parts
 
@@ -43,6 +43,29 @@ def make_advantage(critic: TensorDictModule, config: LossConfig, group: str | No
     if group is not None:
         return AgentGAE(critic, gamma=config.gamma, lmbda=config.gae_lambda, group=group, value_norm=value_norm)
     return OnePassGAE(critic, gamma=config.gamma, lmbda=config.gae_lambda, value_norm=value_norm)
+
+
+def make_team_advantage(critic: TensorDictModuleBase, config: LossConfig, groups: list[str]) -> TeamAdvantage:
+    """GAE for each agent group of ``critic`` (a team critic, :func:`~ppo_td.models.multiagent.team_members`):
+    each group's :class:`AgentGAE` on its own critic, rewards and flags."""
+    critics = team_members(critic, groups, keys.STATE_VALUE)
+    return TeamAdvantage({g: make_advantage(critics[g], config, g) for g in groups})
+
+
+class TeamAdvantage(nn.Module):
+    """The advantages of several agent groups: each group's estimator (:class:`AgentGAE`) in turn on the batch.
+    Its ``value_norm``: the groups' value statistics (a ``ModuleDict``, what a checkpoint saves), or None."""
+
+    def __init__(self, estimators: dict[str, ValueEstimatorBase]) -> None:
+        super().__init__()
+        self.estimators = nn.ModuleDict(estimators)
+        norms = {g: e.value_norm for g, e in estimators.items() if getattr(e, "value_norm", None) is not None}
+        self.value_norm = nn.ModuleDict(norms) if norms else None
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        for estimator in self.estimators.values():
+            estimator(tensordict)
+        return tensordict
 
 
 def group_keys(group: str) -> dict[str, tuple[str, str]]:
@@ -603,6 +626,50 @@ def make_loss(actor: TensorDictModule, critic: TensorDictModule, config: LossCon
     if group is not None:  # the action and log-prob keys ClipPPOLoss reads off the actor itself
         loss.set_keys(**group_keys(group))
     return loss
+
+
+def make_team_loss(actor: TensorDictModuleBase, critic: TensorDictModuleBase, config: LossConfig,
+                   groups: list[str]) -> TeamLoss:
+    """Each agent group's clipped PPO loss (:func:`make_loss` on the group's actor and critic, found by
+    :func:`~ppo_td.models.multiagent.team_members`), summed in :class:`TeamLoss`."""
+    actors = team_members(actor, groups, keys.ACTION)
+    critics = team_members(critic, groups, keys.STATE_VALUE)
+    return TeamLoss({g: make_loss(actors[g], critics[g], config, g) for g in groups})
+
+
+TEAM_DIAGNOSTICS = ("entropy", "kl_approx", "kl_approx_k3", "clip_fraction", "value_clip_fraction",
+                    "explained_variance")
+
+
+class TeamLoss(LossModule):
+    """The PPO losses of several agent groups, each on its own group's entries and networks (BenchMARL's
+    ``group_map`` training: a group is trained on its own agents' rewards, cooperative or competing).
+
+    Outputs each weighted term summed over the groups (``loss_objective``, ``loss_critic``, ``loss_entropy``: the
+    groups' parameters are disjoint, so the sum's gradient is each group's own), the diagnostics averaged over the
+    groups, and every group's own outputs under ``("groups", group)``. The update clips each group's gradient norm
+    on its own (:meth:`parameter_sets`), as separate optimizers would.
+    """
+
+    def __init__(self, losses: dict[str, LossModule]) -> None:
+        super().__init__()
+        self.losses = nn.ModuleDict(losses)
+
+    def parameter_sets(self) -> list[list[nn.Parameter]]:
+        """Each group's trained parameters (its gradient norm is clipped on its own)."""
+        return [list({id(q): q for q in loss.parameters() if q.requires_grad}.values())
+                for loss in self.losses.values()]
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDict:
+        outs = {g: loss(tensordict) for g, loss in self.losses.items()}
+        first = next(iter(outs.values()))
+        total: dict[str, Any] = {k: sum(out.get(k) for out in outs.values())
+                                 for k in first.keys() if isinstance(k, str) and k.startswith("loss_")}
+        for name in TEAM_DIAGNOSTICS:
+            if all(name in out.keys() for out in outs.values()):
+                total[name] = torch.stack([out.get(name).detach().float().mean() for out in outs.values()]).mean()
+        total["groups"] = TensorDict({g: out.detach() for g, out in outs.items()}, batch_size=[])
+        return TensorDict(total, batch_size=[])
 
 
 def total_loss(losses: TensorDictBase) -> torch.Tensor:

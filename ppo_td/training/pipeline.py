@@ -30,7 +30,13 @@ from ppo_td.envs.source import env_config_for, from_python
 from ppo_td.envs.torchrl_envs import observation_transforms, say
 from ppo_td.models import make_actor_critic, resolve_device, same_device
 from ppo_td.models.recurrent import IS_INIT, add_memory, is_recurrent, memory_spec
-from ppo_td.training.objective import make_advantage, make_loss
+from ppo_td.training.objective import (
+    TeamAdvantage,
+    make_advantage,
+    make_loss,
+    make_team_advantage,
+    make_team_loss,
+)
 
 
 def make_train_env(config: TrainConfig, transforms: Sequence[UserTransform] | None = None) -> BuiltEnv:
@@ -119,6 +125,11 @@ class Pipeline:
         return [user for user, _ in self.built.user_transforms] if self.built is not None else []
 
     @property
+    def groups(self) -> list[str]:
+        """The agent groups of an env with several (each with its own policy, critic and loss); [] otherwise."""
+        return [team.group for team in self.description.teams]
+
+    @property
     def parameters(self) -> list[torch.nn.Parameter]:
         """The trained parameters (actor and critic, shared ones counted once)."""
         return trained_parameters(self.loss)
@@ -134,7 +145,7 @@ _KINDS = {"env": ((BuiltEnv, EnvBase, gym.Env, gym.vector.VectorEnv, Callable),
           "actor": ((TensorDictModuleBase,), "a TensorDict module (e.g. ppo_td.models.make_actor)"),
           "critic": ((TensorDictModuleBase,), "a TensorDict module (e.g. ppo_td.models.make_critic)"),
           "buffer": ((ReplayBuffer,), "a torchrl.data.ReplayBuffer"),
-          "advantage": ((ValueEstimatorBase,), "a TorchRL value estimator (e.g. GAE)"),
+          "advantage": ((ValueEstimatorBase, TeamAdvantage), "a TorchRL value estimator (e.g. GAE)"),
           "loss": ((LossModule,), "a TorchRL LossModule (e.g. ppo_td.training.make_loss)"),
           "optimizer": ((torch.optim.Optimizer,), "a torch.optim.Optimizer")}
 
@@ -303,7 +314,10 @@ def build_pipeline(
     if recurrent:
         config.check_sequences("a recurrent actor or critic")
         add_memory(torchrl_env(env), actor, critic)  # InitTracker and the states' primer, where missing
-    group = description.group
+    group, teams = description.group, [team.group for team in description.teams]
+    if teams:  # several agent groups: each its own GAE and loss, on its own networks
+        advantage = advantage if advantage is not None else make_team_advantage(critic, config.loss, teams)
+        loss = loss if loss is not None else make_team_loss(actor, critic, config.loss, teams)
     advantage = advantage if advantage is not None else make_advantage(critic, config.loss, group)
     loss = loss if loss is not None else make_loss(actor, critic, config.loss, group)
     if optimizer is None:
@@ -334,11 +348,12 @@ def _names(transforms: list) -> str:
 
 def _check_agents(config: TrainConfig, description: EnvDescription) -> None:
     """A multi-agent env with a multi-agent config, a one-agent env with a one-agent config."""
-    if description.group is not None and not config.env.multiagent:
-        raise ValueError(f"the env is a multi-agent env (agent group {description.group!r}, {description.num_agents} "
+    if description.multiagent and not config.env.multiagent:
+        groups = [t.group for t in description.teams] or [description.group]
+        raise ValueError(f"the env is a multi-agent env (agent groups {groups}, {description.num_agents} "
                          "agents) but config.env.suite='gymnasium' expects one agent: set env.suite to 'vmas' or "
                          "'pettingzoo', or start from a multi-agent preset (vmas-navigation, mpe-spread)")
-    if description.group is None and config.env.multiagent:
+    if not description.multiagent and config.env.multiagent:
         raise ValueError(f"config.env.suite={config.env.suite!r} expects a multi-agent env, but the env has one agent "
                          "(a root 'observation'): set env.suite='gymnasium', or start from a one-agent preset")
 
