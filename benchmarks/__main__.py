@@ -14,7 +14,8 @@ Suites:
   multiagent  ppo_td's MAPPO (and IPPO, ``--algorithms``) vs BenchMARL's on VMAS navigation at BenchMARL's defaults,
           600k frames: frames/s, collection and update time, the per-agent evaluation reward. BenchMARL runs from
           its own virtualenv (``--benchmarl-python``; it needs torchrl < 0.12).  About half an hour per seed;
-          ``--frames 60000`` compares throughput in about six minutes a seed.
+          ``--frames 60000`` compares throughput in about six minutes a seed. ``--task simple_tag``: two agent
+          groups (3 adversaries chase 1 agent; the vmas-tag preset), each group's reward beside the other's.
   latency per-call latency of a trained Policy (and its exported files) on one observation beside SB3's predict
           (``--calls``, ``--rounds``).  A few minutes.
   doctor  the cost of the doctor's audit per update.
@@ -173,54 +174,70 @@ def check_same_settings(theirs: dict[str, Any], config: Any) -> None:
             "critic_coeff": loss.critic_coeff, "hidden_sizes": list(config.model.hidden_sizes)}
     differ = {k: (ours.get(k), v) for k, v in theirs.items() if ours.get(k) != v}
     if differ:
-        raise SystemExit("ppo_td's vmas-navigation preset and BenchMARL's defaults differ (ppo_td, BenchMARL): "
+        raise SystemExit("ppo_td's preset and BenchMARL's defaults differ (ppo_td, BenchMARL): "
                          f"{differ}; make them the same before comparing")
 
 
-def multiagent(seeds: list[int], out: Path, python: str, algorithms: list[str], frames: int | None = None) -> list[str]:
-    """ppo_td's ``vmas-navigation`` preset (BenchMARL's defaults) and BenchMARL itself, MAPPO and/or IPPO, seed by
-    seed: frames/s (collection plus update, evaluation excluded on both sides), and the per-agent evaluation
-    reward at the end (ppo_td: its final 10 deterministic episodes; BenchMARL: its last evaluation, 10
-    deterministic episodes, and the mean of its last five). ``frames`` shortens both runs (a throughput
-    comparison; the learning target is read at the preset's 600k)."""
+MULTIAGENT_TASKS = {
+    "navigation": ("vmas-navigation", "VMAS navigation (3 agents, 100 steps)"),
+    "simple_tag": ("vmas-tag", "VMAS simple_tag (two groups: 3 adversaries, which share their reward, chase 1 agent; "
+                               "100 steps)"),
+}
+"""BenchMARL's VMAS tasks the multiagent suite runs: the ppo_td preset at the same settings, and a description."""
+
+
+def multiagent(seeds: list[int], out: Path, python: str, algorithms: list[str], frames: int | None = None,
+               task: str = "navigation") -> list[str]:
+    """ppo_td's preset for ``task`` (BenchMARL's defaults: ``vmas-navigation``, or ``vmas-tag`` for simple_tag) and
+    BenchMARL itself, MAPPO and/or IPPO, seed by seed: frames/s (collection plus update, evaluation excluded on
+    both sides), and the per-agent evaluation reward at the end (ppo_td: its final 10 deterministic episodes;
+    BenchMARL: its last evaluation, 10 deterministic episodes, and the mean of its last five), with each agent
+    group's own where the task has several. ``frames`` shortens both runs (the learning target is read at the
+    preset's frames)."""
     if not Path(python).exists():
         raise SystemExit(f"BenchMARL's Python {python} does not exist: create its virtualenv with\n  {BENCHMARL_VENV}\n"
                          "(BenchMARL 1.5.2 needs torchrl < 0.12, so it cannot share ppo_td's), or pass "
                          "--benchmarl-python")
     from ppo_td.presets import get_preset
 
+    preset, described = MULTIAGENT_TASKS[task]
     out.mkdir(parents=True, exist_ok=True)
     for algorithm in algorithms:  # before either library trains: the same settings, or no comparison
         check_same_settings(run_benchmarl(python, dict(algorithm=algorithm, seed=0, max_n_frames=0, folder=str(out),
-                                                       settings_only=True)), get_preset("vmas-navigation"))
-    lines = ["VMAS navigation (3 agents, 100 steps), BenchMARL 1.5.2's defaults on both sides (10 envs x 600 steps, "
+                                                       settings_only=True, task=task)), get_preset(preset))
+    lines = [f"{described}, BenchMARL 1.5.2's defaults on both sides (10 envs x 600 steps, "
              "45 epochs of 15 minibatches of 400, lr 5e-5, [256, 256] tanh MLPs, shared parameters), "
-             f"{frames or get_preset('vmas-navigation').total_frames:,} frames, one torch thread, runs one at a time.",
+             f"{frames or get_preset(preset).total_frames:,} frames, one torch thread, runs one at a time.",
              "",
              "| algorithm | library | total frames/s | collection frames/s | update s per 1k frames | "
-             "eval reward per agent (final) | mean of last 5 evaluations |", "|---|---|---|---|---|---|---|"]
+             "eval reward per agent (final) | each group's (final) | mean of last 5 evaluations |",
+             "|---|---|---|---|---|---|---|---|"]
     ratios = []
     for algorithm in algorithms:
         pairs = []
         for seed in seeds:
-            ours = run(dict(library="ppo_td", preset="vmas-navigation", seed=seed, eval_episodes=10,
+            ours = run(dict(library="ppo_td", preset=preset, seed=seed, eval_episodes=10,
                             critic_scope="team" if algorithm == "mappo" else "agent", total_frames=frames))
-            _log(out, f"multiagent_{algorithm}", "ppo_td", ours)
+            _log(out, f"multiagent_{task}_{algorithm}", "ppo_td", ours)
             # a fresh folder per run: BenchMARL's timers are read from every CSV log under it
-            folder = Path(tempfile.mkdtemp(prefix=f"benchmarl_{algorithm}_seed{seed}_", dir=out)).resolve()
+            folder = Path(tempfile.mkdtemp(prefix=f"benchmarl_{task}_{algorithm}_seed{seed}_", dir=out)).resolve()
             theirs = run_benchmarl(python, dict(algorithm=algorithm, seed=seed, max_n_frames=ours["frames"],
-                                                folder=str(folder)))
-            _log(out, f"multiagent_{algorithm}", "benchmarl", theirs)
+                                                folder=str(folder), task=task))
+            _log(out, f"multiagent_{task}_{algorithm}", "benchmarl", theirs)
             pairs.append((ours, theirs))
         for name, i in (("ppo_td", 0), ("BenchMARL", 1)):
             rs = [p[i] for p in pairs]
             final = [r["eval_mean"] for r in rs] if i == 0 else [r["eval_rewards"][-1] for r in rs]
+            groups = ([{g: statistics.fmean(v) for g, v in r.get("eval_groups", {}).items()} for r in rs] if i == 0
+                      else [{g: v[-1] for g, v in r["eval_group_rewards"].items()} for r in rs])
+            per_group = ", ".join(f"{g} {_median_range([x[g] for x in groups], '.3f')}" for g in groups[0]) \
+                if len(groups[0]) > 1 else "-"
             last5 = "-" if i == 0 else _median_range([statistics.fmean(r["eval_rewards"][-5:]) for r in rs], ".3f")
             lines.append(f"| {algorithm.upper()} | {name} | "
                          f"{_median_range([r['frames'] / r['train_seconds'] for r in rs], ',.0f')} | "
                          f"{_median_range([r['frames'] / r['collect_seconds'] for r in rs], ',.0f')} | "
                          f"{_median_range([1e3 * r['update_seconds'] / r['frames'] for r in rs], '.3f')} | "
-                         f"{_median_range(final, '.3f')} | {last5} |")
+                         f"{_median_range(final, '.3f')} | {per_group} | {last5} |")
         ratio = {what: _median_range([b[what] / a[what] for a, b in pairs], ".2f")
                  for what in ("train_seconds", "collect_seconds", "update_seconds")}
         ratios.append(f"{algorithm.upper()}: total {ratio['train_seconds']}, collection {ratio['collect_seconds']}, "
@@ -398,6 +415,8 @@ def main() -> None:
                         help=f"multiagent: BenchMARL's virtualenv Python (create it with: {BENCHMARL_VENV})")
     parser.add_argument("--algorithms", nargs="+", choices=["mappo", "ippo"], default=["mappo"],
                         help="multiagent: which algorithms (default mappo)")
+    parser.add_argument("--task", choices=sorted(MULTIAGENT_TASKS), default="navigation",
+                        help="multiagent: BenchMARL's VMAS task (simple_tag: two agent groups, the vmas-tag preset)")
     parser.add_argument("--frames", type=int, default=None,
                         help="multiagent: frames per run, a multiple of the preset's batch (6,000 frames; default "
                              "its 600,000): a shorter throughput comparison")
@@ -416,6 +435,7 @@ def main() -> None:
     presets = f" --presets {' '.join(args.presets)}" if args.presets else ""
     presets += f" --algorithms {' '.join(args.algorithms)}" if args.suite == "multiagent" else ""
     presets += f" --frames {args.frames}" if args.frames else ""
+    presets += f" --task {args.task}" if args.suite == "multiagent" and args.task != "navigation" else ""
     sections = [f"# ppo_td benchmarks: {args.suite}", "", f"Machine: {machine}. Command: "
                 f"`python -m benchmarks {args.suite} --seeds {' '.join(map(str, args.seeds))}{presets}`.", ""]
     if args.suite == "quick":
@@ -437,9 +457,9 @@ def main() -> None:
         sections += ["## Recurrent PPO: ppo_td vs sb3-contrib's RecurrentPPO", "",
                      *recurrent(args.seeds, out, args.presets), ""]
     elif args.suite == "multiagent":
-        sections += ["## Multi-agent PPO: ppo_td vs BenchMARL on VMAS navigation", "",
+        sections += [f"## Multi-agent PPO: ppo_td vs BenchMARL on VMAS {args.task}", "",
                      *multiagent(args.seeds, out, str(Path(args.benchmarl_python).absolute()), args.algorithms,
-                                 args.frames), ""]
+                                 args.frames, args.task), ""]
     elif args.suite == "atari":
         sections += ["## Atari (ALE/Pong-v5) throughput, CleanRL's Atari settings", "",
                      *throughput(args.seeds, out, "atari", 10_240,

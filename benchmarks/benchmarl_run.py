@@ -3,8 +3,8 @@ so it cannot share ppo_td's environment). ``python -m benchmarks multiagent`` st
 ``BENCHMARL_PYTHON benchmarks/benchmarl_run.py JSON`` and reads the one JSON line it prints.
 
 Spec keys: ``algorithm`` ("mappo" | "ippo"), ``seed``, ``max_n_frames``, ``folder`` (where BenchMARL's CSV logger
-writes). Everything else is BenchMARL's defaults for VMAS navigation (its YAML files), with one torch thread and
-no rendering. With ``"settings_only": true`` it prints the settings it would train with (:func:`settings`) and
+writes), ``task`` (a VMAS task of BenchMARL's, "navigation" by default, or "simple_tag": two agent groups).
+Everything else is BenchMARL's defaults for the task (its YAML files), with one torch thread and no rendering. With ``"settings_only": true`` it prints the settings it would train with (:func:`settings`) and
 stops: the harness compares them with ppo_td's preset before either library trains. It imports nothing of ppo_td.
 """
 
@@ -67,7 +67,8 @@ def main() -> None:
     if any(Path(spec["folder"]).rglob("scalars/*.csv")):  # the timers below read every CSV under the folder
         raise SystemExit(f"{spec['folder']} already holds BenchMARL logs (an earlier run's timers would be summed "
                          "with this one's): give an empty folder")
-    experiment = Experiment(task=VmasTask.NAVIGATION.get_from_yaml(), algorithm_config=algorithm,
+    task = getattr(VmasTask, spec.get("task", "navigation").upper()).get_from_yaml()
+    experiment = Experiment(task=task, algorithm_config=algorithm,
                             model_config=MlpConfig.get_from_yaml(), critic_model_config=MlpConfig.get_from_yaml(),
                             seed=spec["seed"], config=config)
     start = time.perf_counter()
@@ -76,7 +77,11 @@ def main() -> None:
     folder = Path(spec["folder"])
     collection = [v for _, v in _scalars(folder, "timers/collection_time")]
     training = [v for _, v in _scalars(folder, "timers/training_time")]
-    evals = [v for _, v in _scalars(folder, "eval/agents/reward/episode_reward_mean")]
+    groups = {g: [v for _, v in _scalars(folder, f"eval/{g}/reward/episode_reward_mean")]
+              for g in experiment.group_map}  # each group's reward per agent, per evaluation
+    agents = {g: len(members) for g, members in experiment.group_map.items()}
+    rounds = min(len(v) for v in groups.values())
+    evals = [sum(agents[g] * groups[g][i] for g in groups) / sum(agents.values()) for i in range(rounds)]
     if not (collection and training and evals):
         raise RuntimeError(f"BenchMARL's CSV logs in {folder} lack the timers or the evaluation rewards")
     print(json.dumps({
@@ -85,7 +90,8 @@ def main() -> None:
         "collect_seconds": sum(collection),
         "update_seconds": sum(training),
         "train_seconds": sum(collection) + sum(training),
-        "eval_rewards": evals,
+        "eval_rewards": evals,  # all agents' reward per agent (each group weighted by its agents)
+        "eval_group_rewards": groups,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "spec": spec,
     }))

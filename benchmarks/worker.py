@@ -51,6 +51,7 @@ def run_ppo_td(config: TrainConfig) -> dict[str, Any]:
     return {
         "episodes": [(e["frames"], times[e["iteration"]], e["return"]) for e in result.episodes],
         "eval_returns": result.eval_returns,
+        "eval_groups": result.evaluation.groups if result.evaluation is not None else {},  # several agent groups
         "frames": result.history[-1]["frames"],
         "train_seconds": result.history[-1]["time"],
         "collect_seconds": sum(m["collect_seconds"] for m in result.history),

@@ -221,6 +221,19 @@ VMAS_LIGHT = dataclasses.replace(
     frames_per_batch=64 * 50,
 )
 
+# VMAS simple_tag at BenchMARL 1.5.2's settings: its task/vmas/simple_tag.yaml (3 adversaries, which share their
+# reward, chase 1 agent among 2 landmarks, 100 steps, no reward shaping) and vmas-navigation's MAPPO settings
+# (BenchMARL's defaults). Two agent groups, adversary and agent, each with its own policy and critic, each trained
+# on its own reward (BenchMARL's group_map): a competitive two-group task. docs/multi-agent.md has the comparison.
+VMAS_TAG = dataclasses.replace(
+    VMAS_NAVIGATION,
+    env=EnvConfig(env_id="simple_tag", suite="vmas", num_envs=10, max_episode_steps=100,
+                  kwargs=("num_good_agents=1", "num_adversaries=3", "num_landmarks=2", "shape_agent_rew=False",
+                          "shape_adversary_rew=False", "agents_share_rew=False", "adversaries_share_rew=True",
+                          "observe_same_team=True", "observe_pos=True", "observe_vel=True", "bound=1.0",
+                          "respawn_at_catch=False")),
+)
+
 MPE_SPREAD = TrainConfig(
     env=EnvConfig(env_id="mpe2.simple_spread_v3", suite="pettingzoo", num_envs=8,
                   kwargs=("N=3", "max_cycles=25")),
@@ -250,6 +263,7 @@ PRESETS: dict[str, TrainConfig] = {
     "ant": _mujoco("Ant-v5"),
     "vmas-navigation": VMAS_NAVIGATION,
     "vmas-light": VMAS_LIGHT,
+    "vmas-tag": VMAS_TAG,
     "mpe-spread": MPE_SPREAD,
 }
 MUJOCO_PRESETS = ("halfcheetah", "hopper", "walker2d", "ant")

@@ -57,8 +57,8 @@ def _team_checkup(p: Pipeline) -> Audit:
     actors = team_members(p.actor, p.groups, keys.ACTION)
     critics = team_members(p.critic, p.groups, keys.STATE_VALUE)
     nets = {g: group_networks(actors[g], critics[g]) for g in p.groups}
-    policies = {g: nets[g][0].net if nets[g] is not None else actors[g] for g in p.groups}
-    values = {g: nets[g][1] if nets[g] is not None else critics[g] for g in p.groups}
+    policies = {f"{g}.actor": nets[g][0].net if nets[g] is not None else actors[g] for g in p.groups}
+    values = {f"{g}.critic": nets[g][1] if nets[g] is not None else critics[g] for g in p.groups}
     batch = next(iter(p.collector))
     if p.device.type != "cpu":
         batch = batch.to(p.device)
