@@ -46,6 +46,35 @@ def _batches(config, actor, fast, batches=3):
     return out, torch.get_rng_state()
 
 
+def test_agents_collector_writes_torchrls_batches_of_several_groups_bit_for_bit():
+    """VMAS's simple_tag (adversaries and an agent, each group its own policy, sampled in the groups' order, per-agent
+    networks for one group's width): the same batches and random stream as TorchRL's Collector over the team actor."""
+    from ppo_td.models import make_actor_critic
+
+    base = get_preset("vmas-tag")
+    config = dataclasses.replace(
+        base, env=dataclasses.replace(base.env, num_envs=4, max_episode_steps=9), frames_per_batch=200,
+        optim=dataclasses.replace(base.optim, num_minibatches=2),
+        model=dataclasses.replace(base.model, hidden_sizes=(32, 32), share_params=False))
+    torch.manual_seed(0)
+    env = build_env(config.env, seed=1)
+    actor, _ = make_actor_critic(env.description, config.model)
+    env.close()
+    theirs, their_rng = _batches(config, actor, fast=False)
+    ours, our_rng = _batches(config, actor, fast=True)
+    for i, (a, b) in enumerate(zip(theirs, ours, strict=True)):
+        assert set(a.keys(True, True)) == set(b.keys(True, True)), f"batch {i}"
+        assert a["adversary"].batch_size == b["adversary"].batch_size == torch.Size([4, 50, 3])
+        assert a["agent"].batch_size == b["agent"].batch_size == torch.Size([4, 50, 1])
+        for key in a.keys(True, True):
+            x, y = a[key], b[key]
+            assert x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y), f"batch {i}, {key}"
+    assert torch.equal(their_rng, our_rng)
+    assert torch.cat([b["next", "truncated"] for b in theirs], 1).any()  # episodes ended inside the batches
+    p = build_pipeline(dataclasses.replace(config, total_frames=400))
+    assert isinstance(p.collector, AgentsCollector) and p.collector.groups == ["adversary", "agent"]
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_agents_collector_writes_torchrls_batches_bit_for_bit(case):
     spec = CASES[case]
@@ -132,7 +161,7 @@ def test_the_agents_collector_refuses_what_it_does_not_run():
                                   out_keys=[("agents", "action")], distribution_class=dist.distribution_class,
                                   distribution_kwargs=dist.distribution_kwargs, return_log_prob=True, **kwargs)
 
-    assert isinstance(AgentsCollector(env, rebuilt(log_prob_key=("agents", "action_log_prob")), 80, 160).policy,
+    assert isinstance(AgentsCollector(env, rebuilt(log_prob_key=("agents", "action_log_prob")), 80, 160).policies["agents"],
                       GroupPolicy)  # as make_agent_actor builds it
     with pytest.raises(FastUnsupported, match="writes entries of group 'agents'"):  # its log-prob at the root
         AgentsCollector(env, rebuilt(log_prob_key="sample_log_prob"), 80, 160)
