@@ -34,6 +34,7 @@ Needs the ``bench`` extra (stable-baselines3, sb3-contrib, skrl; skrl is timed w
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import platform
 import statistics
@@ -172,6 +173,9 @@ def check_same_settings(theirs: dict[str, Any], config: Any) -> None:
             "loss_critic_type": loss.loss_critic_type, "gamma": loss.gamma,
             "gae_lambda": loss.gae_lambda, "clip_epsilon": loss.clip_epsilon, "entropy_coeff": loss.entropy_coeff,
             "critic_coeff": loss.critic_coeff, "hidden_sizes": list(config.model.hidden_sizes)}
+    if "task" in theirs:  # the scenario's own settings: the preset's env.kwargs and its episode length
+        kwargs = {k: ast.literal_eval(v) for k, v in (item.split("=", 1) for item in config.env.kwargs)}
+        ours["task"] = {**kwargs, "max_steps": config.env.max_episode_steps}
     differ = {k: (ours.get(k), v) for k, v in theirs.items() if ours.get(k) != v}
     if differ:
         raise SystemExit("ppo_td's preset and BenchMARL's defaults differ (ppo_td, BenchMARL): "

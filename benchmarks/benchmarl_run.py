@@ -4,8 +4,10 @@ so it cannot share ppo_td's environment). ``python -m benchmarks multiagent`` st
 
 Spec keys: ``algorithm`` ("mappo" | "ippo"), ``seed``, ``max_n_frames``, ``folder`` (where BenchMARL's CSV logger
 writes), ``task`` (a VMAS task of BenchMARL's, "navigation" by default, or "simple_tag": two agent groups).
-Everything else is BenchMARL's defaults for the task (its YAML files), with one torch thread and no rendering. With ``"settings_only": true`` it prints the settings it would train with (:func:`settings`) and
-stops: the harness compares them with ppo_td's preset before either library trains. It imports nothing of ppo_td.
+Everything else is BenchMARL's defaults for the task (its YAML files), with one torch thread and no rendering.
+With ``"settings_only": true`` it prints the settings it would train with (:func:`settings`, the task's own
+included) and stops: the harness compares them with ppo_td's preset before either library trains. It imports
+nothing of ppo_td.
 """
 
 from __future__ import annotations
@@ -59,15 +61,17 @@ def main() -> None:
     config.create_json = False
     config.render = False
     config.save_folder = spec["folder"]
+    if 0 < spec["max_n_frames"] < config.evaluation_interval:  # a short run: its last evaluation at its end (BenchMARL
+        config.evaluation_interval = spec["max_n_frames"]      # evaluates after iteration 1 and every interval)
     config.sampling_device = config.train_device = config.buffer_device = "cpu"
     algorithm = (MappoConfig if spec["algorithm"] == "mappo" else IppoConfig).get_from_yaml()
+    task = getattr(VmasTask, spec.get("task", "navigation").upper()).get_from_yaml()
     if spec.get("settings_only"):
-        print(json.dumps(settings(config, algorithm, MlpConfig.get_from_yaml())))
+        print(json.dumps({**settings(config, algorithm, MlpConfig.get_from_yaml()), "task": dict(task.config)}))
         return
     if any(Path(spec["folder"]).rglob("scalars/*.csv")):  # the timers below read every CSV under the folder
         raise SystemExit(f"{spec['folder']} already holds BenchMARL logs (an earlier run's timers would be summed "
                          "with this one's): give an empty folder")
-    task = getattr(VmasTask, spec.get("task", "navigation").upper()).get_from_yaml()
     experiment = Experiment(task=task, algorithm_config=algorithm,
                             model_config=MlpConfig.get_from_yaml(), critic_model_config=MlpConfig.get_from_yaml(),
                             seed=spec["seed"], config=config)

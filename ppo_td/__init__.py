@@ -40,8 +40,9 @@ def train(config: TrainConfig, *, callbacks: Any = (), run_dir: str | None = Non
 
 def load_policy(path: str, **kwargs: Any) -> Any:
     """The trained policy of a run folder or checkpoint as a :class:`ppo_td.deploy.Policy`: raw observations in,
-    actions for the env out (a multi-agent run's :class:`ppo_td.deploy.AgentsPolicy`: the agents' observations in,
-    their actions out; see :func:`ppo_td.deploy.load_policy`)."""
+    actions for the env out (a multi-agent run's :class:`ppo_td.deploy.AgentsPolicy`, or with several agent groups
+    its :class:`ppo_td.deploy.TeamPolicy`: the agents' observations in, their actions out; see
+    :func:`ppo_td.deploy.load_policy`)."""
     from ppo_td.deploy import load_policy as load
 
     return load(path, **kwargs)

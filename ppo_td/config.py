@@ -73,6 +73,12 @@ def transform_problem(entry: str) -> str | None:
     return f"{bad[0]!r} is not KEY=VALUE" if bad else None
 
 
+RESERVED_GROUP_NAMES = frozenset({"observation", "state", "reward", "done", "terminated", "truncated", "next",
+                                  "collector", "step_count", "episode_reward", "action", "info", "is_init",
+                                  "action_mask"})
+"""Names an agent group may not take (``env.groups``): entries at the root of a batch."""
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     """Which environment to train on and how many copies to step together."""
@@ -181,6 +187,9 @@ class EnvConfig:
                        "env.groups", item, "NAME=agent,agent,... (NAME a Python name, the agents the env's names)")
             names = [item.partition("=")[0] for item in self.groups]
             _check(len(set(names)) == len(names), "env.groups", self.groups, "groups of different names")
+            taken = sorted(set(names) & RESERVED_GROUP_NAMES)
+            _check(not taken, "env.groups", self.groups, f"group names other than {taken} (TorchRL's and ppo_td's "
+                   "own entries sit under those names)")
             _check(self.suite != "vmas" or self.max_episode_steps is not None, "env.max_episode_steps",
                    self.max_episode_steps, "set with env.suite='vmas' (VMAS scenarios run forever without a limit)")
         _check(self.multiagent or not self.groups, "env.groups", self.groups,

@@ -161,7 +161,8 @@ def test_the_agents_collector_refuses_what_it_does_not_run():
                                   out_keys=[("agents", "action")], distribution_class=dist.distribution_class,
                                   distribution_kwargs=dist.distribution_kwargs, return_log_prob=True, **kwargs)
 
-    assert isinstance(AgentsCollector(env, rebuilt(log_prob_key=("agents", "action_log_prob")), 80, 160).policies["agents"],
+    collector = AgentsCollector(env, rebuilt(log_prob_key=("agents", "action_log_prob")), 80, 160)
+    assert isinstance(collector.policies["agents"],
                       GroupPolicy)  # as make_agent_actor builds it
     with pytest.raises(FastUnsupported, match="writes entries of group 'agents'"):  # its log-prob at the root
         AgentsCollector(env, rebuilt(log_prob_key="sample_log_prob"), 80, 160)

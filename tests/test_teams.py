@@ -12,7 +12,6 @@ import torch
 
 from conftest import run_exported_file
 from ppo_td.config import EnvConfig
-from ppo_td.envs import build_env
 from ppo_td.envs.multiagent import group_map
 from ppo_td.presets import get_preset
 from ppo_td.training import build_pipeline
@@ -202,3 +201,60 @@ def test_groups_given_by_name_train_and_the_checkup_audits_each_group():
     a = checkup(p)
     assert not a.findings, a.report()
     assert {name.split(".")[0] for name in a.modules} >= {"hunter", "pack", "prey"}, list(a.modules)
+
+
+def test_agents_without_a_number_are_groups_named_as_they_are_and_the_policy_reads_them_per_agent(tmp_path):
+    """tests/team_envs.py: 'alice' (a group of her own, named as she is) and bob_0, bob_1 with other spaces. A dict
+    of agents' observations is read per agent even where an agent's name is also a group's; a group's stacked
+    observations go by the group's name."""
+    import ppo_td
+
+    config = dataclasses.replace(tiny_team("team_envs", kwargs=("max_cycles=5",)), frames_per_batch=40,
+                                 total_frames=80)
+    ppo_td.train(config, run_dir=str(tmp_path))
+    policy = ppo_td.load_policy(str(tmp_path))
+    assert policy.groups == ["alice", "bob"] and policy.agents == ["alice", "bob_0", "bob_1"]
+    env = policy.make_env()
+    observations, _ = env.reset(seed=0)
+    actions = policy(observations)
+    assert set(actions) == {"alice", "bob_0", "bob_1"}
+    assert policy({"alice": observations["alice"]}) == {"alice": actions["alice"]}  # alice as an agent
+    assert set(policy({"bob": np.stack([observations["bob_0"], observations["bob_1"]])})) == {"bob"}  # a group
+    listed = policy([observations[a] for a in policy.agents])  # VMAS's layout: every agent, in the env's order
+    assert [int(a) for a in listed] == [actions[a] for a in policy.agents]
+    with pytest.raises(ValueError, match="trained without action masks"):
+        policy(observations, action_mask={"alice": np.ones(4, bool)})
+
+
+def test_bad_groups_are_refused_before_anything_is_built():
+    with pytest.raises(ValueError, match=r"group names other than \['next'\]"):
+        EnvConfig(TAG, suite="pettingzoo", groups=("next=agent_0", "rest=adversary_0,adversary_1,adversary_2"))
+    with pytest.raises(ValueError, match="env.groups"):
+        EnvConfig("CartPole-v1", groups=("a=b",))
+    with pytest.raises(ValueError, match="env.kwargs sets group_map"):
+        build_pipeline(tiny_team("simple_tag", suite="vmas", kwargs=("group_map='x'",)))
+
+
+def test_a_failed_team_export_leaves_the_earlier_files_as_they_were(tmp_path, monkeypatch):
+    """All or none: the second group's export fails after the first group's file was made; the files of an earlier
+    export stay, and no half-written or staged file is left."""
+    import ppo_td
+    from ppo_td.deploy import export as exporting
+
+    ppo_td.train(dataclasses.replace(tiny_team(), total_frames=80, eval_episodes=0), run_dir=str(tmp_path))
+    policy = ppo_td.load_policy(str(tmp_path))
+    written = exporting.export_team(policy, "torchscript", tmp_path / "policy.pt")
+    before = {g: p.read_bytes() for g, p in written.items()}
+    real = exporting.export_policy
+
+    def second_fails(one, fmt, path):
+        if one.group == "agent":
+            raise exporting.ExportError("injected")
+        return real(one, fmt, path)
+
+    monkeypatch.setattr(exporting, "export_policy", second_fails)
+    with pytest.raises(exporting.ExportError, match="injected"):
+        exporting.export_team(policy, "torchscript", tmp_path / "policy.pt")
+    assert {g: p.read_bytes() for g, p in written.items()} == before
+    assert sorted(p.name for p in tmp_path.glob("*.pt")) == ["checkpoint.pt", "policy.adversary.pt", "policy.agent.pt"]
+    assert not list(tmp_path.glob(".*"))

@@ -43,7 +43,7 @@ from ppo_td.models.multiagent import GroupPolicy, group_policy, team_members
 def agent_names(config: TrainConfig, num_agents: int) -> list[str]:
     """The agents of the group in the order of its rows: PettingZoo's ``possible_agents`` (TorchRL's wrapper keeps
     their order), the VMAS scenario's agents' names (TorchRL's ``VmasEnv.agent_names``)."""
-    names = env_agents(config)
+    names, _ = env_agents(config)
     if len(names) != num_agents:
         raise ValueError(f"{config.env.env_id} has the agents {names}; the checkpoint's policy acts for "
                          f"{num_agents}: the env changed since training")
@@ -51,9 +51,9 @@ def agent_names(config: TrainConfig, num_agents: int) -> list[str]:
 
 
 def team_agents(config: TrainConfig, description: EnvDescription) -> dict[str, list[str]]:
-    """Each agent group's agents, in the order of its rows (:func:`~ppo_td.envs.multiagent.group_map` of the env's
-    agents, as training grouped them), checked against ``description.teams``."""
-    mapping = group_map(env_agents(config), config.env.groups)
+    """Each agent group's agents, in the order of its rows, as training grouped them (``env.groups``, else the
+    wrapper's own grouping), checked against ``description.teams``."""
+    _, mapping = env_agents(config)
     trained = {team.group: team.num_agents for team in description.teams}
     if {g: len(v) for g, v in mapping.items()} != trained:
         raise ValueError(f"{config.env.env_id} groups its agents as {mapping}; the checkpoint's policies act for the "
@@ -61,23 +61,25 @@ def team_agents(config: TrainConfig, description: EnvDescription) -> dict[str, l
     return mapping
 
 
-def env_agents(config: TrainConfig) -> list[str]:
-    """The env's agents, in its order: PettingZoo's ``possible_agents``, the VMAS scenario's agents' names."""
+def env_agents(config: TrainConfig) -> tuple[list[str], dict[str, list[str]]]:
+    """The env's agents, in its order (PettingZoo's ``possible_agents``, the VMAS scenario's agents' names), and
+    their groups as training made them (``env.groups``; else TorchRL's ``VmasEnv.group_map`` for VMAS,
+    :func:`~ppo_td.envs.multiagent.group_map` for PettingZoo)."""
     if config.env.suite == "vmas":
         from torchrl.envs.libs.vmas import VmasEnv
 
         env = VmasEnv(config.env.env_id, num_envs=1, **{"continuous_actions": True, **env_kwargs_of(config.env)})
         try:
-            names = list(env.agent_names)
+            names, default = list(env.agent_names), {g: list(v) for g, v in env.group_map.items()}
         finally:
             env.close()
-    else:
-        env = importlib.import_module(config.env.env_id).parallel_env(**env_kwargs_of(config.env))
-        try:
-            names = list(env.possible_agents)
-        finally:
-            env.close()
-    return names
+        return names, group_map(names, config.env.groups) if config.env.groups else default
+    env = importlib.import_module(config.env.env_id).parallel_env(**env_kwargs_of(config.env))
+    try:
+        names = list(env.possible_agents)
+    finally:
+        env.close()
+    return names, group_map(names, config.env.groups)
 
 
 class AgentsPolicy(nn.Module):
@@ -297,7 +299,8 @@ class TeamPolicy(nn.Module):
                                        for team in description.teams})
         self.group_of = {agent: group for group, members in agents.items() for agent in members}
         """Each agent's group."""
-        self.order = env_agents(config) if set(env_agents(config)) == set(self.group_of) else list(self.group_of)
+        names, _ = env_agents(config)
+        self.order = names if set(names) == set(self.group_of) else list(self.group_of)
         """Every agent in the env's order (what VMAS's lists follow)."""
 
     def __repr__(self) -> str:
@@ -329,9 +332,11 @@ class TeamPolicy(nn.Module):
     def forward(self, observations: Any, action_mask: Any = None, deterministic: bool | None = None) -> Any:
         """The agents' actions for ``observations`` (see the class), in the same format."""
         if isinstance(observations, Mapping):
-            if observations and all(k in self.policies for k in observations):  # {group: stacked}
+            if observations and not all(k in self.group_of for k in observations) and all(
+                    k in self.policies for k in observations):  # {group: stacked}
                 masks = dict(action_mask or {})
-                return {g: self.policies[g](obs, masks.get(g), deterministic) for g, obs in observations.items()}
+                return {g: self.policies[g](obs, masks.get(g), deterministic)
+                        for g, obs in observations.items()}
             unknown = [a for a in observations if a not in self.group_of]
             if unknown:
                 raise ValueError(f"observations of {unknown}, which are neither agents of this env "

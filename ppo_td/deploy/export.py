@@ -247,18 +247,21 @@ def team_paths(policy: TeamPolicy, path: str | os.PathLike) -> dict[str, Path]:
 
 
 def export_team(policy: TeamPolicy, fmt: str, path: str | os.PathLike) -> dict[str, Path]:
-    """Each agent group's policy of ``policy`` written as :func:`export_policy` writes one (a file per group, at
-    :func:`team_paths`); all are traced and checked before any is written."""
+    """Each agent group's policy of ``policy`` written as :func:`export_policy` writes one, a file per group at
+    :func:`team_paths`: all or none. Every group's file is traced and checked under a temporary name first, and
+    only then are they moved into place; a failure leaves the files of an earlier export as they were."""
     paths = team_paths(policy, path)
-    written: dict[str, Path] = {}
+    staged: dict[str, Path] = {}
     try:
         for group, out in paths.items():
-            written[group] = export_policy(policy[group], fmt, out)
-    except BaseException:
-        for done in written.values():  # all or none: a group's file without the others' acts for half a team
-            done.unlink(missing_ok=True)
-        raise
-    return written
+            staging = out.with_name(f".{out.stem}.{os.getpid()}.staged{out.suffix}")  # the loaders read the suffix
+            staged[group] = export_policy(policy[group], fmt, staging)
+        for group, out in paths.items():
+            os.replace(staged[group], out)
+    finally:
+        for leftover in staged.values():
+            leftover.unlink(missing_ok=True)
+    return paths
 
 
 def export_policy(policy: Policy | AgentsPolicy, fmt: str, path: str | os.PathLike) -> Path:

@@ -448,7 +448,8 @@ def load_policy(path: str | os.PathLike, *, device: str | torch.device = "cpu",
                 deterministic: bool = True, inference: str = "auto") -> Policy | Any:
     """The :class:`Policy` of a run folder (its ``checkpoint.pt``) or a checkpoint file: the actor and the frozen
     observation statistics, checked against the env rebuilt from the checkpoint's config. A multi-agent run gives
-    an :class:`~ppo_td.deploy.agents.AgentsPolicy` (the agents' observations in, their actions out).
+    an :class:`~ppo_td.deploy.agents.AgentsPolicy` (the agents' observations in, their actions out), or with
+    several agent groups a :class:`~ppo_td.deploy.agents.TeamPolicy` (each group's ``AgentsPolicy``).
     ``inference='torch'`` keeps every call on torch (the default answers one observation of a small MLP policy
     in numpy, within float rounding of torch)."""
     from ppo_td.persist import checkpoint_config, load_checkpoint

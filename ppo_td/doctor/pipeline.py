@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from torchrl.modules import set_recurrent_mode
 
+from ppo_td import keys
 from ppo_td.doctor.watch import Audit, audit
 from ppo_td.models import policy_net, value_net
-from ppo_td import keys
-from ppo_td.models.multiagent import group_networks, team_members
+from ppo_td.models.multiagent import group_networks, group_policy, team_members
 from ppo_td.training import Pipeline, update
 from ppo_td.training.loop import sequences
 
@@ -68,9 +68,15 @@ def _team_checkup(p: Pipeline) -> Audit:
             with torch.no_grad():
                 p.advantage(batch)
                 first = batch.reshape(-1)[torch.randperm(batch.numel())[: p.config.minibatch_size]]
-                for group, loss in p.loss.losses.items():
-                    new = actors[group].get_dist(first).log_prob(first.get(loss.tensor_keys.action))
-                    a.check_ratio(new - first.get(loss.tensor_keys.sample_log_prob))
+                for group in p.groups:  # the keys each group's actor writes: its action and its log-prob
+                    plain = group_policy(actors[group])
+                    log_prob = plain.log_prob_key if plain is not None else next(
+                        (k for k in actors[group].out_keys if isinstance(k, tuple) and k[-1].endswith("log_prob")),
+                        None)
+                    if log_prob is None:  # a user's actor that names its log-prob otherwise: no ratio to check
+                        continue
+                    new = actors[group].get_dist(first).log_prob(first.get((group, keys.ACTION)))
+                    a.check_ratio(new - first.get(log_prob))
             update(p, batch)
     finally:
         p.collector.shutdown()

@@ -1,4 +1,4 @@
-"""Multi-agent envs as TorchRL gives them: VMAS scenarios and PettingZoo parallel envs, one agent group.
+"""Multi-agent envs as TorchRL gives them: VMAS scenarios and PettingZoo parallel envs, in agent groups.
 
 TorchRL's wrappers put each group's entries under the group's name: ``("agents", "observation")`` of shape
 ``[copies, agents, ...]``, ``("agents", "action")``, ``("agents", "reward")``, and, where the env has them, the
@@ -8,9 +8,10 @@ env-wide ``done`` at the root ends the episode of every agent of a copy. ppo_td 
 final observation; VMAS's own ``max_steps`` would mark it as a termination) and ``RewardSum`` over the group's
 reward (each agent's raw episode reward, ``("agents", "episode_reward")``).
 
-Agent groups: the agents are grouped by their names' prefix (``adversary_0``, ``adversary_1`` -> ``"adversary"``;
-TorchRL's rule for VMAS, and BenchMARL's ``group_map``), or as ``env.groups`` says. Agents that share one prefix
-form one group, ``"agents"`` (``MarlGroupMapType.ALL_IN_ONE_GROUP``). Inside a group the agents' spaces must agree
+Agent groups: as ``env.groups`` says, else as TorchRL's wrappers group them by default (what BenchMARL trains):
+by their names' prefix (``adversary_0``, ``adversary_1`` -> ``"adversary"``); VMAS agents whose names share a
+prefix, or do not all follow ``<name>_<number>``, form one group, ``"agents"``, and so do PettingZoo agents that
+share one prefix (:func:`group_map`). Inside a group the agents' spaces must agree
 (one network for all, or one each of the same shape); groups may differ in everything. Each group gets its own
 ``RewardSum`` (``(group, "episode_reward")``), policy, critic, advantages and loss (:mod:`ppo_td.training`).
 """
@@ -68,9 +69,10 @@ def build_agents_env(config: EnvConfig, seed: int | None = None) -> BuiltEnv:
 
 
 def group_map(agents: Sequence[str], given: Sequence[str] = ()) -> dict[str, list[str]]:
-    """The agent groups of an env with ``agents`` (its names, in its order): ``given`` (``env.groups`` entries,
-    'NAME=agent,agent'), else by the names' prefix before ``_<number>`` (a name without one is a group of its own),
-    else, where all share one prefix, one group ``"agents"``.
+    """The agent groups of a PettingZoo env with ``agents`` (its names, in its order), or of any env given
+    ``env.groups`` entries ('NAME=agent,agent'): those, else by the names' prefix before ``_<number>`` (a name
+    without one is a group of its own, as TorchRL's PettingZoo wrapper groups them), else, where all share one
+    prefix, one group ``"agents"``. (A VMAS env without ``env.groups`` is grouped by TorchRL's ``VmasWrapper``.)
 
     Raises:
         ValueError: ``given`` names an agent the env lacks, leaves one out, or puts one in two groups.
@@ -166,10 +168,13 @@ def _vmas(config: EnvConfig, kwargs: dict[str, Any], seed: int | None) -> tuple[
                          f"{', '.join(sorted(VmasEnv.available_envs))}")
     # Box actions are stored as sampled and clipped to their range by VMAS (env.clip_actions), as for one agent
     kwargs = {"continuous_actions": True, "clamp_actions": config.clip_actions, **kwargs}
-    wrapper_kwargs = {k: kwargs.pop(k) for k in ("categorical_actions", "group_map") if k in kwargs}  # VmasEnv's own
+    if "group_map" in kwargs:
+        raise ValueError("env.kwargs sets group_map: give the agent groups as env.groups NAME=agent,agent ... (what "
+                         "evaluation, load_policy and export read back)")
+    wrapper_kwargs = {k: kwargs.pop(k) for k in ("categorical_actions",) if k in kwargs}  # VmasEnv's own
     simulator = vmas.make_env(config.env_id, num_envs=config.num_envs, device=env_device(config), max_steps=None,
                               seed=seed, wrapper=None, **kwargs)
-    if "group_map" not in wrapper_kwargs:
+    if config.groups:  # else TorchRL's own grouping of VMAS agents (by name prefix; one group 'agents' where alike)
         wrapper_kwargs["group_map"] = group_map([agent.name for agent in simulator.agents], config.groups)
     return VmasWrapper(simulator, **wrapper_kwargs), simulator
 

@@ -654,11 +654,14 @@ class TeamLoss(LossModule):
     def __init__(self, losses: dict[str, LossModule]) -> None:
         super().__init__()
         self.losses = nn.ModuleDict(losses)
+        self._sets: list[list[nn.Parameter]] | None = None
 
     def parameter_sets(self) -> list[list[nn.Parameter]]:
-        """Each group's trained parameters (its gradient norm is clipped on its own)."""
-        return [list({id(q): q for q in loss.parameters() if q.requires_grad}.values())
-                for loss in self.losses.values()]
+        """Each group's trained parameters (its gradient norm is clipped on its own); found once."""
+        if self._sets is None:
+            self._sets = [list({id(q): q for q in loss.parameters() if q.requires_grad}.values())
+                          for loss in self.losses.values()]
+        return self._sets
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         outs = {g: loss(tensordict) for g, loss in self.losses.items()}
