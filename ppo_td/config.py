@@ -95,11 +95,13 @@ class EnvConfig:
     """Copies of the env stepped together in one process, as one batched TorchRL env."""
     max_episode_steps: int | None = None
     """Time limit override; None keeps the limit registered with Gymnasium."""
-    vectorization: Literal["auto", "numpy", "sync", "async"] = "auto"
+    vectorization: Literal["auto", "numpy", "sync", "async", "envpool"] = "auto"
     """How copies step: 'numpy' uses Gymnasium's numpy-vectorized implementation (CartPole-v1 has one),
     'sync' steps each copy in a loop, 'async' each copy in a process of its own (Gymnasium's AsyncVectorEnv,
     observations through shared memory: for envs whose step costs more than a process round trip, Atari,
-    MuJoCo; a resume then starts fresh episodes), 'auto' picks numpy where it exists, else sync."""
+    MuJoCo; a resume then starts fresh episodes), 'envpool' Atari games in EnvPool's C++ threads with ppo_td's
+    Atari preprocessing (env.atari; pip install envpool; a resume starts fresh episodes), 'auto' picks numpy where
+    it exists, else sync."""
     check_finite: bool = True
     """Raise on a NaN/inf observation or reward, naming env, key and step (off saves its small cost)."""
     normalize_observations: bool = False
@@ -202,8 +204,10 @@ class EnvConfig:
         _check(self.num_envs >= 1, "env.num_envs", self.num_envs, ">= 1")
         if self.max_episode_steps is not None:
             _check(self.max_episode_steps >= 1, "env.max_episode_steps", self.max_episode_steps, ">= 1 or None")
-        _check(self.vectorization in ("auto", "numpy", "sync", "async"), "env.vectorization", self.vectorization,
-               "'auto', 'numpy', 'sync' or 'async'")
+        _check(self.vectorization in ("auto", "numpy", "sync", "async", "envpool"), "env.vectorization",
+               self.vectorization, "'auto', 'numpy', 'sync', 'async' or 'envpool'")
+        _check(self.vectorization != "envpool" or self.atari, "env.vectorization", self.vectorization,
+               "'envpool' with env.atari=True only (EnvPool steps Atari games with ppo_td's Atari preprocessing)")
         _check(self.action_mask in ("auto", "observation", "info", "none"), "env.action_mask", self.action_mask,
                "'auto', 'observation', 'info' or 'none'")
         _check(self.obs_clip > 0, "env.obs_clip", self.obs_clip, "> 0")

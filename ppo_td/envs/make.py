@@ -357,6 +357,10 @@ def _make_vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
         vec = gym.make_vec(config.env_id, num_envs=config.num_envs, vectorization_mode="vector_entry_point",
                            **kwargs)
         return PartialResetCartPole(vec)
+    if config.vectorization == "envpool":  # Atari in EnvPool's threads, its preprocessing set to ppo_td's
+        from ppo_td.envs.envpool import envpool_atari
+
+        return envpool_atari(config, env_kwargs_of(config))
     wrappers: list = [partial(StepErrorContext, env_id=config.env_id)]  # ppo_td's, around the user's env
     if config.clip_actions:
         wrappers.append(clip_box_actions)
