@@ -19,11 +19,11 @@ class Pick(ParallelEnv):
         self.max_cycles = max_cycles
         self.t = 0
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019 - PettingZoo's pattern: one space object per agent
+    @functools.cache  # noqa: B019 - PettingZoo's pattern: one space object per agent
     def observation_space(self, agent: str) -> spaces.Box:
         return spaces.Box(-1.0, 1.0, (3,) if agent == "alice" else (2,), np.float32)
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019
+    @functools.cache  # noqa: B019
     def action_space(self, agent: str) -> spaces.Discrete:
         return spaces.Discrete(4 if agent == "alice" else 2)
 
