@@ -46,16 +46,12 @@ from typing import Any
 
 import torch
 
+from benchmarks import run_worker
+
 SOLVED, WINDOW = 475.0, 20
 
 
-def run(spec: dict[str, Any]) -> dict[str, Any]:
-    """One worker run; its JSON result."""
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.worker", json.dumps(spec)], capture_output=True,
-                          text=True, check=False)
-    if proc.returncode:
-        raise RuntimeError(f"benchmark run {spec} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+run = run_worker  # one worker run in a fresh process; its JSON result
 
 
 def time_to_solve(result: dict[str, Any]) -> tuple[int, float] | None:

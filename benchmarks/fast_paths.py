@@ -17,9 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 from pathlib import Path
+
+from benchmarks import run_worker
 
 RUNS = {  # preset -> frames (None: the preset's budget)
     "cartpole": None,
@@ -36,11 +36,7 @@ def one(preset: str, seed: int, frames: int | None, on: bool, compare: str = "fa
         spec["fast_forward"] = on
     if compare == "compile":
         spec["compile"] = on
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.worker", json.dumps(spec)], capture_output=True,
-                          text=True, check=False)
-    if proc.returncode:
-        raise RuntimeError(f"{spec} failed:\n{proc.stderr[-3000:]}")
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = run_worker(spec)
     return {"preset": preset, "seed": seed, "on": on, "frames": out["frames"],
             "train_seconds": out["train_seconds"], "collect_seconds": out["collect_seconds"],
             "update_seconds": out["update_seconds"]}

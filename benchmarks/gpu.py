@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import run_worker
+
 # TorchRL's multi-agent PPO tutorial's settings, used by both sides (its ClipPPOLoss with the l2 value loss of ppo_td)
 TUTORIAL_LOSS = dict(gamma=0.99, gae_lambda=0.9, clip_epsilon=0.2, entropy_coeff=1e-4, critic_coeff=1.0,
                      loss_critic_type="l2", normalize_advantage=False)
@@ -167,11 +169,7 @@ def _atari(library: str, workers: int, frames: int, device: str, seed: int) -> d
         spec["vectorization"] = "async"
     else:
         spec["workers"] = workers
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.worker", json.dumps(spec)], capture_output=True,
-                          text=True, check=False)
-    if proc.returncode:
-        raise RuntimeError(f"atari {spec} failed:\n{proc.stderr[-3000:]}")
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = run_worker(spec)
     return {"library": library, "frames": out["frames"], "seconds": out["train_seconds"],
             "collect_seconds": out.get("collect_seconds", float("nan")),
             "update_seconds": out.get("update_seconds", float("nan")), "device": device,
