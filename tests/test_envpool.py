@@ -62,6 +62,9 @@ def test_envpool_resets_only_the_copies_asked_for():
                                                                      "repeat_action_probability": 0.0}))
     try:
         first, _ = vec.reset(seed=5)
+        for _ in range(10):
+            vec.step(np.ones(3, dtype=np.int64))
+        np.testing.assert_array_equal(vec.reset(seed=5)[0], first)  # a seeded reset starts the same games
         for _ in range(60):  # Pong's screen changes as the ball moves
             obs, reward, terminated, truncated, _ = vec.step(np.zeros(3, dtype=np.int64))
         assert not (obs[1] == first[1]).all()

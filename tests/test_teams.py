@@ -113,7 +113,7 @@ def test_training_logs_and_evaluates_each_group(tmp_path):
     assert set(ev.groups) == {"adversary", "agent"} and len(ev.returns) == 2
     for i, value in enumerate(ev.returns):  # all agents' reward per agent: 3 adversaries and 1 agent, weighted
         assert value == pytest.approx((3 * ev.groups["adversary"][i] + ev.groups["agent"][i]) / 4)
-    assert [e["return/agent"] for e in result.episodes][:2]  # each episode's return per group
+    assert result.episodes and all({"return/adversary", "return/agent"} <= set(e) for e in result.episodes)
 
 
 def test_cli_trains_resumes_evaluates_and_exports_a_two_group_run(tmp_path, capsys):

@@ -289,7 +289,7 @@ class TeamPolicy(nn.Module):
         if not description.teams:
             raise ValueError("TeamPolicy acts for several agent groups; this env has "
                              f"{'one group' if description.group else 'one agent'}: use ppo_td.load_policy")
-        groups = [team.group for team in description.teams]
+        groups = description.group_names
         if list(agents) != groups:
             raise ValueError(f"agents given for the groups {list(agents)}; the policy's groups are {groups}")
         actors = team_members(actor, groups, keys.ACTION)

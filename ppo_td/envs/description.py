@@ -145,6 +145,11 @@ class EnvDescription:
     then None, and the fields above are the first group's: read each group's from here)."""
 
     @property
+    def group_names(self) -> list[str]:
+        """The names of the agent groups: each of ``teams``, else ``[group]``; [] for a one-agent env."""
+        return [team.group for team in self.teams] if self.teams else [self.group] if self.group is not None else []
+
+    @property
     def multiagent(self) -> bool:
         """The env has agent groups (one: ``group``; several: ``teams``)."""
         return self.group is not None or bool(self.teams)

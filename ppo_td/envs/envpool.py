@@ -81,14 +81,14 @@ def pool_kwargs(config: EnvConfig, kwargs: dict[str, Any]) -> dict[str, Any]:
 class EnvPoolAtari(gym.vector.VectorEnv):
     """``num_envs`` Atari copies in one EnvPool, as a Gymnasium vector env without autoreset (see the module).
 
-    A ``reset(seed=...)`` with a seed other than the pool's makes the pool again with it (EnvPool takes its seed
-    when it is made); ``reset(options={"reset_mask": mask})`` resets the copies where ``mask`` is True.
+    A ``reset(seed=...)`` makes the pool again with that seed (EnvPool takes its seed when it is made), so a seeded
+    reset starts the same games every time; ``reset(options={"reset_mask": mask})`` resets the copies where
+    ``mask`` is True.
     """
 
     def __init__(self, task: str, kwargs: dict[str, Any], seed: int = 0) -> None:
         self.task, self.kwargs = task, kwargs
         self.num_envs = kwargs["num_envs"]
-        self.seed = seed
         self.pool = self._make(seed)
         self.single_observation_space = self.pool.observation_space
         self.single_action_space = self.pool.action_space
@@ -106,11 +106,10 @@ class EnvPoolAtari(gym.vector.VectorEnv):
         return envpool.make_gymnasium(self.task, seed=int(seed), **self.kwargs)
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
-        if seed is not None:
+        if seed is not None:  # a seeded reset starts the same games every time: the pool made again with it
             first = seed[0] if isinstance(seed, (list, tuple)) else seed
-            if first != self.seed:
-                self.pool.close()
-                self.seed, self.pool = int(first), self._make(int(first))
+            self.pool.close()
+            self.pool = self._make(int(first))
         mask = None if options is None else options.get("reset_mask")
         if mask is None or self.last_obs is None:
             obs, _ = self.pool.reset()

@@ -127,7 +127,7 @@ class Pipeline:
     @property
     def groups(self) -> list[str]:
         """The agent groups of an env with several (each with its own policy, critic and loss); [] otherwise."""
-        return [team.group for team in self.description.teams]
+        return self.description.group_names if self.description.teams else []
 
     @property
     def parameters(self) -> list[torch.nn.Parameter]:
@@ -314,7 +314,7 @@ def build_pipeline(
     if recurrent:
         config.check_sequences("a recurrent actor or critic")
         add_memory(torchrl_env(env), actor, critic)  # InitTracker and the states' primer, where missing
-    group, teams = description.group, [team.group for team in description.teams]
+    group, teams = description.group, description.group_names if description.teams else []
     if teams:  # several agent groups: each its own GAE and loss, on its own networks
         advantage = advantage if advantage is not None else make_team_advantage(critic, config.loss, teams)
         loss = loss if loss is not None else make_team_loss(actor, critic, config.loss, teams)
@@ -349,9 +349,8 @@ def _names(transforms: list) -> str:
 def _check_agents(config: TrainConfig, description: EnvDescription) -> None:
     """A multi-agent env with a multi-agent config, a one-agent env with a one-agent config."""
     if description.multiagent and not config.env.multiagent:
-        groups = [t.group for t in description.teams] or [description.group]
-        raise ValueError(f"the env is a multi-agent env (agent groups {groups}, {description.num_agents} "
-                         "agents) but config.env.suite='gymnasium' expects one agent: set env.suite to 'vmas' or "
+        raise ValueError(f"the env is a multi-agent env (agent groups {description.group_names}, "
+                         f"{description.num_agents} agents) but config.env.suite='gymnasium' expects one agent: set env.suite to 'vmas' or "
                          "'pettingzoo', or start from a multi-agent preset (vmas-navigation, mpe-spread)")
     if not description.multiagent and config.env.multiagent:
         raise ValueError(f"config.env.suite={config.env.suite!r} expects a multi-agent env, but the env has one agent "
