@@ -351,7 +351,8 @@ def _check_agents(config: TrainConfig, description: EnvDescription) -> None:
     if description.multiagent and not config.env.multiagent:
         raise ValueError(f"the env is a multi-agent env (agent groups {description.group_names}, "
                          f"{description.num_agents} agents) but config.env.suite='gymnasium' expects one agent: set "
-                         "env.suite to 'vmas' or 'pettingzoo', or start from a multi-agent preset (vmas-navigation, mpe-spread)")
+                         "env.suite to 'vmas' or 'pettingzoo', or start from a multi-agent preset (vmas-navigation, "
+                         "mpe-spread)")
     if not description.multiagent and config.env.multiagent:
         raise ValueError(f"config.env.suite={config.env.suite!r} expects a multi-agent env, but the env has one agent "
                          "(a root 'observation'): set env.suite='gymnasium', or start from a one-agent preset")
