@@ -19,6 +19,8 @@ Suites:
   latency per-call latency of a trained Policy (and its exported files) on one observation beside SB3's predict
           (``--calls``, ``--rounds``).  A few minutes.
   doctor  the cost of the doctor's audit per update.
+  entry_points  the same run from ``ppo-td train``, ``ppo_td.train``, ``build_pipeline`` + ``run`` and a
+          ``gym.make_vec`` object, beside a busy process: frames/s and the ratio to the CLI (``--seeds``, ``--busy``).
   soak    RSS over a long CartPole run and its slope after warm-up (``--minutes 5``).
   gpu     VMAS navigation at 4,096 and 32,768 envs (ppo_td beside TorchRL's own MAPPO parts) and Atari Pong with 16
           env processes (ppo_td beside SB3's SubprocVecEnv), on ``--device cuda``: frames/s, collection and update
@@ -397,6 +399,12 @@ def main() -> None:
 
         sys.argv = ["python -m benchmarks gpu", *sys.argv[2:]]
         gpu.main()
+        return
+    if sys.argv[1:2] == ["entry_points"]:  # ppo-td train beside the Python API (python -m benchmarks entry_points -h)
+        from benchmarks import entry_points
+
+        sys.argv = ["python -m benchmarks entry_points", *sys.argv[2:]]
+        entry_points.main()
         return
     if sys.argv[1:2] == ["soak"]:  # memory over a long run: its own options (python -m benchmarks soak --help)
         from benchmarks import soak

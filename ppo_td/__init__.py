@@ -20,22 +20,25 @@ from ppo_td.config import CollectorConfig, EnvConfig, LossConfig, ModelConfig, O
 from ppo_td.presets import PRESETS, get_preset
 
 
-def train(config: TrainConfig, *, callbacks: Any = (), run_dir: str | None = None, **parts: Any) -> Any:
+def train(config: TrainConfig, *, callbacks: Any = (), run_dir: str | None = None, threads: int | None = None,
+          **parts: Any) -> Any:
     """Train PPO with ``config`` (see :func:`ppo_td.training.train`); any part may be passed in.
 
     ``env`` may be a factory, a Gymnasium env or vector env, a ppo_td ``BuiltEnv`` or a TorchRL env
     (:func:`ppo_td.training.build_pipeline`); ``encoder`` replaces the observation encoder. With ``run_dir``,
     writes the run folder ``ppo-td train`` writes (checkpoints included), resumable with
-    ``ppo-td train --resume`` and evaluable with ``ppo-td eval``. Returns a ``TrainResult``.
+    ``ppo-td train --resume`` and evaluable with ``ppo-td eval``. ``threads``: torch threads while it trains; None
+    chooses as ``ppo-td train`` does (1 for vector observations, torch's default for images), keeping a count the
+    user set before with ``torch.set_num_threads`` (:mod:`ppo_td.training.threads`). Returns a ``TrainResult``.
     Loads TorchRL on first use, so ``import ppo_td.doctor`` or ``ppo_td.config`` stays light.
     """
     if run_dir is None:
         from ppo_td.training import train as train_here
 
-        return train_here(config, callbacks=callbacks, **parts)
+        return train_here(config, callbacks=callbacks, threads=threads, **parts)
     from ppo_td.cli.run import train_in_folder
 
-    return train_in_folder(config, run_dir, callbacks=callbacks, **parts)
+    return train_in_folder(config, run_dir, callbacks=callbacks, threads=threads, **parts)
 
 
 def load_policy(path: str, **kwargs: Any) -> Any:

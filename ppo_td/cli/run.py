@@ -62,18 +62,19 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
     checkpointer = Checkpointer(out, cmd.checkpoint_every, cmd.keep_checkpoints, run_id=folder.run_id)
     elapsed = 0.0
     if resume:
-        resumed = resume_pipeline(out / "checkpoint.pt", collector=cmd.collector_changes(), device=cmd.resume_device)
+        resumed = resume_pipeline(out / "checkpoint.pt", collector=cmd.collector_changes(), device=cmd.resume_device,
+                                  threads=cmd.threads)
         pipeline, frames, iteration, elapsed = resumed.pipeline, resumed.frames, resumed.iteration, resumed.elapsed
         print(f"resuming {out} {resumed.describe()}")
     else:
         try:
-            pipeline, frames, iteration = build_pipeline(cmd.config), 0, 0
+            pipeline, frames, iteration = build_pipeline(cmd.config, threads=cmd.threads), 0, 0
         except BaseException:
             folder.abandon()  # nothing ran: the same --run-dir works again once the config is fixed
             raise
     config = pipeline.config
     try:
-        folder.record(threads=_set_threads(cmd.threads, pipeline))
+        folder.record(threads=_set_threads(pipeline))
         folder.write_config(config)  # atomically; on resume, with the collector settings the run now uses
         _record_exactness(folder, pipeline, resumed if resume else None)
         logger = RunLogger(out, config, tensorboard=cmd.tensorboard, resume_iteration=iteration if resume else None,
@@ -118,17 +119,15 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
     return _finish_complete_run(out, _evaluated_as(config, cmd), started)  # Ctrl-C stops it at once
 
 
-def _set_threads(threads: int | None, pipeline) -> int:
-    """Set torch's threads for this process (the ``ppo-td`` command's own): ``threads``, else 1 for vector
-    observations (small networks: more threads only add synchronization, 5x slower an update on a busy 2-core
-    machine, ``python -m benchmarks.threads``), torch's default for images. Returns the number set."""
+def _set_threads(pipeline) -> int:
+    """Set torch's threads for this process (the ``ppo-td`` command's own) to the pipeline's choice
+    (:func:`ppo_td.training.threads.choose_threads`, as every entry point chooses), for the final evaluation too.
+    Returns the number in force."""
     import torch
 
-    space = pipeline.description.observation_space
-    images = space is not None and bool(space.images())
-    n = threads or (torch.get_num_threads() if images else 1)
-    torch.set_num_threads(n)
-    return n
+    if pipeline.threads is not None:
+        torch.set_num_threads(pipeline.threads)
+    return torch.get_num_threads()
 
 
 def _evaluated_as(config: TrainConfig, cmd: TrainCommand) -> TrainConfig:
@@ -180,14 +179,14 @@ def _finish_complete_run(out: Path, config: TrainConfig, started: float | None =
 
 
 def train_in_folder(config: TrainConfig, run_dir: str | Path, *, callbacks=(), checkpoint_every: int = 10,
-                    keep_checkpoints: int = 3, overwrite: bool = False, **parts):
+                    keep_checkpoints: int = 3, overwrite: bool = False, threads: int | None = None, **parts):
     """:func:`ppo_td.train` with ``run_dir``: the run folder ``ppo-td train`` writes (config, run.json, metrics,
     episodes, checkpoints, summary, learning curve), resumable with ``ppo-td train --resume`` and evaluable with
     ``ppo-td eval``. Errors raise (nothing is printed but the evaluation lines); an interrupt keeps the last
     periodic checkpoint."""
-    from ppo_td.collect import shutdown
-    from ppo_td.persist import Checkpointer, RunFolder, RunLogger
-    from ppo_td.training import build_pipeline, run
+    from ppo_td.persist import RunFolder
+    from ppo_td.training import build_pipeline
+    from ppo_td.training.threads import using_threads
 
     config = _recordable(config, parts)
     _check_device(config)
@@ -196,40 +195,53 @@ def train_in_folder(config: TrainConfig, run_dir: str | Path, *, callbacks=(), c
     with folder.locked():
         folder.create(overwrite=overwrite)
         try:
-            pipeline = build_pipeline(config, **parts)
+            pipeline = build_pipeline(config, threads=threads, **parts)
         except BaseException:
             folder.abandon()  # nothing ran: the same run_dir works again once the parts are fixed
             raise
-        try:
-            if pipeline.appended:
-                raise ValueError(f"run_dir: the env has transforms appended after it was built "
-                                 f"({', '.join(type(t).__name__ for t in pipeline.appended)}), which the run folder "
-                                 "cannot record (resume and ppo-td eval rebuild the env from config.json): pass them "
-                                 "as factories, train(config, transforms=[factory, ...]) or env.transforms")
-            if not pipeline.rebuildable:
-                raise ValueError("run_dir: the env is a TorchRL env ppo_td cannot rebuild, so its run folder could "
-                                 "not be resumed or evaluated; pass a factory (a module-level function returning a "
-                                 "gymnasium.Env), a Gymnasium env, or a ppo_td BuiltEnv")
-            folder.record(preset="python")
-            folder.write_config(pipeline.config)
-            _record_exactness(folder, pipeline, None)
-            logger = RunLogger(folder.path, pipeline.config, groups=pipeline.groups)
-        except BaseException:
-            shutdown(pipeline.collector)
-            raise
-        checkpointer = Checkpointer(folder.path, checkpoint_every, keep_checkpoints, run_id=folder.run_id)
-        try:
-            result = run(pipeline, callbacks=[logger, checkpointer, *callbacks], evaluate_at_end=False)
-        finally:
-            logger.close()
-        if not result.history:
-            return result
-        last = result.history[-1]
-        checkpointer.save(pipeline, last["frames"], last["iteration"], last["time"])
-        if not result.stopped:
-            evaluations = _summarize(folder.path, pipeline.config, started)
-            if evaluations:
-                result.record_evaluations(*evaluations)
+        with using_threads(pipeline.threads):  # the final evaluation too, as ppo-td train
+            return _train_built(folder, pipeline, callbacks, checkpoint_every, keep_checkpoints, started)
+
+
+def _train_built(folder: RunFolder, pipeline, callbacks, checkpoint_every: int, keep_checkpoints: int,
+                 started: float):
+    """:func:`train_in_folder` once its pipeline is built: record, run, checkpoint, evaluate."""
+    import torch
+
+    from ppo_td.collect import shutdown
+    from ppo_td.persist import Checkpointer, RunLogger
+    from ppo_td.training import run
+
+    try:
+        if pipeline.appended:
+            raise ValueError(f"run_dir: the env has transforms appended after it was built "
+                             f"({', '.join(type(t).__name__ for t in pipeline.appended)}), which the run folder "
+                             "cannot record (resume and ppo-td eval rebuild the env from config.json): pass them "
+                             "as factories, train(config, transforms=[factory, ...]) or env.transforms")
+        if not pipeline.rebuildable:
+            raise ValueError("run_dir: the env is a TorchRL env ppo_td cannot rebuild, so its run folder could "
+                             "not be resumed or evaluated; pass a factory (a module-level function returning a "
+                             "gymnasium.Env), a Gymnasium env, or a ppo_td BuiltEnv")
+        folder.record(preset="python", threads=torch.get_num_threads())  # the run's (set around this call)
+        folder.write_config(pipeline.config)
+        _record_exactness(folder, pipeline, None)
+        logger = RunLogger(folder.path, pipeline.config, groups=pipeline.groups)
+    except BaseException:
+        shutdown(pipeline.collector)
+        raise
+    checkpointer = Checkpointer(folder.path, checkpoint_every, keep_checkpoints, run_id=folder.run_id)
+    try:
+        result = run(pipeline, callbacks=[logger, checkpointer, *callbacks], evaluate_at_end=False)
+    finally:
+        logger.close()
+    if not result.history:
+        return result
+    last = result.history[-1]
+    checkpointer.save(pipeline, last["frames"], last["iteration"], last["time"])
+    if not result.stopped:
+        evaluations = _summarize(folder.path, pipeline.config, started)
+        if evaluations:
+            result.record_evaluations(*evaluations)
     return result
 
 

@@ -22,6 +22,7 @@ from ppo_td.models.recurrent import add_memory, is_recurrent
 from ppo_td.persist.runfolder import current_umask, remove_stale_temporaries
 from ppo_td.persist.snapshot import capture, inexact_reason, restore_snapshot
 from ppo_td.training import NonFiniteError, Pipeline, StopTraining, build_pipeline, make_train_env, run_device
+from ppo_td.training.threads import choose_threads, using_threads
 
 FORMAT = "ppo_td.checkpoint"
 REQUIRED = ("config", "env_signature", "actor", "critic", "optimizer", "scheduler", "env_state", "obs_stats",
@@ -240,12 +241,13 @@ class Resumed(NamedTuple):
 
 
 def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = None,
-                    device: str | None = None) -> Resumed:
+                    device: str | None = None, threads: int | None = None) -> Resumed:
     """Rebuild a run's pipeline from its checkpoint, ready to continue: a :class:`Resumed`.
 
     ``collector`` changes where collection runs (``CollectorConfig`` fields such as
     ``backend`` or ``num_workers``) and ``device`` where the networks run (a GPU run resumed on a
-    machine without one); everything else comes from the checkpoint. Pass the
+    machine without one), ``threads`` torch's threads (chosen as a new run chooses them when None); everything
+    else comes from the checkpoint. Pass the
     result to :func:`ppo_td.training.run` with ``frames`` and ``iteration``.
     """
     state = load_checkpoint(path)
@@ -264,9 +266,12 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     where = run_device(config, env.description, env.env.device)
     actor, critic = make_actor_critic(env.description, config.model, device=where)
     add_memory(env.env, actor, critic)  # a recurrent model's states, before the collector plans its steps
-    collector_ = make_collector(env, actor, config, done_frames=state["frames"], critic=critic, device=where)
+    threads = choose_threads(threads, env.description)
+    with using_threads(threads):  # worker processes take the count in force when they start
+        collector_ = make_collector(env, actor, config, done_frames=state["frames"], critic=critic, device=where)
     try:
-        pipeline = build_pipeline(config, env=env, actor=actor, critic=critic, collector=collector_)
+        pipeline = build_pipeline(config, env=env, actor=actor, critic=critic, collector=collector_,
+                                  threads=threads)
         exact = restore(pipeline, state)
     except BaseException:
         shutdown(collector_)  # worker processes or a Ray instance may already be running

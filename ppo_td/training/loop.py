@@ -31,6 +31,7 @@ from ppo_td.training.objective import (
     total_loss,
 )
 from ppo_td.training.pipeline import Pipeline, build_pipeline
+from ppo_td.training.threads import using_threads
 
 Callback = Callable[[dict[str, Any], Pipeline], None]
 
@@ -110,12 +111,15 @@ class TrainResult:
         self.eval_returns, self.eval_returns_sampled = deterministic.returns, sampled.returns
 
 
-def train(config: TrainConfig, *, callbacks: Sequence[Callback] = (), **parts: Any) -> TrainResult:
+def train(config: TrainConfig, *, callbacks: Sequence[Callback] = (), threads: int | None = None,
+          **parts: Any) -> TrainResult:
     """Train PPO with ``config``. Any part may be passed in to replace the default.
 
     Args:
         config: the run's :class:`TrainConfig` (see :mod:`ppo_td.presets`).
         callbacks: called as ``callback(metrics, pipeline)`` after every iteration.
+        threads: torch threads while it trains (None: chosen as ``ppo-td train`` chooses, see
+            :mod:`ppo_td.training.threads`; a count set before with ``torch.set_num_threads`` is kept).
         **parts: ``env``, ``actor``, ``critic``, ``collector``, ``buffer``,
             ``advantage``, ``loss``, ``optimizer`` (see :func:`build_pipeline`).
 
@@ -127,7 +131,7 @@ def train(config: TrainConfig, *, callbacks: Sequence[Callback] = (), **parts: A
         >>> result = train(get_preset("cartpole"))
         >>> sum(result.eval_returns) / len(result.eval_returns)
     """
-    pipeline = build_pipeline(config, **parts)
+    pipeline = build_pipeline(config, threads=threads, **parts)
     return run(pipeline, callbacks=callbacks)
 
 
@@ -137,8 +141,15 @@ def run(pipeline: Pipeline, callbacks: Sequence[Callback] = (), frames: int = 0,
 
     ``frames``, ``iteration`` and ``elapsed`` (training seconds so far) continue a resumed run: the
     ``time`` metric goes on from ``elapsed``. ``evaluate_at_end=False`` leaves the final evaluation to the
-    caller (the CLI checkpoints first, so a failing evaluation loses nothing).
+    caller (the CLI checkpoints first, so a failing evaluation loses nothing). Runs with the pipeline's torch
+    threads (:attr:`Pipeline.threads`) and puts back the count it found.
     """
+    with using_threads(pipeline.threads):
+        return _run(pipeline, callbacks, frames, iteration, elapsed, evaluate_at_end)
+
+
+def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iteration: int, elapsed: float,
+         evaluate_at_end: bool) -> TrainResult:
     p, cfg = pipeline, pipeline.config
     result = TrainResult(actor=p.actor, critic=p.critic, pipeline=p)
     start = last = time.perf_counter()

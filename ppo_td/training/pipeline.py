@@ -37,6 +37,7 @@ from ppo_td.training.objective import (
     make_team_advantage,
     make_team_loss,
 )
+from ppo_td.training.threads import check_threads, choose_threads, using_threads
 
 
 def make_train_env(config: TrainConfig, transforms: Sequence[UserTransform] | None = None) -> BuiltEnv:
@@ -103,6 +104,9 @@ class Pipeline:
     """Transforms the user appended to a :class:`~ppo_td.envs.BuiltEnv` after it was built (``append_transform``):
     not in the config, so the final evaluation appends a ``clone()`` of each to its env, and a run folder (which
     must rebuild the env from its config) refuses them."""
+    threads: int | None = None
+    """Torch threads while :func:`~ppo_td.training.run` runs (the count found is put back after); None: the
+    user's own count, left as it is (:func:`~ppo_td.training.threads.choose_threads`)."""
 
     @property
     def rebuildable(self) -> bool:
@@ -248,6 +252,7 @@ def build_pipeline(
     encoder: Callable[..., torch.nn.Module] | None = None,
     transforms: Sequence[Any] | None = None,
     train_transforms: Sequence[Any] | None = None,
+    threads: int | None = None,
 ) -> Pipeline:
     """Build the missing parts from ``config``; parts passed in are used as they are.
 
@@ -272,6 +277,10 @@ def build_pipeline(
     with literal arguments), recorded in the config as its import path, or a ``Transform`` object, used in this
     process only (evaluation gets a ``clone()``; worker processes, ``run_dir`` and resume need a factory).
 
+    ``threads``: torch threads for the run (:attr:`Pipeline.threads`, set by :func:`~ppo_td.training.run` while it
+    runs); None chooses as ``ppo-td train`` does (:func:`~ppo_td.training.threads.choose_threads`: 1 for vector
+    observations, torch's default for images, and a count the user set before the call is kept).
+
     Example:
         >>> p = build_pipeline(get_preset("cartpole"))
         >>> p = build_pipeline(get_preset("cartpole"), critic=my_critic)  # swap one part
@@ -281,6 +290,7 @@ def build_pipeline(
             message names the part and what it must be): parts from Python get the checks config values get.
     """
     _check_parts(config)
+    check_threads(threads)
     if env is not None and not isinstance(env, _KINDS["env"][0]):
         raise TypeError(f"env={type(env).__name__} is not {_KINDS['env'][1]}")
     config, env = adopt_env(config, env)  # a BuiltEnv brings its config (num_envs included)
@@ -304,6 +314,7 @@ def build_pipeline(
                          "transforms= factories (or env.transforms), or collect in-process")
     description = describe_any(torchrl_env(env))  # the env as it is now (a transform may have been appended)
     _check_agents(config, description)
+    threads = choose_threads(threads, description)
     device = run_device(config, description, torchrl_env(env).device)
     _check_devices(device, actor=actor, critic=critic, loss=loss)
     if actor is None or critic is None:
@@ -329,8 +340,7 @@ def build_pipeline(
         built=built,
         actor=actor,
         critic=critic,
-        collector=(adopt_collector(collector) if collector is not None
-                   else make_collector(env, actor, config, critic=critic, device=device)),
+        collector=_collector(collector, env, actor, critic, config, device, threads),
         buffer=buffer if buffer is not None else make_buffer(config, device, sequences=recurrent),
         advantage=advantage,
         loss=loss,
@@ -339,7 +349,18 @@ def build_pipeline(
         device=device,
         sequence_length=config.sequence_length if recurrent else None,
         appended=appended,
+        threads=threads,
     )
+
+
+def _collector(collector: Any, env: Any, actor: TensorDictModule, critic: TensorDictModule, config: TrainConfig,
+               device: torch.device, threads: int | None) -> Any:
+    """``collector`` adopted, or the config's built with the run's threads (worker processes take the count in
+    force when they start)."""
+    if collector is not None:
+        return adopt_collector(collector)
+    with using_threads(threads):
+        return make_collector(env, actor, config, critic=critic, device=device)
 
 
 def _names(transforms: list) -> str:
