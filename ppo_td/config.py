@@ -79,6 +79,10 @@ RESERVED_GROUP_NAMES = frozenset({"observation", "state", "reward", "done", "ter
 """Names an agent group may not take (``env.groups``): entries at the root of a batch."""
 
 
+MAX_EVAL_EPISODES = 100_000
+"""The most evaluation episodes one evaluation runs: their returns are kept (``eval_episodes``, ``ppo-td eval
+--episodes``)."""
+
 @dataclass(frozen=True)
 class EnvConfig:
     """Which environment to train on and how many copies to step together."""
@@ -433,7 +437,8 @@ class TrainConfig:
     seed: int = 1
     """Seed of torch, the environments and the sampler."""
     eval_episodes: int = 10
-    """Deterministic episodes run after training to report the final score."""
+    """Deterministic episodes run after training to report the final score (and as many sampled ones; 0: none; at
+    most 100,000)."""
     eval_max_steps: int = 10_000
     """Step cap of an evaluation episode on an env without a time limit of its own (a registered or
     ``env.max_episode_steps`` limit, or an Atari game's): an episode still running at the cap is reported as cut,
@@ -481,7 +486,9 @@ class TrainConfig:
                    f"'auto' or 'torch' with env.suite={self.env.suite!r} (an agent group's policy samples in torch)")
         _check(self.total_frames >= self.frames_per_batch, "total_frames", self.total_frames,
                f">= frames_per_batch={self.frames_per_batch} (at least one iteration)")
-        _check(self.eval_episodes >= 0, "eval_episodes", self.eval_episodes, ">= 0")
+        _check(0 <= self.eval_episodes <= MAX_EVAL_EPISODES, "eval_episodes", self.eval_episodes,
+               f"in [0, {MAX_EVAL_EPISODES:,}] (each episode's return is kept and written to summary.json; they run "
+               "in rounds of a few env copies)")
         _check(self.eval_max_steps >= 1, "eval_max_steps", self.eval_max_steps, ">= 1")
         _check(0 <= self.seed < 2**32, "seed", self.seed, "in [0, 2**32) (Gymnasium and numpy seeds)")
         _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", self.device) is not None, "device", self.device,

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 import tyro
 
 from ppo_td.cli.signals import exit_code, interrupt_on_signals, signal_name
-from ppo_td.config import TrainConfig
+from ppo_td.config import MAX_EVAL_EPISODES, TrainConfig
 from ppo_td.presets import DEFAULT_PRESET, PRESETS, fit_recurrent, get_preset, preset_for
 
 USAGE = """usage: ppo-td COMMAND [ARGS]
@@ -254,8 +254,9 @@ def _eval(args: list[str]) -> int:
     from ppo_td.persist import load_for_evaluation
     from ppo_td.training import evaluate
 
-    if ns.episodes < 1 or ns.video_episodes < 1:
-        raise ValueError("--episodes and --video-episodes must be >= 1")
+    if not 1 <= ns.episodes <= MAX_EVAL_EPISODES or ns.video_episodes < 1:
+        raise ValueError(f"--episodes {ns.episodes} --video-episodes {ns.video_episodes}: --episodes must be in "
+                         f"[1, {MAX_EVAL_EPISODES:,}] (each return is kept) and --video-episodes >= 1")
     if ns.max_steps is not None and ns.max_steps < 1:
         raise ValueError(f"--max-steps {ns.max_steps}: give the steps an episode may run (>= 1)")
     config, actor, obs_stats, transform_states = load_for_evaluation(ns.checkpoint)

@@ -27,6 +27,9 @@ from ppo_td.models import same_device
 from ppo_td.models.recurrent import add_memory
 
 DEFAULT_MAX_STEPS = TrainConfig.eval_max_steps
+EVAL_COPIES = 32
+"""Env copies an evaluation steps at once: more episodes run in rounds of this many, so memory stays bounded
+whatever the count asked for (the returns are kept, one float each: ``TrainConfig.eval_episodes`` caps it)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +67,8 @@ def evaluate(actor: TensorDictModule, env_config: EnvConfig, episodes: int, seed
              obs_stats: dict[str, Any] | None = None, sampled: bool = False,
              max_steps: int = DEFAULT_MAX_STEPS, transform_states: Sequence[dict[str, Any]] | None = None,
              transforms: Sequence[UserTransform] | None = None, appended: Sequence[Transform] = ()) -> Evaluation:
-    """``episodes`` episodes, one per env copy: deterministic (the mode of the policy), or with ``sampled``
+    """``episodes`` episodes, one per env copy in rounds of up to :data:`EVAL_COPIES` copies: deterministic (the
+    mode of the policy), or with ``sampled``
     actions drawn from the policy as in training (from a torch RNG seeded with ``seed``, so the result is
     reproducible and the caller's RNG is left as it was).
 
@@ -73,19 +77,40 @@ def evaluate(actor: TensorDictModule, env_config: EnvConfig, episodes: int, seed
     episode from a zero state. ``transform_states`` and ``transforms``: see :func:`make_eval_env`; ``appended``:
     transforms the user appended to the training env after it was built, a ``clone()`` of each appended here.
     """
-    env = make_eval_env(env_config, episodes, seed, obs_stats, transform_states, transforms)
+    if episodes < 1:
+        raise ValueError(f"episodes={episodes} must be >= 1")
+    env = make_eval_env(env_config, min(episodes, EVAL_COPIES), seed, obs_stats, transform_states, transforms)
     try:
         for transform in appended:  # transforms the user appended to the training env: as trained, at the end
             env.append_transform(copy.deepcopy(transform.clone()))  # clone: no parent; deepcopy: own buffers
         env = add_memory(env, actor)  # a recurrent actor's states
         limit = step_cap(env_config, max_steps)[0]
         if not sampled:
-            return run_episodes(actor, env, limit)
+            return _in_rounds(actor, env, episodes, limit, ExplorationType.DETERMINISTIC)
         with _forked_rng(actor):
             torch.manual_seed(seed)
-            return run_episodes(actor, env, limit, ExplorationType.RANDOM)
+            return _in_rounds(actor, env, episodes, limit, ExplorationType.RANDOM)
     finally:
         env.close()
+
+
+def _in_rounds(actor: TensorDictModule, env: EnvBase, episodes: int, limit: int,
+               exploration: ExplorationType) -> Evaluation:
+    """``episodes`` episodes on ``env``'s copies, a round of one episode per copy at a time (each round resets the
+    copies, which go on from their seeded RNG); the last round's surplus episodes are dropped (ended ones kept
+    first)."""
+    returns: list[float] = []
+    cut: list[float] = []
+    groups: dict[str, list[float]] = {}
+    while len(returns) + len(cut) < episodes:
+        need = episodes - len(returns) - len(cut)
+        done = run_episodes(actor, env, limit, exploration)
+        ended = done.returns[:need]
+        returns += ended
+        cut += done.cut[: need - len(ended)]
+        for group, values in done.groups.items():
+            groups.setdefault(group, []).extend(values[: len(ended)])
+    return Evaluation(returns, cut, limit, groups)
 
 
 def evaluate_on(actor: TensorDictModule, env: EnvBase, episodes: int, seed: int, sampled: bool = False,
