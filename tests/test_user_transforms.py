@@ -176,3 +176,50 @@ def test_worker_processes_build_their_envs_with_the_recorded_transforms():
     finally:
         p.collector.shutdown()
     assert torch.equal(batch["next", "reward"], torch.full_like(batch["next", "reward"], 3.0))  # 1 + the bonus
+
+
+OBS_NORM = "torchrl.envs:ObservationNorm in_keys=['observation'] standard_normal=True"
+
+
+def _obs_norm(env):
+    from torchrl.envs import ObservationNorm
+
+    return next(t for t in env.transform if isinstance(t, ObservationNorm))
+
+
+def test_a_transform_needing_statistics_gets_them_from_random_steps_and_evaluation_gets_training_s(tmp_path,
+                                                                                                   caplog):
+    """TorchRL's ObservationNorm without loc/scale (its tutorial's init_stats step): initialized from random steps
+    of the seeded env, the same for the same seed, said once; evaluation and ppo-td eval use training's values."""
+    config = _config(frames=512, transforms=(OBS_NORM,))
+    with caplog.at_level("WARNING", logger="ppo_td"):
+        pipeline = build_pipeline(config)
+    pipeline.collector.shutdown()
+    said = [r.getMessage() for r in caplog.records if "initialized from 1,000 frames of random actions" in r.getMessage()]
+    assert len(said) == 1 and "ObservationNorm" in said[0]
+    loc = _obs_norm(pipeline.env).loc.clone()
+    assert loc.shape == (4,) and loc.abs().sum() > 0
+    again = build_env(config.env, seed=config.seed)
+    assert torch.equal(_obs_norm(again.env).loc, loc)  # the seed's random steps: a rebuild gets the same values
+    again.close()
+    other = build_env(config.env, seed=config.seed + 1)
+    assert not torch.equal(_obs_norm(other.env).loc, loc)
+    other.close()
+    result = ppo_td.train(config, run_dir=str(tmp_path / "run"))
+    assert len(result.eval_returns) == 2
+    _, _, obs_stats, states = load_for_evaluation(tmp_path / "run" / "checkpoint.pt")
+    trained = states[0]["loc"]
+    evaluation = make_eval_env(config.env, 2, seed=99, transform_states=states)
+    assert torch.equal(_obs_norm(evaluation).loc, trained)  # training's statistics, not the eval env's steps
+    evaluation.close()
+    assert main(["eval", str(tmp_path / "run"), "--episodes", "2"]) == 0
+
+
+def test_a_transform_whose_statistics_cannot_be_initialized_is_refused_in_one_line(tmp_path, capsys):
+    two_keys = "torchrl.envs:ObservationNorm in_keys=['observation','other']"
+    assert main(["train", "--preset", "cartpole", "--env.transforms", two_keys, "--total-frames", "512",
+                 "--run-dir", str(tmp_path / "run"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "ObservationNorm needs its statistics" in err
+    assert "--env.normalize-observations" in err
+    assert not (tmp_path / "run").exists()

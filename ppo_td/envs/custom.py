@@ -20,7 +20,8 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from torchrl.envs import Transform
+import torch
+from torchrl.envs import Compose, Transform
 
 from ppo_td.envs.imports import import_attr
 
@@ -80,3 +81,47 @@ def from_config(transforms: Sequence[str], train_transforms: Sequence[str]) -> l
 def unrecorded(transforms: Sequence[UserTransform]) -> list[str]:
     """Names of the transforms that cannot be rebuilt from the config (objects, lambdas, nested functions)."""
     return [t.name for t in transforms if t.entry is None]
+
+
+INIT_FRAMES = 1_000
+"""Random frames that initialize a user's transform that needs statistics before it runs (TorchRL's
+``ObservationNorm`` without ``loc`` and ``scale``), as TorchRL's PPO tutorial does (``init_stats(num_iter=1000)``)."""
+
+
+def parts_of(transform: Transform) -> list[Transform]:
+    """``transform`` and, for a ``Compose``, the transforms in it (depth first)."""
+    if isinstance(transform, Compose):
+        return [part for inner in transform.transforms for part in parts_of(inner)]
+    return [transform]
+
+
+def initialize_statistics(transform: Transform, name: str, copies: int, seed: int | None) -> str | None:
+    """Initialize the parts of ``transform`` (appended to its env) that need statistics first: those with
+    ``initialized`` False and an ``init_stats`` method (``ObservationNorm``), from :data:`INIT_FRAMES` frames of
+    random actions over the env's ``copies``, drawn from torch's RNG seeded with ``seed`` in a fork (the caller's
+    RNG is left as it was; the env is seeded by the caller). Returns a line saying so (None where nothing needed it).
+
+    Raises:
+        ValueError: one that cannot be initialized so (the message names it and ppo_td's own normalizer).
+    """
+    done = []
+    for part in parts_of(transform):
+        if getattr(part, "initialized", True) or not callable(getattr(part, "init_stats", None)):
+            continue
+        try:
+            with torch.random.fork_rng():
+                if seed is not None:
+                    torch.manual_seed(seed)
+                # over copies and time: [copies, steps, ...] rollouts concatenated along time
+                part.init_stats(num_iter=-(-INIT_FRAMES // copies), reduce_dim=(0, 1), cat_dim=1)
+        except (RuntimeError, ValueError, TypeError) as err:
+            raise ValueError(
+                f"{name}: {type(part).__name__} needs its statistics before it runs and ppo_td could not initialize "
+                f"them from random steps ({str(err).splitlines()[0]}). Give it loc= and scale=, or use ppo_td's own "
+                "normalizer instead: env.normalize_observations=True (--env.normalize-observations), running "
+                "statistics kept in checkpoints") from err
+        done.append(type(part).__name__)
+    if not done:
+        return None
+    return (f"{name}: {', '.join(done)} initialized from {INIT_FRAMES:,} frames of random actions (init_stats, as "
+            "TorchRL's PPO tutorial does); env.normalize_observations=True keeps running statistics instead")

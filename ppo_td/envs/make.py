@@ -32,7 +32,7 @@ from torchrl.envs import (
 from ppo_td import keys
 from ppo_td.config import EnvConfig
 from ppo_td.envs.atari import FRAME_SKIP, atari_wrappers, import_ale
-from ppo_td.envs.custom import UserTransform, from_config
+from ppo_td.envs.custom import UserTransform, from_config, initialize_statistics, parts_of
 from ppo_td.envs.description import BuiltEnv, describe, observation_space
 from ppo_td.envs.imports import import_attr, import_from_cwd
 from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
@@ -300,7 +300,7 @@ def _build_torchrl(config: EnvConfig, factory: Callable[[], EnvBase], seed: int 
                          else transforms) if training or u.evaluation]
     built = _with_user_transforms(config, seed, gamma, None, env, first, users, lambda: close(env),
                                   limit=config.max_episode_steps)
-    built.notes = notes
+    built.notes = notes + built.notes
     return built
 
 
@@ -312,11 +312,16 @@ def _with_user_transforms(config: EnvConfig, seed: int | None, gamma: float, vec
     Atari's reward clip."""
     try:
         env = TransformedEnv(base, Compose(*first, StepCounter(max_steps=limit), RewardSum()))
-        made = []
+        made, notes = [], []
         for user in users:
             transform = user.make()
             env.append_transform(transform)
             made.append(transform)
+            if any(not getattr(part, "initialized", True) for part in parts_of(transform)):
+                if seed is not None:  # the random steps are the seed's: a rebuild gets the same statistics
+                    env.set_seed(seed)
+                setting = "env.transforms" if user.evaluation else "env.train_transforms"
+                notes.append(initialize_statistics(transform, f"{setting} {user.name}", env.batch_size.numel(), seed))
         obs_norm = scaling = None
         if config.normalize_observations:
             spec = env.observation_spec.get(keys.OBSERVATION, None)
@@ -335,7 +340,7 @@ def _with_user_transforms(config: EnvConfig, seed: int | None, gamma: float, vec
         if seed is not None:
             env.set_seed(seed)
         return BuiltEnv(env=env, vector=vec, description=describe(env), obs_norm=obs_norm, return_scaling=scaling,
-                        config=config, user_transforms=tuple(zip(users, made, strict=True)))
+                        config=config, user_transforms=tuple(zip(users, made, strict=True)), notes=notes)
     except BaseException:  # the copies (a SerialEnv's, an AsyncVectorEnv's processes) do not outlive the error
         close()
         raise
