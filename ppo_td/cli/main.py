@@ -60,10 +60,19 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:
         from ppo_td.collect import WorkerError  # e.g. workers that could not start
 
+        if _out_of_memory(err):  # an estimate of the run's size fell short: torch's allocator said no
+            print(f"ppo-td {command}: error: out of memory: {str(err).splitlines()[0]} (lower env.num_envs, "
+                  "frames_per_batch or model.hidden_sizes)", file=sys.stderr)
+            return 2
         if not isinstance(err, (ValueError, TypeError, OSError, ImportError, WorkerError)):
             raise  # OSError: a full disk, a read-only or missing folder (the message names the file)
         print(f"ppo-td {command}: error: {err}", file=sys.stderr)
         return 2
+
+
+def _out_of_memory(err: BaseException) -> bool:
+    """A ``MemoryError``, or torch's ``RuntimeError`` for an allocation the machine refused."""
+    return isinstance(err, MemoryError) or (isinstance(err, RuntimeError) and "can't allocate memory" in str(err))
 
 
 def _quiet_torchrl() -> None:

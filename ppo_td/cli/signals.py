@@ -55,16 +55,17 @@ def interrupt_on_signals() -> Iterator[None]:
 @contextlib.contextmanager
 def stop_after_iteration(checkpointer: Any) -> Iterator[list[int]]:
     """Training's guard: the first SIGINT/SIGTERM asks ``checkpointer`` to checkpoint and stop after the current
-    iteration (the list yielded gets the signal's number); a second SIGINT raises :class:`Interrupted` at once."""
+    iteration (the list yielded gets the signal's number); a second one (SIGINT or SIGTERM: a process manager's
+    second ask) raises :class:`Interrupted` at once, for an iteration that would not end soon."""
     received: list[int] = []
 
     def handler(signum: int, frame: Any) -> None:
-        if received and signum == signal.SIGINT:
+        if received:
             raise Interrupted(signum)
         received.append(signum)
         checkpointer.request_stop()
         print(f"\n{signal.Signals(signum).name}: stopping at the end of this iteration, with a checkpoint "
-              "(Ctrl-C again stops now, without one)", file=sys.stderr, flush=True)
+              "(Ctrl-C or SIGTERM again stops now, without one)", file=sys.stderr, flush=True)
 
     previous = {sig: signal.signal(sig, handler) for sig in SIGNALS}
     try:

@@ -30,6 +30,7 @@ from ppo_td.envs.source import env_config_for, from_python
 from ppo_td.envs.torchrl_envs import observation_transforms, say
 from ppo_td.models import make_actor_critic, resolve_device, same_device
 from ppo_td.models.recurrent import IS_INIT, add_memory, is_recurrent, memory_spec
+from ppo_td.training.memory import check_before_envs, check_run
 from ppo_td.training.objective import (
     TeamAdvantage,
     make_advantage,
@@ -303,6 +304,7 @@ def build_pipeline(
                          "a ValueNorm), or set loss.normalize_values=False")
     torch.manual_seed(config.seed)
     if env is None:
+        check_before_envs(config)
         env = make_train_env(config, users)
     built = env if isinstance(env, BuiltEnv) else None
     for note in built.notes if built is not None else ():
@@ -314,6 +316,7 @@ def build_pipeline(
                          "transforms= factories (or env.transforms), or collect in-process")
     description = describe_any(torchrl_env(env))  # the env as it is now (a transform may have been appended)
     _check_agents(config, description)
+    check_run(config, description)
     threads = choose_threads(threads, description)
     device = run_device(config, description, torchrl_env(env).device)
     _check_devices(device, actor=actor, critic=critic, loss=loss)
