@@ -608,3 +608,49 @@ def test_a_pettingzoo_env_missing_a_library_names_its_install():
         pytest.skip("pymunk is installed here")
     with pytest.raises(ValueError, match="needs pymunk, which is not installed: pip install pymunk"):
         build_env(EnvConfig("pettingzoo.butterfly.pistonball_v6", suite="pettingzoo", num_envs=1))
+
+
+_USER_PZ = '''
+from mpe2 import simple_spread_v3
+
+
+def parallel_env(**kwargs):
+    return simple_spread_v3.parallel_env(N=2, max_cycles=10, **kwargs)
+
+
+def make():
+    return simple_spread_v3.parallel_env(N=2, max_cycles=10)
+
+
+def make_turns():
+    return simple_spread_v3.env(N=2, max_cycles=10)
+'''
+
+
+def test_a_pettingzoo_env_of_the_users_folder_as_a_module_or_a_factory_and_turn_based_ones_refused(tmp_path,
+                                                                                                  monkeypatch):
+    """A module next to the user's script is found as Gymnasium's module:EnvId is, by its parallel_env or a
+    module:function; the preset's env.kwargs a factory does not take, and an AEC env, are refused in one line."""
+    import sys
+
+    import ppo_td
+
+    module = f"user_pz_{abs(hash(str(tmp_path)))}"
+    (tmp_path / f"{module}.py").write_text(_USER_PZ)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    for env_id in (module, f"{module}:make"):
+        config = tiny_agents(suite="pettingzoo")
+        config = dataclasses.replace(config, env=dataclasses.replace(config.env, env_id=env_id, kwargs=()))
+        result = train(config)
+        assert result.history[-1]["frames"] == 160 and len(result.eval_returns) == 2
+    made = sys.modules[module]
+    with pytest.raises(ValueError, match=r"make\(N=3, max_cycles=25\) failed: .*env.kwargs are passed to"):
+        ppo_td.train(tiny_agents(suite="pettingzoo"), env=made.make)
+    turns = tiny_agents(suite="pettingzoo")
+    turns = dataclasses.replace(turns, env=dataclasses.replace(turns.env, env_id=f"{module}:make_turns", kwargs=()))
+    with pytest.raises(ValueError, match=r"turn-based PettingZoo env \(AECEnv.*aec_to_parallel"):
+        train(turns)
+    missing = dataclasses.replace(turns, env=dataclasses.replace(turns.env, env_id=f"{module}:nothing"))
+    with pytest.raises(ValueError, match=r"has no nothing function"):
+        train(missing)

@@ -22,8 +22,9 @@ import dataclasses
 import functools
 import importlib
 import importlib.util
+import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -33,6 +34,7 @@ from torchrl.envs import Compose, EnvBase, RewardSum, SerialEnv, StepCounter, Tr
 from ppo_td import keys
 from ppo_td.config import EnvConfig
 from ppo_td.envs.description import BuiltEnv, EnvDescription, describe, describe_spec
+from ppo_td.envs.imports import import_from_cwd
 from ppo_td.envs.masking import MASK_KEY
 
 _INSTALL = {"vmas": "pip install vmas", "pettingzoo": "pip install pettingzoo mpe2"}
@@ -142,7 +144,8 @@ def _kwargs(config: EnvConfig) -> dict[str, Any]:
 
 def _import(suite: str, module: str) -> Any:
     try:
-        return importlib.import_module(module)
+        import_from_cwd(module)  # a module next to the user's script too, as Gymnasium's module:EnvId
+        return sys.modules[module]
     except ModuleNotFoundError as err:
         if err.name is not None and module.startswith(err.name.split(".")[0]) and err.name.split(".")[0] in (
                 "vmas", "pettingzoo", "mpe2"):
@@ -180,10 +183,7 @@ def _vmas(config: EnvConfig, kwargs: dict[str, Any], seed: int | None) -> tuple[
 
 
 def _pettingzoo(config: EnvConfig, kwargs: dict[str, Any], seed: int | None) -> EnvBase:
-    module = _import("pettingzoo", config.env_id)
-    if not callable(getattr(module, "parallel_env", None)):
-        raise ValueError(f"env.env_id={config.env_id!r} has no parallel_env function: give a PettingZoo env module "
-                         "such as mpe2.simple_spread_v3 (ppo_td steps parallel envs)")
+    pettingzoo_maker(config.env_id)  # refused here, before any copy, where it names no function
     make = functools.partial(_pettingzoo_copy, config.env_id, kwargs, config.groups)
     env = SerialEnv(config.num_envs, make)  # batched [num_envs] even for one copy: the loop reads [env, time]
     if seed is not None:
@@ -191,13 +191,43 @@ def _pettingzoo(config: EnvConfig, kwargs: dict[str, Any], seed: int | None) -> 
     return env
 
 
+def pettingzoo_maker(env_id: str) -> Callable[..., Any]:
+    """The function making a PettingZoo env for ``env_id``: a module's ``parallel_env`` (``mpe2.simple_spread_v3``)
+    or a factory ``module:function`` (a function of the user's, recorded as such from Python); the module is
+    looked for in the current folder too.
+
+    Raises:
+        ValueError: no such module or function (naming what to give), or a library it needs is missing.
+    """
+    module, _, name = env_id.partition(":")
+    found = getattr(_import("pettingzoo", module), name or "parallel_env", None)
+    if not callable(found):
+        raise ValueError(f"env.env_id={env_id!r}: {module} has no {name or 'parallel_env'} function: give a "
+                         "PettingZoo env module such as mpe2.simple_spread_v3 (its parallel_env), or module:function "
+                         "returning a pettingzoo.ParallelEnv")
+    return found
+
+
 def _pettingzoo_copy(module: str, kwargs: dict[str, Any], groups: Sequence[str] = ()) -> EnvBase:
     """One copy of a PettingZoo parallel env, its agents in groups (:func:`group_map`), with its global state
     where it has one (a module-level function: picklable)."""
+    from pettingzoo import AECEnv
     from torchrl.envs.libs.pettingzoo import PettingZooWrapper
 
-    make = importlib.import_module(module).parallel_env
-    probe = make(**kwargs)
+    make = pettingzoo_maker(module)
+    try:
+        probe = make(**kwargs)
+    except TypeError as err:
+        raise ValueError(f"env.env_id={module!r}: {make.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+                         f" failed: {err}. env.kwargs are passed to the env's function: set them to what it takes "
+                         "(env.kwargs=() for none; a preset's are its own env's)") from err
+    if isinstance(probe, AECEnv):
+        probe.close()
+        raise ValueError(f"env.env_id={module!r} makes a turn-based PettingZoo env (AECEnv, one agent acting at a "
+                         "time), and ppo_td trains parallel envs, where every agent acts at each step "
+                         "(pettingzoo.ParallelEnv): give its parallel_env, or convert one whose agents act together "
+                         "with pettingzoo.utils.conversions.aec_to_parallel. Turn-based games (chess, go, card "
+                         "games) are not supported yet")
     spaces = {a: (probe.observation_space(a), probe.action_space(a)) for a in probe.possible_agents}
     probe.close()
     mapping = group_map(list(spaces), groups)
