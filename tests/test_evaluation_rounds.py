@@ -3,8 +3,8 @@ for; the count asked for is capped, and refused above the cap in one line."""
 
 import pytest
 import torch
-from conftest import small_config
 
+from conftest import small_config
 from ppo_td.cli import main
 from ppo_td.config import MAX_EVAL_EPISODES, TrainConfig
 from ppo_td.training import build_pipeline, evaluate
