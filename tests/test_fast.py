@@ -13,7 +13,7 @@ from torchrl.collectors import Collector
 from torchrl.envs import Transform
 
 from conftest import small_config
-from ppo_td.collect import FastCollector, FastUnsupported, make_collector
+from ppo_td.collect import EnvLoopCollector, FastCollector, FastUnsupported, make_collector
 from ppo_td.config import CollectorConfig, EnvConfig, LossConfig, ModelConfig
 from ppo_td.envs import build_env
 from ppo_td.models import policy_net, value_net
@@ -144,13 +144,17 @@ def test_default_pipeline_collects_fast_and_other_parts_fall_back():
     built = build_env(config.env, seed=1)
     built.env.append_transform(Doubler())
     p = build_pipeline(config, env=built)
-    assert type(p.collector) is Collector  # 'auto': TorchRL's Collector runs it
+    assert type(p.collector) is EnvLoopCollector  # 'auto': the env's own step in ppo_td's env loop runs it
     fast = dataclasses.replace(config, collector=CollectorConfig(step_loop="fast"))
     with pytest.raises(FastUnsupported, match="Doubler transform.*step_loop='auto' or 'torchrl'"):
         make_collector(built, p.actor, fast)
     p.collector.shutdown()
-    # a bare TorchRL env (no vector env ppo_td can step): TorchRL's Collector
+    # a bare TorchRL env (no vector env ppo_td can step): the env loop; TorchRL's Collector with step_loop='torchrl'
     p = build_pipeline(config, env=build_env(config.env, seed=1).env)
+    assert type(p.collector) is EnvLoopCollector
+    p.collector.shutdown()
+    p = build_pipeline(dataclasses.replace(config, collector=CollectorConfig(step_loop="torchrl")),
+                       env=build_env(config.env, seed=1).env)
     assert type(p.collector) is Collector
     p.collector.shutdown()
 
@@ -365,7 +369,7 @@ def test_a_transform_appended_before_building_sizes_the_networks():
     built.env.append_transform(CatFrames(N=2, dim=-1, in_keys=["observation"]))
     p = build_pipeline(config, env=built)
     assert p.description.observation_shape == (8,) and built.description.observation_shape == (4,)
-    assert type(p.collector) is Collector  # the fast collector does not run CatFrames
+    assert type(p.collector) is EnvLoopCollector  # the fast collector does not run CatFrames: the env loop does
     batch = next(iter(p.collector))
     assert batch["observation"].shape[-1] == 8
     p.collector.shutdown()

@@ -1,6 +1,7 @@
 """Collection: the fast in-process collector, TorchRL's Collector as the fallback, worker processes and Ray."""
 
 from ppo_td.collect.agents import AgentsCollector
+from ppo_td.collect.envloop import EnvLoopCollector
 from ppo_td.collect.factory import adopt_collector, make_collector, torchrl_env
 from ppo_td.collect.failures import WorkerError
 from ppo_td.collect.fast import FastCollector, FastEnv, FastPolicy, FastUnsupported
@@ -15,6 +16,7 @@ from ppo_td.collect.workers import (
 
 __all__ = [
     "AgentsCollector",
+    "EnvLoopCollector",
     "FastCollector",
     "FastEnv",
     "FastPolicy",

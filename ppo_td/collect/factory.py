@@ -11,6 +11,7 @@ from torchrl.collectors import Collector
 from torchrl.envs import EnvBase
 
 from ppo_td.collect.agents import AgentsCollector
+from ppo_td.collect.envloop import EnvLoopCollector
 from ppo_td.collect.fast import FastCollector, FastUnsupported
 from ppo_td.collect.workers import WorkerCollector, make_worker_collector
 from ppo_td.config import TrainConfig
@@ -57,6 +58,13 @@ def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: Tra
                                  critic=critic, device=device, inference=config.collector.inference,
                                  compile=config.compile)
         except FastUnsupported as err:
+            if config.collector.step_loop == "auto" and describe_any(torchrl_env(env)).group is None:
+                try:  # one agent: the env's own step in ppo_td's loop
+                    return EnvLoopCollector(env, actor, frames_per_batch=config.frames_per_batch,
+                                            total_frames=total_frames, critic=critic, device=device,
+                                            inference=config.collector.inference, compile=config.compile)
+                except FastUnsupported as loop_err:
+                    err = FastUnsupported(f"{err}; {loop_err}")
             if config.collector.inference == "numpy":
                 if str(err).startswith("collector.inference"):  # the policy is the reason: its message says so
                     raise

@@ -18,7 +18,8 @@ naming the part (:func:`ppo_td.collect.make_collector` then uses TorchRL's Colle
 
 - env: a :class:`~ppo_td.envs.BuiltEnv` (not a bare TorchRL env);
 - transforms: ``IndexObservations``, ``FiniteCheck``, ``MaskCheck``, ``ActionMask``, ``DoubleToFloat``,
-  ``RunningObsNorm``, ``StepCounter`` (no ``max_steps``), ``RewardSum``, ``RewardClipping``, ``ReturnScaling``;
+  TorchRL's ``ObservationNorm`` (in place), ``RunningObsNorm``, ``StepCounter`` (no ``max_steps``), ``RewardSum``,
+  ``RewardClipping``, ``ReturnScaling``;
 - observations: any space ppo_td encodes (a ``Dict``/``Tuple`` observation is carried as a TensorDict);
 - policy: an actor built by :func:`ppo_td.models.make_actor` (see :mod:`ppo_td.models.plain`).
 
@@ -45,6 +46,7 @@ from torchrl.envs import (
     Compose,
     DoubleToFloat,
     InitTracker,
+    ObservationNorm,
     RewardClipping,
     RewardSum,
     StepCounter,
@@ -303,6 +305,18 @@ class FastEnv:
                         values[key] = values[key].to(t.dtype_out)
             self._steps.append(cast)
             self._resets.append(cast)
+        elif kind is ObservationNorm:  # TorchRL's (its tutorial's): its own affine map, on its loc and scale
+            if list(t.out_keys) != list(t.in_keys) or t.in_keys_inv or not set(t.in_keys) <= set(self.obs_keys):
+                raise FastUnsupported(f"ObservationNorm {t.in_keys} -> {t.out_keys} (the fast collector runs it in "
+                                      "place on observation entries)")
+
+            def normalize(cur: Values, values: Values, *_: Any) -> None:
+                for key in t.in_keys:
+                    if key in values:  # ObservationNorm._apply_transform's operations, in its order
+                        values[key] = ((values[key] - t.loc) / t.scale if t.standard_normal
+                                       else values[key] * t.scale + t.loc)
+            self._steps.append(normalize)
+            self._resets.append(normalize)
         elif kind is RunningObsNorm:
             key = t.in_keys[0]
             self._steps.append(lambda cur, nxt: nxt.__setitem__(key, t.observed(nxt[key])))

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torchrl.envs import Compose, Transform
+from torchrl.envs import Compose, Transform, TransformedEnv
 
 from ppo_td.envs.imports import import_attr
 
@@ -95,11 +95,13 @@ def parts_of(transform: Transform) -> list[Transform]:
     return [transform]
 
 
-def initialize_statistics(transform: Transform, name: str, copies: int, seed: int | None) -> str | None:
+def initialize_statistics(transform: Transform, name: str, copies: int, seed: int | None,
+                          batch_dims: int = 1) -> str | None:
     """Initialize the parts of ``transform`` (appended to its env) that need statistics first: those with
     ``initialized`` False and an ``init_stats`` method (``ObservationNorm``), from :data:`INIT_FRAMES` frames of
     random actions over the env's ``copies``, drawn from torch's RNG seeded with ``seed`` in a fork (the caller's
-    RNG is left as it was; the env is seeded by the caller). Returns a line saying so (None where nothing needed it).
+    RNG is left as it was; the env is seeded by the caller), reduced over the env's ``batch_dims`` (0: an unbatched
+    env) and time. Returns a line saying so (None where nothing needed it).
 
     Raises:
         ValueError: one that cannot be initialized so (the message names it and ppo_td's own normalizer).
@@ -112,8 +114,9 @@ def initialize_statistics(transform: Transform, name: str, copies: int, seed: in
             with torch.random.fork_rng():
                 if seed is not None:
                     torch.manual_seed(seed)
-                # over copies and time: [copies, steps, ...] rollouts concatenated along time
-                part.init_stats(num_iter=-(-INIT_FRAMES // copies), reduce_dim=(0, 1), cat_dim=1)
+                # over copies and time: [copies..., steps, ...] rollouts concatenated along time
+                part.init_stats(num_iter=-(-INIT_FRAMES // copies), reduce_dim=tuple(range(batch_dims + 1)),
+                                cat_dim=batch_dims)
         except (RuntimeError, ValueError, TypeError) as err:
             raise ValueError(
                 f"{name}: {type(part).__name__} needs its statistics before it runs and ppo_td could not initialize "
@@ -125,3 +128,45 @@ def initialize_statistics(transform: Transform, name: str, copies: int, seed: in
         return None
     return (f"{name}: {', '.join(done)} initialized from {INIT_FRAMES:,} frames of random actions (init_stats, as "
             "TorchRL's PPO tutorial does); env.normalize_observations=True keeps running statistics instead")
+
+
+INIT_SEED = 0
+"""The seed of the random steps that initialize a TorchRL env's own transforms (:func:`with_statistics`): one seed
+for every copy and every rebuild, so training, evaluation and a resume see the same statistics."""
+
+
+def with_statistics(factory: Callable[[], Any], name: str, said: list[str]) -> Callable[[], Any]:
+    """``factory`` whose TorchRL envs get the statistics their own transforms need before they run (TorchRL's PPO
+    tutorial's ``ObservationNorm``, which it initializes by hand), from random steps seeded with
+    :data:`INIT_SEED` in the first copy made, the other copies loading its values; what was done is appended to
+    ``said``."""
+    first: list[dict[str, Any]] = []  # the first copy's states of the parts that needed statistics
+
+    def make() -> Any:
+        env = factory()
+        transform = env.transform if isinstance(env, TransformedEnv) else None
+        parts = [p for p in parts_of(transform) if not getattr(p, "initialized", True)] if transform else []
+        if not parts:
+            return env
+        if first:
+            for part, state in zip(parts, first, strict=True):
+                load_into_uninitialized(part, state)
+            return env
+        env.set_seed(INIT_SEED)
+        note = initialize_statistics(transform, name, max(env.batch_size.numel(), 1), INIT_SEED,
+                                     batch_dims=len(env.batch_size))
+        first.extend(part.state_dict() for part in parts)
+        if note and note not in said:
+            said.append(note)
+        return env
+
+    return make
+
+
+def load_into_uninitialized(module: torch.nn.Module, state: dict[str, Any]) -> None:
+    """``module.load_state_dict(state)`` where its buffers are still uninitialized (``nn.UninitializedBuffer``,
+    which a state cannot load into): each is materialized with the shape and dtype of its value first."""
+    for key, buffer in module.named_buffers():
+        if isinstance(buffer, torch.nn.UninitializedBuffer) and key in state:
+            buffer.materialize(state[key].shape, dtype=state[key].dtype)
+    module.load_state_dict(state)

@@ -32,7 +32,7 @@ from torchrl.envs import (
 from ppo_td import keys
 from ppo_td.config import EnvConfig
 from ppo_td.envs.atari import FRAME_SKIP, atari_wrappers, import_ale
-from ppo_td.envs.custom import UserTransform, from_config, initialize_statistics, parts_of
+from ppo_td.envs.custom import UserTransform, from_config, initialize_statistics, parts_of, with_statistics
 from ppo_td.envs.description import BuiltEnv, describe, observation_space
 from ppo_td.envs.imports import import_attr, import_from_cwd
 from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
@@ -284,7 +284,8 @@ def _build_torchrl(config: EnvConfig, factory: Callable[[], EnvBase], seed: int 
     """``config.num_envs`` copies of the TorchRL env ``factory`` makes (:mod:`ppo_td.envs.torchrl_envs`): its
     observation entries as one ``"observation"``, then the stack of :func:`_with_user_transforms` (no Gymnasium
     vector env: TorchRL's ``Collector`` steps it)."""
-    env = batched(factory, config.num_envs, config.env_id)
+    said: list[str] = []
+    env = batched(with_statistics(factory, f"env {config.env_id}", said), config.num_envs, config.env_id)
     try:
         first, read = observation_transforms(env, config.observation_keys)
     except BaseException:
@@ -292,7 +293,7 @@ def _build_torchrl(config: EnvConfig, factory: Callable[[], EnvBase], seed: int 
         raise
     if config.check_finite:
         first.append(FiniteCheck(config.env_id))
-    notes = [f"env {config.env_id}: {read}"] if read else []
+    notes = [*said, *([f"env {config.env_id}: {read}"] if read else [])]
     if config.max_episode_steps is None:
         notes.append(f"env {config.env_id} is a TorchRL env without a time limit ppo_td can read: its episodes end "
                      "only when it says so (set env.max_episode_steps to truncate them)")

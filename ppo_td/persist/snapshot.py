@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from ppo_td.collect import AgentsCollector, FastCollector
+from ppo_td.collect import AgentsCollector, EnvLoopCollector, FastCollector
 from ppo_td.envs.state import StateMismatch, check_fits, load_state, read_state, why_not_restorable
 from ppo_td.training import Pipeline
 
@@ -31,6 +31,9 @@ from ppo_td.training import Pipeline
 def _structural(pipeline: Pipeline) -> str | None:
     if isinstance(pipeline.collector, AgentsCollector):
         return "a VMAS simulator's state (its entities, the scenario's own variables) has no public reader"
+    if isinstance(pipeline.collector, EnvLoopCollector):
+        return ("the env is stepped by its own TorchRL step (ppo_td's env loop), whose simulators' state no public "
+                "API reads")
     if not isinstance(pipeline.collector, FastCollector):
         return ("the collector's current step is not restorable (worker processes, Ray, or TorchRL's "
                 "Collector keep it where no public API reaches)")

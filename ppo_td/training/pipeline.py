@@ -7,6 +7,7 @@ takes any part ready-made and builds only the missing ones.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ import torch
 from tensordict.nn import TensorDictModule, TensorDictModuleBase
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.data.replay_buffers import SamplerWithoutReplacement
-from torchrl.envs import Compose, EnvBase, InitTracker, TensorDictPrimer, TransformedEnv
+from torchrl.envs import Compose, EnvBase, InitTracker, SerialEnv, TensorDictPrimer, TransformedEnv
 from torchrl.objectives import LossModule
 from torchrl.objectives.value import ValueEstimatorBase
 
@@ -24,7 +25,7 @@ from ppo_td import keys
 from ppo_td.collect import adopt_collector, make_collector, torchrl_env
 from ppo_td.config import OptimConfig, TrainConfig
 from ppo_td.envs import BuiltEnv, EnvDescription, build_env, observation_stats
-from ppo_td.envs.custom import UserTransform, unrecorded
+from ppo_td.envs.custom import INIT_SEED, UserTransform, initialize_statistics, unrecorded
 from ppo_td.envs.multiagent import describe_any, groups_of
 from ppo_td.envs.source import env_config_for, from_python
 from ppo_td.envs.torchrl_envs import observation_transforms, say
@@ -171,17 +172,40 @@ def adopt_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, BuiltEnv | En
 
 def _readable(env: EnvBase, config: TrainConfig) -> EnvBase:
     """A TorchRL env passed in, as ppo_td's networks read it: its observation entries concatenated into
-    ``"observation"`` where it has none (:mod:`ppo_td.envs.torchrl_envs`); an unbatched one is refused."""
-    if len(env.batch_size) == 0:
-        raise ValueError(f"the TorchRL env {type(env).__name__} is unbatched (batch_size=[]); ppo_td steps a batch of "
-                         f"env.num_envs copies: pass its class or a module-level factory (train(config, env="
-                         f"{type(env).__name__})), which ppo_td records and makes the copies of, or batch it "
-                         f"yourself (torchrl.envs.SerialEnv({config.env.num_envs}, factory))")
+    ``"observation"`` where it has none (:mod:`ppo_td.envs.torchrl_envs`); an unbatched one as a batch of one
+    (``env.num_envs=1``; refused for more copies, naming the way); its transforms that need statistics first
+    initialized (:func:`~ppo_td.envs.custom.initialize_statistics`)."""
+    unbatched = len(env.batch_size) == 0
+    if unbatched and config.env.num_envs != 1:
+        way = (f"pass its class, train(config, env={type(env).__name__}), or a module-level function that makes "
+               "it" if not _a_wrapper(env) else "pass the module-level function that makes it (def "
+               f"make_env(): return {type(env).__name__}(...); train(config, env=make_env))")
+        raise ValueError(f"the TorchRL env {type(env).__name__} is unbatched (batch_size=[]) and env.num_envs="
+                         f"{config.env.num_envs} copies are asked for, which ppo_td cannot make of an object: "
+                         f"{way}, which ppo_td records and makes the copies of; or set env.num_envs=1 to train "
+                         f"this one as a batch of one; or batch it yourself (torchrl.envs.SerialEnv("
+                         f"{config.env.num_envs}, make_env))")
+    if isinstance(env, TransformedEnv):
+        say(initialize_statistics(env.transform, f"the TorchRL env {type(env.base_env).__name__}",
+                                  max(env.batch_size.numel(), 1), INIT_SEED, batch_dims=len(env.batch_size)))
+    if unbatched:
+        env = SerialEnv(1, functools.partial(_itself, env))  # TorchRL's batch of copies, of this one
     if (keys.OBSERVATION in env.observation_spec.keys() or groups_of(env)) and not config.env.observation_keys:
         return env  # read as it is (a multi-agent env's groups hold their observations)
     adapters, read = observation_transforms(env, config.env.observation_keys)
     say(f"the TorchRL env {type(env).__name__}: {read}")
     return TransformedEnv(env, Compose(*adapters), auto_unwrap=False)
+
+
+def _a_wrapper(env: EnvBase) -> bool:
+    """``env`` is one of TorchRL's generic classes wrapping another (a ``TransformedEnv``, a library's wrapper such as
+    ``GymEnv``): its class is no factory of the user's env."""
+    return isinstance(env, TransformedEnv) or type(env).__module__.startswith("torchrl.envs.libs")
+
+
+def _itself(env: EnvBase) -> EnvBase:
+    """``env`` (what a batch of one made of a given env makes)."""
+    return env
 
 
 def _adopt_transforms(config: TrainConfig, env: Any, transforms: Sequence[Any] | None,
