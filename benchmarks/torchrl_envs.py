@@ -4,9 +4,9 @@ Ways: ``gym`` (the Gymnasium id: ppo_td's fast collector), ``loop`` (TorchRL's `
 ppo_td's env loop, ``EnvLoopCollector``), ``collector`` (the same factory through TorchRL's ``Collector``,
 ``collector.step_loop='torchrl'``: how ppo_td collected TorchRL envs before the env loop), ``tutorial`` (TorchRL's
 PPO tutorial env, ``examples.torchrl_envs:tutorial_env``, on the env loop), ``gym-transforms`` (the Gymnasium id
-with the tutorial's ``ObservationNorm`` as ``env.transforms``: ppo_td's fast collector runs it). One run of each per seed, alternating,
-one torch thread; frames/s over the run (training seconds, after the first iteration) and collection frames/s;
-ratios to ``gym`` pairwise per seed.
+with the tutorial's ``ObservationNorm`` as ``env.transforms``: ppo_td's fast collector runs it). One run of each per
+seed, alternating, one torch thread; frames/s over the run (training seconds, after the first iteration) and
+collection frames/s; ratios to ``gym`` pairwise per seed.
 
     python -m benchmarks.torchrl_envs --seeds 1 2 3
 """

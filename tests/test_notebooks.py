@@ -23,4 +23,5 @@ def test_notebook_executes(path, monkeypatch):
 def test_notebooks_exist():
     assert [p.name for p in NOTEBOOKS] == ["01_quickstart.ipynb", "02_custom_transform.ipynb",
                                            "03_action_masking.ipynb", "04_doctor.ipynb", "05_scale_out.ipynb",
-                                           "06_custom_env.ipynb", "07_recurrent.ipynb", "08_deploy.ipynb"]
+                                           "06_custom_env.ipynb", "07_recurrent.ipynb", "08_deploy.ipynb",
+                                           "09_torchrl_envs.ipynb"]

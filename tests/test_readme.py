@@ -19,3 +19,9 @@ def test_the_readme_composition_example_runs(tmp_path, monkeypatch):
     assert sum(returns) / len(returns) >= 475, returns  # weights differ in their last bits from one CPU to another)
     assert namespace["step"] == 499 and not namespace["terminated"]  # the loaded policy held the pole 500 steps
     assert (tmp_path / "runs" / "cartpole" / "checkpoint.pt").is_file()
+
+
+def test_the_readme_stays_short():
+    """What, why, the two commands, the composition example, the CLI, one dated results table: guides go in docs/."""
+    size = len(README.read_bytes())
+    assert size <= 10_240, f"README.md is {size:,} bytes, over 10,240: move detail to docs/"

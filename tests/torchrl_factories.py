@@ -21,3 +21,23 @@ def gym_pendulum():
     from torchrl.envs.libs.gym import GymEnv
 
     return GymEnv("Pendulum-v1")
+
+
+class CountedNorm:
+    """How many times an ObservationNorm computed its statistics from random steps (``CountedNorm.calls``)."""
+
+    calls = 0
+
+
+def counted_tutorial():
+    """The tutorial's env shape with an ObservationNorm that counts its init_stats calls."""
+    from torchrl.envs import Compose, DoubleToFloat, ObservationNorm, StepCounter, TransformedEnv
+    from torchrl.envs.libs.gym import GymEnv
+
+    class Norm(ObservationNorm):
+        def init_stats(self, *args, **kwargs):
+            CountedNorm.calls += 1
+            return super().init_stats(*args, **kwargs)
+
+    return TransformedEnv(GymEnv("Pendulum-v1"), Compose(Norm(in_keys=["observation"]), DoubleToFloat(),
+                                                         StepCounter()))

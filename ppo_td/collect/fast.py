@@ -31,6 +31,7 @@ same draws from torch's generator).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -79,6 +80,13 @@ def _reward_op(step: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable
     def op(cur: Values, nxt: dict) -> None:
         nxt["reward"] = step(nxt["reward"], nxt["done"])
     return op
+
+
+def _observation_norm(t: ObservationNorm, obs: np.ndarray) -> np.ndarray:
+    """TorchRL's ``ObservationNorm`` on a numpy observation: its operations in its order, on views of its own
+    ``loc`` and ``scale`` (elementwise float operations: the tensor step's bits)."""
+    loc, scale = t.loc.numpy(), t.scale.numpy()
+    return (obs - loc) / scale if t.standard_normal else obs * scale + loc
 
 
 class FastUnsupported(ValueError):  # noqa: N818 - a refusal with its reason, not a failure
@@ -387,6 +395,10 @@ class FastEnv:
             elif kind is DoubleToFloat:
                 ops.append(lambda cur, nxt, t=t: nxt.update(
                     {k: nxt[k].astype(np.float32) for k in t.in_keys if k in nxt}))
+            elif kind is ObservationNorm:
+                if list(t.in_keys) != [keys.OBSERVATION]:
+                    return None
+                ops.append(_entry_op(keys.OBSERVATION, functools.partial(_observation_norm, t)))
             elif kind is RunningObsNorm:  # bound to its buffers' memory for this batch (see begin())
                 ops.append(_entry_op(t.in_keys[0], t.array_step()))
             elif kind is StepCounter:
