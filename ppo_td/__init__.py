@@ -21,7 +21,7 @@ from ppo_td.presets import PRESETS, get_preset
 
 
 def train(config: TrainConfig, *, callbacks: Any = (), run_dir: str | None = None, threads: int | None = None,
-          **parts: Any) -> Any:
+          loggers: Any = (), **parts: Any) -> Any:
     """Train PPO with ``config`` (see :func:`ppo_td.training.train`); any part may be passed in.
 
     ``env`` may be a factory, a Gymnasium env or vector env, a ppo_td ``BuiltEnv`` or a TorchRL env
@@ -29,16 +29,30 @@ def train(config: TrainConfig, *, callbacks: Any = (), run_dir: str | None = Non
     writes the run folder ``ppo-td train`` writes (checkpoints included), resumable with
     ``ppo-td train --resume`` and evaluable with ``ppo-td eval``. ``threads``: torch threads while it trains; None
     chooses as ``ppo-td train`` does (1 for vector observations, torch's default for images), keeping a count the
-    user set before with ``torch.set_num_threads`` (:mod:`ppo_td.training.threads`). Returns a ``TrainResult``.
+    user set before with ``torch.set_num_threads`` (:mod:`ppo_td.training.threads`). ``loggers``: names
+    (``tensorboard``, ``wandb``, ``mlflow``: offline-safe, writing into ``run_dir``; :mod:`ppo_td.persist.loggers`)
+    or ``torchrl.record.loggers`` Logger objects of yours (any run), each given the config and every iteration's
+    metrics. Returns a ``TrainResult``.
     Loads TorchRL on first use, so ``import ppo_td.doctor`` or ``ppo_td.config`` stays light.
     """
+    if isinstance(loggers, (str, bytes)) or not isinstance(loggers, (list, tuple)):
+        raise TypeError(f"loggers must be a list of logger names or torchrl Logger objects, got {loggers!r}")
+    names = [lg for lg in loggers if isinstance(lg, str)]
+    objects = [lg for lg in loggers if not isinstance(lg, str)]
+    if objects:
+        from ppo_td.persist.loggers import ToLoggers
+
+        callbacks = [*callbacks, ToLoggers(objects)]
     if run_dir is None:
+        if names:
+            raise ValueError(f"loggers={names}: loggers by name write into the run folder: pass run_dir=..., or "
+                             "torchrl.record.loggers Logger objects you made")
         from ppo_td.training import train as train_here
 
         return train_here(config, callbacks=callbacks, threads=threads, **parts)
     from ppo_td.cli.run import train_in_folder
 
-    return train_in_folder(config, run_dir, callbacks=callbacks, threads=threads, **parts)
+    return train_in_folder(config, run_dir, callbacks=callbacks, threads=threads, loggers=names, **parts)
 
 
 def load_policy(path: str, **kwargs: Any) -> Any:

@@ -101,7 +101,14 @@ class TrainCommand:
     keep_checkpoints: int = 3
     """How many periodic checkpoints to keep in <run_dir>/checkpoints."""
     tensorboard: bool = False
-    """Also write TensorBoard events to <run_dir>/tensorboard."""
+    """Also write TensorBoard events to <run_dir>/tensorboard (as --logger tensorboard)."""
+    logger: tuple[str, ...] = ()
+    """Experiment loggers beside the run folder's CSVs (TorchRL's torchrl.record.loggers): tensorboard, wandb
+    (offline into <run_dir>/wandb unless WANDB_MODE is set; --resume continues the same W&B run), mlflow (a local
+    store in <run_dir>/mlruns unless MLFLOW_TRACKING_URI is set); csv is the run folder's own. Each gets the config
+    as hyper-parameters and every iteration's metrics. A resume keeps the run's loggers unless given."""
+    project: str | None = None
+    """The W&B project or MLflow experiment the loggers write to (default ppo_td)."""
     progress: bool = True
     """On a terminal, show a live progress bar; piped, to a file, or with --no-progress, print a summary line
     every --log-every iterations instead."""
@@ -148,8 +155,8 @@ class TrainCommand:
 
 # what --resume may change: where collection runs, how the run is watched and checkpointed; never the config
 RESUME_FLAGS = {"--resume", "--collector", "--workers", "--ray-address", "--checkpoint-every", "--keep-checkpoints",
-                "--tensorboard", "--no-tensorboard", "--progress", "--no-progress", "--log-every", "--device",
-                "--video-every", "--eval-max-steps", "--threads"}
+                "--tensorboard", "--no-tensorboard", "--logger", "--project", "--progress", "--no-progress",
+                "--log-every", "--device", "--video-every", "--eval-max-steps", "--threads"}
 
 
 def _train(args: list[str]) -> int:
@@ -175,6 +182,9 @@ def _train(args: list[str]) -> int:
         fitted, note = fit_recurrent(cmd.config, recurrent)
         print(f"note: {note}")
         cmd = dataclasses.replace(cmd, config=fitted)
+    from ppo_td.persist.loggers import check_loggers
+
+    check_loggers(cmd.logger)  # an unknown name, or its library missing: before anything is built
     _quiet_torchrl()
     if cmd.threads is not None and cmd.threads < 1:
         raise ValueError(f"--threads {cmd.threads}: give the number of torch threads (>= 1)")

@@ -55,6 +55,7 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
     from ppo_td.cli.progress import Progress
     from ppo_td.collect import WorkerError, shutdown
     from ppo_td.persist import Checkpointer, RunLogger, resume_pipeline
+    from ppo_td.persist.loggers import make_loggers
     from ppo_td.training import NonFiniteError, build_pipeline, run
 
     started = time.perf_counter()
@@ -77,8 +78,11 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
         folder.record(threads=_set_threads(pipeline))
         folder.write_config(config)  # atomically; on resume, with the collector settings the run now uses
         _record_exactness(folder, pipeline, resumed if resume else None)
+        names = cmd.logger or (tuple(folder.recorded().get("loggers", ())) if resume else ())
+        folder.record(loggers=list(names), project=cmd.project or folder.recorded().get("project"))
+        loggers = make_loggers(names, out, out.name, folder.run_id, cmd.project or folder.recorded().get("project"))
         logger = RunLogger(out, config, tensorboard=cmd.tensorboard, resume_iteration=iteration if resume else None,
-                           groups=pipeline.groups)
+                           groups=pipeline.groups, loggers=loggers)
     except BaseException:
         shutdown(pipeline.collector)  # worker processes or a Ray instance may already be running
         raise
@@ -89,7 +93,8 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
     bar = Progress(config.num_iterations * config.frames_per_batch, config.num_iterations, initial=frames,
                    bar=cmd.progress, every=cmd.log_every,
                    label="reward per agent" if config.env.multiagent else "return")
-    videos = _video_recorder(out, cmd, config, should_stop=lambda: checkpointer.stop_requested)
+    videos = _video_recorder(out, cmd, config, should_stop=lambda: checkpointer.stop_requested,
+                             sinks=[logger.log_video] if logger.loggers else [])
     with stop_after_iteration(checkpointer) as received:
         try:  # videos before the checkpointer: a stop asked for during one is the checkpoint of this iteration
             result = run(pipeline, callbacks=[logger, bar, *videos, checkpointer], frames=frames, iteration=iteration,
@@ -137,7 +142,7 @@ def _evaluated_as(config: TrainConfig, cmd: TrainCommand) -> TrainConfig:
     return dataclasses.replace(config, eval_max_steps=cmd.resume_eval_max_steps)
 
 
-def _video_recorder(out: Path | None, cmd: TrainCommand, config: TrainConfig, should_stop=None) -> list:
+def _video_recorder(out: Path | None, cmd: TrainCommand, config: TrainConfig, should_stop=None, sinks=()) -> list:
     """``--video-every``: the callback recording evaluation episodes into ``<out>/videos``, checked first (an env
     that cannot render, or moviepy missing, is refused before training rather than mid-run); ``out=None`` only
     checks."""
@@ -152,7 +157,7 @@ def _video_recorder(out: Path | None, cmd: TrainCommand, config: TrainConfig, sh
 
     headless_rendering()
     recorder = VideoRecorder(Path(out or ".") / "videos", cmd.video_every, seed=config.seed + 10_000,
-                             should_stop=should_stop)
+                             should_stop=should_stop, sinks=sinks)
     recorder.check(config)
     return [recorder] if out is not None else []
 
@@ -179,17 +184,20 @@ def _finish_complete_run(out: Path, config: TrainConfig, started: float | None =
 
 
 def train_in_folder(config: TrainConfig, run_dir: str | Path, *, callbacks=(), checkpoint_every: int = 10,
-                    keep_checkpoints: int = 3, overwrite: bool = False, threads: int | None = None, **parts):
+                    keep_checkpoints: int = 3, overwrite: bool = False, threads: int | None = None,
+                    loggers: tuple[str, ...] | list[str] = (), project: str | None = None, **parts):
     """:func:`ppo_td.train` with ``run_dir``: the run folder ``ppo-td train`` writes (config, run.json, metrics,
     episodes, checkpoints, summary, learning curve), resumable with ``ppo-td train --resume`` and evaluable with
     ``ppo-td eval``. Errors raise (nothing is printed but the evaluation lines); an interrupt keeps the last
     periodic checkpoint."""
     from ppo_td.persist import RunFolder
+    from ppo_td.persist.loggers import check_loggers
     from ppo_td.training import build_pipeline
     from ppo_td.training.threads import using_threads
 
     config = _recordable(config, parts)
     _check_device(config)
+    check_loggers(loggers)
     started = time.perf_counter()
     folder = RunFolder(run_dir)
     with folder.locked():
@@ -200,16 +208,18 @@ def train_in_folder(config: TrainConfig, run_dir: str | Path, *, callbacks=(), c
             folder.abandon()  # nothing ran: the same run_dir works again once the parts are fixed
             raise
         with using_threads(pipeline.threads):  # the final evaluation too, as ppo-td train
-            return _train_built(folder, pipeline, callbacks, checkpoint_every, keep_checkpoints, started)
+            return _train_built(folder, pipeline, callbacks, checkpoint_every, keep_checkpoints, started,
+                                (tuple(loggers), project))
 
 
 def _train_built(folder: RunFolder, pipeline, callbacks, checkpoint_every: int, keep_checkpoints: int,
-                 started: float):
+                 started: float, logged: tuple[tuple[str, ...], str | None] = ((), None)):
     """:func:`train_in_folder` once its pipeline is built: record, run, checkpoint, evaluate."""
     import torch
 
     from ppo_td.collect import shutdown
     from ppo_td.persist import Checkpointer, RunLogger
+    from ppo_td.persist.loggers import make_loggers
     from ppo_td.training import run
 
     try:
@@ -222,10 +232,13 @@ def _train_built(folder: RunFolder, pipeline, callbacks, checkpoint_every: int, 
             raise ValueError("run_dir: the env is a TorchRL env ppo_td cannot rebuild, so its run folder could "
                              "not be resumed or evaluated; pass a factory (a module-level function returning a "
                              "gymnasium.Env), a Gymnasium env, or a ppo_td BuiltEnv")
-        folder.record(preset="python", threads=torch.get_num_threads())  # the run's (set around this call)
+        names, project = logged
+        folder.record(preset="python", threads=torch.get_num_threads(),  # the run's (set around this call)
+                      loggers=list(names), project=project)
         folder.write_config(pipeline.config)
         _record_exactness(folder, pipeline, None)
-        logger = RunLogger(folder.path, pipeline.config, groups=pipeline.groups)
+        logger = RunLogger(folder.path, pipeline.config, groups=pipeline.groups,
+                           loggers=make_loggers(names, folder.path, folder.path.name, folder.run_id, project))
     except BaseException:
         shutdown(pipeline.collector)
         raise

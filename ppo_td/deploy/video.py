@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -60,7 +60,8 @@ class RecordedEpisode(NamedTuple):
 def record_video(policy: Policy, folder: str | os.PathLike, *, episodes: int = 1, seed: int = 0,
                  name_prefix: str = "episode", deterministic: bool | None = None, as_evaluation: bool = False,
                  max_frames: int = MAX_FRAMES, max_steps: int | None = None,
-                 should_stop: Callable[[], bool] | None = None) -> list[RecordedEpisode]:
+                 should_stop: Callable[[], bool] | None = None,
+                 on_frames: Callable[[list[Any], int], None] | None = None) -> list[RecordedEpisode]:
     """Run ``episodes`` episodes of ``policy`` on its env rendering ``rgb_array`` frames and write one video
     each into ``folder`` (Gymnasium's ``save_video``: MP4 through moviepy, the ``video`` extra), named
     ``{name_prefix}-episode-{i}.mp4`` (an earlier file of that name is replaced). Returns what each file shows.
@@ -73,7 +74,8 @@ def record_video(policy: Policy, folder: str | os.PathLike, *, episodes: int = 1
     restored). A video holds at most ``max_frames`` frames. An episode runs to its end, or is cut after the env's
     own time limit or, on an env without one, ``max_steps`` steps (default: the run's ``eval_max_steps``).
     Where ``should_stop()`` turns true (checked every step), or on an interrupt, the episode being recorded is
-    dropped unwritten: the videos already written are returned, or the interrupt goes on."""
+    dropped unwritten: the videos already written are returned, or the interrupt goes on. ``on_frames(frames, fps)``
+    gets each written episode's frames (``H x W x 3`` arrays) too: the loggers that take videos."""
     if episodes < 1 or max_frames < 1:
         raise ValueError(f"episodes={episodes} and max_frames={max_frames} must be >= 1")
     one_agent(policy, "record_video")
@@ -105,6 +107,8 @@ def record_video(policy: Policy, folder: str | os.PathLike, *, episodes: int = 1
                         frames.append(env.render())
                 save_video(frames, str(folder), episode_trigger=lambda _: True, name_prefix=name_prefix,
                            episode_index=episode, fps=fps)
+                if on_frames is not None:
+                    on_frames(frames, fps)
                 out.append(RecordedEpisode(folder / f"{name_prefix}-episode-{episode}.mp4", total, not ended, steps))
         finally:
             env.close()
@@ -155,10 +159,13 @@ class VideoRecorder:
     recorded at once, unwritten, so the run can stop."""
 
     def __init__(self, folder: str | os.PathLike, every: int, seed: int = 0,
-                 should_stop: Callable[[], bool] | None = None) -> None:
+                 should_stop: Callable[[], bool] | None = None,
+                 sinks: Sequence[Callable[[list[Any], int, float], None]] = ()) -> None:
         if every < 1:
             raise ValueError(f"video every={every} must be >= 1 iteration")
         self.folder, self.every, self.seed, self.should_stop = Path(folder), every, seed, should_stop
+        self.sinks = list(sinks)
+        """Called as ``sink(frames, step, fps)`` with each video's frames (a run's loggers that take videos)."""
         self.written: list[Path] = []
         self.failed = False
 
@@ -184,8 +191,10 @@ class VideoRecorder:
             return
         prefix = f"iter_{metrics['iteration']:06d}"
         try:
+            step = int(metrics["frames"])
             videos = record_video(policy_of(pipeline), self.folder, seed=self.seed, name_prefix=prefix,
-                                  should_stop=self.should_stop)
+                                  should_stop=self.should_stop,
+                                  on_frames=lambda frames, fps: [sink(frames, step, fps) for sink in self.sinks])
         except Exception as err:  # noqa: BLE001 - a video must never cost the training run
             self.failed = True
             print(f"warning: no more videos this run: the one at iteration {metrics['iteration']} failed "

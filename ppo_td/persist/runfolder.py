@@ -104,6 +104,13 @@ class RunFolder:
         except (OSError, ValueError, KeyError):
             return None
 
+    def recorded(self) -> dict[str, Any]:
+        """What ``run.json`` holds ({} where it cannot be read)."""
+        try:
+            return json.loads((self.path / "run.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
     def record(self, resumed: dict[str, Any] | None = None, **fields: Any) -> None:
         """Set ``fields`` in ``run.json``, and add ``resumed`` to its list of resumes (one atomic write)."""
         try:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ppo_td.config import TrainConfig, to_dict
+from ppo_td.persist.loggers import close_loggers, flat_hparams, log_metrics
 from ppo_td.persist.runfolder import write_atomically
 from ppo_td.training import Pipeline
 
@@ -41,7 +42,7 @@ class RunLogger:
     """
 
     def __init__(self, run_dir: str | Path, config: TrainConfig, tensorboard: bool = False,
-                 resume_iteration: int | None = None, groups: Sequence[str] = ()) -> None:
+                 resume_iteration: int | None = None, groups: Sequence[str] = (), loggers: Sequence[Any] = ()) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if resume_iteration is None:
@@ -51,26 +52,63 @@ class RunLogger:
         episode_columns = [*EPISODE_COLUMNS, *(f"return/{g}" for g in groups)]
         self._metrics = _CsvTable(self.run_dir / "metrics.csv", metric_columns, resume_iteration)
         self._episodes = _CsvTable(self.run_dir / "episodes.csv", episode_columns, resume_iteration)
-        self._tb = None
-        if tensorboard:
+        self.loggers = list(loggers)
+        """TorchRL loggers (:mod:`ppo_td.persist.loggers`) that get the config as hyper-parameters and every
+        iteration's metrics; closed with this one."""
+        if tensorboard and not any(type(lg).__name__ == "TensorboardLogger" for lg in self.loggers):
             from torchrl.record.loggers.tensorboard import TensorboardLogger
 
             try:
-                self._tb = TensorboardLogger(exp_name="tensorboard", log_dir=str(self.run_dir))
+                self.loggers.append(TensorboardLogger(exp_name="tensorboard", log_dir=str(self.run_dir)))
             except ImportError as err:
                 raise ImportError("--tensorboard needs tensorboard: pip install -e '.[tensorboard]'") from err
+        self._no_video: set[int] = set()
+        hparams = flat_hparams(to_dict(config))
+        for logger in self.loggers:
+            if type(logger).__name__ != "TensorboardLogger":  # TensorBoard's hparams need a metric; its scalars suffice
+                logger.log_hparams(hparams)
 
     def __call__(self, metrics: dict[str, Any], pipeline: Pipeline) -> None:
         self._metrics.write([metrics])
         self._episodes.write(metrics.get("ended_episodes", []))
-        if self._tb is not None:
-            for name, value in metrics.items():
-                if name not in ("iteration", "frames") and isinstance(value, (int, float)) and not math.isnan(value):
-                    self._tb.log_scalar(name, float(value), step=int(metrics["frames"]))
+        log_metrics(self.loggers, metrics)
+
+    def log_video(self, frames: list[Any], step: int, fps: float) -> None:
+        """A video's frames (``H x W x 3`` uint8 arrays) to each logger that takes videos (TensorBoard and W&B with
+        moviepy; MLflow with torchcodec); one that cannot is said once and skipped (the MP4 file is written
+        anyway)."""
+        import numpy as np
+        import torch
+
+        video = torch.from_numpy(np.stack(frames)).permute(0, 3, 1, 2).unsqueeze(0)  # [1, T, C, H, W]
+        for logger in self.loggers:
+            if id(logger) in self._no_video:
+                continue
+            try:
+                if type(logger).__name__ == "TensorboardLogger" and not _has_moviepy_editor():
+                    raise ImportError("TensorBoard's add_video needs moviepy < 2 (moviepy.editor)")
+                logger.log_video("video", video, step=step, fps=int(fps))
+            except Exception as err:  # noqa: BLE001 - a logger's video must never cost the run
+                self._no_video.add(id(logger))
+                print(f"warning: {type(logger).__name__} takes no videos this run ({type(err).__name__}: "
+                      f"{str(err).splitlines()[0] if str(err) else ''}); the MP4 files are in the run folder",
+                      file=sys.stderr)
 
     def close(self) -> None:
         self._metrics.close()
         self._episodes.close()
+        close_loggers(self.loggers)
+
+
+def _has_moviepy_editor() -> bool:
+    """Whether ``moviepy.editor`` imports (moviepy < 2), which TensorBoard's videos need (with moviepy 2 it prints a
+    line at each video and writes none)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("moviepy.editor") is not None
+    except ImportError:
+        return False
 
 
 class _CsvTable:
