@@ -21,7 +21,7 @@ from ppo_td.presets import PRESETS, get_preset
 
 
 def train(config: TrainConfig, *, callbacks: Any = (), run_dir: str | None = None, threads: int | None = None,
-          loggers: Any = (), **parts: Any) -> Any:
+          loggers: Any = (), info_keys: Any = (), **parts: Any) -> Any:
     """Train PPO with ``config`` (see :func:`ppo_td.training.train`); any part may be passed in.
 
     ``env`` may be a factory, a Gymnasium env or vector env, a ppo_td ``BuiltEnv`` or a TorchRL env
@@ -32,9 +32,18 @@ def train(config: TrainConfig, *, callbacks: Any = (), run_dir: str | None = Non
     user set before with ``torch.set_num_threads`` (:mod:`ppo_td.training.threads`). ``loggers``: names
     (``tensorboard``, ``wandb``, ``mlflow``: offline-safe, writing into ``run_dir``; :mod:`ppo_td.persist.loggers`)
     or ``torchrl.record.loggers`` Logger objects of yours (any run), each given the config and every iteration's
-    metrics. Returns a ``TrainResult``.
+    metrics. ``info_keys``: the env's info entries recorded per episode (``env.info_keys``, e.g. ``["is_success"]``:
+    the value at an episode's last step, in ``TrainResult.episodes``, the metrics and every log). Returns a
+    ``TrainResult``.
     Loads TorchRL on first use, so ``import ppo_td.doctor`` or ``ppo_td.config`` stays light.
     """
+    if info_keys:
+        if isinstance(info_keys, str):
+            info_keys = [info_keys]
+        import dataclasses
+
+        config = dataclasses.replace(config, env=dataclasses.replace(
+            config.env, info_keys=tuple(dict.fromkeys((*config.env.info_keys, *info_keys)))))
     if isinstance(loggers, (str, bytes)) or not isinstance(loggers, (list, tuple)):
         raise TypeError(f"loggers must be a list of logger names or torchrl Logger objects, got {loggers!r}")
     names = [lg for lg in loggers if isinstance(lg, str)]

@@ -155,6 +155,11 @@ class EnvConfig:
     has its own policy and critic, trained on its agents' own rewards (--env.groups predator=adversary_0,adversary_1
     prey=agent_0). () groups the agents by their names' prefix (adversary_0, adversary_1 -> 'adversary'), as
     TorchRL and BenchMARL do, and puts them in one group, 'agents', where they share one prefix."""
+    info_keys: tuple[str, ...] = ()
+    """Entries of a Gymnasium env's info recorded per episode, e.g. is_success (--log-info is_success): an episode's
+    value is the one at its last step, an iteration's the mean over its episodes that reported one; they are
+    columns of episodes.csv and metrics.csv, on the progress line and sent to every logger. The env is then stepped
+    by ppo_td's env loop (TorchRL's info reader runs in the env's own step)."""
 
     @property
     def multiagent(self) -> bool:
@@ -176,6 +181,12 @@ class EnvConfig:
             module, sep, name = item.rpartition(":")
             _check(bool(sep and module and name), "env.wrappers", item, "a module:Name import path")
         _check(bool(self.env_id), "env.env_id", self.env_id, "a Gymnasium id")
+        for key in self.info_keys:
+            _check(bool(key) and key.isidentifier(), "env.info_keys", key, "names of info entries (Python names, "
+                   "e.g. is_success)")
+        _check(len(set(self.info_keys)) == len(self.info_keys), "env.info_keys", self.info_keys, "different names")
+        _check(not self.info_keys or not self.multiagent, "env.info_keys", self.info_keys,
+               f"() with env.suite={self.suite!r} (info entries are read from one-agent Gymnasium envs)")
         _check(self.suite in ("gymnasium", "vmas", "pettingzoo"), "env.suite", self.suite,
                "'gymnasium', 'vmas' or 'pettingzoo'")
         if self.multiagent:

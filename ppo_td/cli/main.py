@@ -109,6 +109,9 @@ class TrainCommand:
     as hyper-parameters and every iteration's metrics. A resume keeps the run's loggers unless given."""
     project: str | None = None
     """The W&B project or MLflow experiment the loggers write to (default ppo_td)."""
+    log_info: tuple[str, ...] = ()
+    """Shorthand for --env.info-keys: info entries recorded per episode (their value at its last step), e.g.
+    --log-info is_success."""
     progress: bool = True
     """On a terminal, show a live progress bar; piped, to a file, or with --no-progress, print a summary line
     every --log-every iterations instead."""
@@ -146,11 +149,15 @@ class TrainCommand:
         return changes
 
     def resolved_config(self) -> TrainConfig:
-        """The config with the shorthand collector flags applied."""
+        """The config with the shorthand flags applied (the collector's, --log-info)."""
+        config = self.config
+        if self.log_info:
+            config = dataclasses.replace(config, env=dataclasses.replace(
+                config.env, info_keys=tuple(dict.fromkeys((*config.env.info_keys, *self.log_info)))))
         changes = self.collector_changes()
         if not changes:
-            return self.config
-        return dataclasses.replace(self.config, collector=dataclasses.replace(self.config.collector, **changes))
+            return config
+        return dataclasses.replace(config, collector=dataclasses.replace(config.collector, **changes))
 
 
 # what --resume may change: where collection runs, how the run is watched and checkpointed; never the config

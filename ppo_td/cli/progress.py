@@ -16,8 +16,12 @@ class Progress:
     """
 
     def __init__(self, total_frames: int, iterations: int, initial: int = 0, bar: bool = True,
-                 every: int | None = None, stream: TextIO | None = None, label: str = "return") -> None:
+                 every: int | None = None, stream: TextIO | None = None, label: str = "return",
+                 info_keys: tuple[str, ...] = ()) -> None:
         self.total_frames, self.iterations = total_frames, iterations
+        self.info_keys = info_keys
+        """``env.info_keys``: each one's mean over the last iteration's episodes that reported it, after the return."""
+        self.last_info: dict[str, float] = {}
         self.label = label
         """What the return is called: ``return``, or ``reward per agent`` for a multi-agent run."""
         self.stream = stream if stream is not None else sys.stdout
@@ -37,10 +41,12 @@ class Progress:
         if not math.isnan(metrics["episode_return"]):
             self.last_return = metrics["episode_return"]
             self.last_groups = {k.partition("/")[2]: v for k, v in metrics.items() if k.startswith("episode_return/")}
+        self.last_info.update({k: metrics[k] for k in self.info_keys if not math.isnan(metrics.get(k, math.nan))})
         ret = ("-" if math.isnan(self.last_return) else
                f"{self.last_return:.3g}" if self.label != "return" else f"{self.last_return:.1f}")
         if self.last_groups:
             ret += " (" + ", ".join(f"{g} {v:.3g}" for g, v in self.last_groups.items()) + ")"
+        ret += "".join(f"  {k} {self.last_info[k]:.3g}" if k in self.last_info else f"  {k} -" for k in self.info_keys)
         if self._bar is not None:
             self._bar.update(metrics["frames"] - self._bar.n)
             self._bar.set_postfix(ret=ret, sps=f"{metrics['sps']:.0f}", refresh=False)

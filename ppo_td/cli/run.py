@@ -92,7 +92,8 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
               f"{config.frames_per_batch:,}: the run trains {config.num_iterations:,} batches, {planned:,} frames")
     bar = Progress(config.num_iterations * config.frames_per_batch, config.num_iterations, initial=frames,
                    bar=cmd.progress, every=cmd.log_every,
-                   label="reward per agent" if config.env.multiagent else "return")
+                   label="reward per agent" if config.env.multiagent else "return",
+                   info_keys=config.env.info_keys)
     videos = _video_recorder(out, cmd, config, should_stop=lambda: checkpointer.stop_requested,
                              sinks=[logger.log_video] if logger.loggers else [])
     with stop_after_iteration(checkpointer) as received:

@@ -261,6 +261,9 @@ class FastEnv:
                                   if built.description.group is None else
                                   "the env is a multi-agent suite's (TorchRL steps it; VMAS vectorizes its copies "
                                   "in torch itself)")
+        if built.config is not None and built.config.info_keys:
+            raise FastUnsupported(f"env.info_keys={list(built.config.info_keys)}: the env's infos are read in its own "
+                                  "step (TorchRL's info reader), which ppo_td's env loop runs")
         self.built, self.base, self.vec = built, built.env.base_env, built.vector
         self.num_envs = int(self.base.batch_size[0])
         self.action_spec = self.base.full_action_spec[keys.ACTION]

@@ -35,6 +35,7 @@ from ppo_td.envs.atari import FRAME_SKIP, atari_wrappers, import_ale
 from ppo_td.envs.custom import UserTransform, from_config, initialize_statistics, parts_of, with_statistics
 from ppo_td.envs.description import BuiltEnv, describe, observation_space
 from ppo_td.envs.imports import import_attr, import_from_cwd
+from ppo_td.envs.info import InfoReader
 from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
 from ppo_td.envs.torchrl_envs import batched, close, observation_transforms, torchrl_factory
 from ppo_td.envs.transforms import FiniteCheck, IndexObservations, ReturnScaling, RunningObsNorm
@@ -232,6 +233,8 @@ def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99, *
         vec.close()
         raise
     base = GymWrapper(vec, categorical_action_encoding=True)
+    if config.info_keys:  # the env's info values per copy, in its own step (ppo_td.envs.info)
+        base.set_info_dict_reader(InfoReader(config.info_keys, config.num_envs))
     stack: list = [FiniteCheck(config.env_id)] if config.check_finite else []
     indices = _multi_discrete_entries(vec.single_observation_space)
     if indices:
@@ -285,6 +288,10 @@ def _build_torchrl(config: EnvConfig, factory: Callable[[], EnvBase], seed: int 
     observation entries as one ``"observation"``, then the stack of :func:`_with_user_transforms` (no Gymnasium
     vector env: TorchRL's ``Collector`` steps it)."""
     said: list[str] = []
+    if config.info_keys:
+        raise ValueError(f"env.info_keys={list(config.info_keys)} reads a Gymnasium env's info; {config.env_id} is a "
+                         "TorchRL env, whose values are in its TensorDict: write them with a transform, or leave "
+                         "env.info_keys empty")
     env = batched(with_statistics(factory, f"env {config.env_id}", said), config.num_envs, config.env_id)
     try:
         first, read = observation_transforms(env, config.observation_keys)

@@ -48,8 +48,9 @@ class RunLogger:
         if resume_iteration is None:
             write_atomically(self.run_dir / "config.json", json.dumps(to_dict(config), indent=2) + "\n")
         # several agent groups (Pipeline.groups): each group's metrics and episode returns in columns of their own
-        metric_columns = [*METRIC_COLUMNS, *(f"{name}/{g}" for g in groups for name in GROUP_METRICS)]
-        episode_columns = [*EPISODE_COLUMNS, *(f"return/{g}" for g in groups)]
+        info = list(config.env.info_keys)  # the env's info values (env.info_keys), per episode and their mean
+        metric_columns = [*METRIC_COLUMNS, *(f"{name}/{g}" for g in groups for name in GROUP_METRICS), *info]
+        episode_columns = [*EPISODE_COLUMNS, *(f"return/{g}" for g in groups), *info]
         self._metrics = _CsvTable(self.run_dir / "metrics.csv", metric_columns, resume_iteration)
         self._episodes = _CsvTable(self.run_dir / "episodes.csv", episode_columns, resume_iteration)
         self.loggers = list(loggers)

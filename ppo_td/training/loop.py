@@ -21,6 +21,7 @@ from torchrl.objectives.common import AUTO_LOSS_MASK_KEYS
 from ppo_td import keys
 from ppo_td.collect import WorkerError, batches, gather_statistics, push_to_workers, shutdown
 from ppo_td.config import TrainConfig
+from ppo_td.envs.info import episode_infos
 from ppo_td.training.evaluation import Evaluation, evaluate, evaluate_on
 from ppo_td.training.objective import (
     LeanTerms,
@@ -169,7 +170,7 @@ def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iterati
             metrics: dict[str, Any] = {"iteration": iteration, "frames": frames,
                                        "lr": p.optimizer.param_groups[0]["lr"]}
             metrics.update(_episode_stats(batch, iteration, frames, result.episodes, p.description.group,
-                                          p.groups))
+                                          p.groups, p.config.env.info_keys))
             if p.groups:  # several agent groups: each group's own, and their mean
                 explained = {f"explained_variance/{g}": explained_variance(batch, g) for g in p.groups}
                 metrics["explained_variance"] = sum(explained.values()) / len(explained)
@@ -370,11 +371,14 @@ def _first_non_finite(p: Pipeline) -> str:
 
 
 def _episode_stats(batch: TensorDictBase, iteration: int, frames: int, episodes: list[dict],
-                   group: str | None = None, groups: Sequence[str] = ()) -> dict[str, Any]:
+                   group: str | None = None, groups: Sequence[str] = (), info_keys: Sequence[str] = ()
+                   ) -> dict[str, Any]:
     """Mean return/length of the episodes that ended in ``batch``; appends them to ``episodes``. ``group`` (a
     multi-agent env): an episode's return is its reward per agent (the mean of the agents' episode rewards, as
     BenchMARL and TorchRL's MAPPO tutorial report it). ``groups`` (several agent groups): the reward per agent of
-    all agents, and each group's own (``episode_return/<group>``, an episode's ``return/<group>``).
+    all agents, and each group's own (``episode_return/<group>``, an episode's ``return/<group>``). ``info_keys``
+    (``env.info_keys``): each episode's info value at its last step, and their mean over the episodes that reported
+    one (NaN where none did).
 
     The new episodes are also returned under ``ended_episodes`` for callbacks (the run folder's episodes.csv).
     """
@@ -391,12 +395,13 @@ def _episode_stats(batch: TensorDictBase, iteration: int, frames: int, episodes:
     lengths = batch.get(keys.EPISODE_LENGTH, None)
     if returns is None or not done.any():
         return {"episodes": 0, "episode_return": float("nan"), "episode_length": float("nan"), "ended_episodes": [],
-                **{f"episode_return/{g}": float("nan") for g in groups}}
+                **{f"episode_return/{g}": float("nan") for g in groups}, **dict.fromkeys(info_keys, float("nan"))}
+    infos = episode_infos(batch, done, info_keys)
     ended_returns = returns[done].flatten().tolist()
     ended_lengths = lengths[done].flatten().tolist() if lengths is not None else [float("nan")] * len(ended_returns)
     ended_groups = {g: v[done].flatten().tolist() for g, v in per_group.items()}
     ended = [{"iteration": iteration, "frames": frames, "return": r, "length": n,
-              **{f"return/{g}": v[i] for g, v in ended_groups.items()}}
+              **{f"return/{g}": v[i] for g, v in ended_groups.items()}, **{k: v[i] for k, v in infos.items()}}
              for i, (r, n) in enumerate(zip(ended_returns, ended_lengths, strict=True))]
     episodes.extend(ended)
     return {
@@ -405,7 +410,14 @@ def _episode_stats(batch: TensorDictBase, iteration: int, frames: int, episodes:
         "episode_length": sum(ended_lengths) / len(ended_lengths),
         "ended_episodes": ended,
         **{f"episode_return/{g}": sum(v) / len(v) for g, v in ended_groups.items()},
+        **{k: _mean_reported(v) for k, v in infos.items()},
     }
+
+
+def _mean_reported(values: list[float]) -> float:
+    """The mean of the values that are not NaN (episodes that reported one); NaN where none did."""
+    reported = [v for v in values if not math.isnan(v)]
+    return sum(reported) / len(reported) if reported else float("nan")
 
 
 class _StorageInitFilter(logging.Filter):

@@ -1,0 +1,67 @@
+"""The env's ``info`` values a run records per episode (``env.info_keys``, ``--log-info``): ``info["is_success"]``.
+
+:class:`InfoReader` is a TorchRL info reader (``GymWrapper.set_info_dict_reader``): each step's (and reset's)
+``info[key]`` of every env copy goes to ``("info", key)`` in the step's TensorDict, a float32 per copy, NaN where a
+copy did not report it (Gymnasium's vector infos: ``info[key]`` with its ``info["_" + key]`` mask). The training
+loop records an episode's value as the one at its last step (what Stable-Baselines3's ``Monitor`` and RL Zoo log as
+``is_success``), and an iteration's as the mean over its episodes that reported one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from tensordict import TensorDict, TensorDictBase
+from torchrl.data import Composite, Unbounded
+from torchrl.envs.gym_like import BaseInfoDictReader
+
+INFO = "info"
+"""The sub-TensorDict holding the recorded info values."""
+
+
+class InfoReader(BaseInfoDictReader):
+    """``info[key]`` for each of ``keys`` into ``("info", key)``: float32 ``[copies]``, NaN where not reported.
+
+    Raises (when called):
+        ValueError: an info value that is not a number (naming the key and what it holds).
+    """
+
+    def __init__(self, keys: Sequence[str], copies: int) -> None:
+        self.keys, self.copies = tuple(keys), copies
+        entries = {key: Unbounded((copies,), dtype=torch.float32) for key in self.keys}
+        self._spec = Composite({INFO: Composite(entries, shape=(copies,))}, shape=(copies,))
+
+    @property
+    def info_spec(self) -> Composite:
+        return self._spec
+
+    def __call__(self, info_dict: dict[str, Any], tensordict: TensorDictBase) -> TensorDictBase:
+        values = {}
+        for key in self.keys:
+            out = np.full(self.copies, np.nan, dtype=np.float32)
+            if key in info_dict:
+                try:
+                    raw = np.asarray(info_dict[key], dtype=np.float64).reshape(-1)
+                except (TypeError, ValueError) as err:
+                    raise ValueError(f"env.info_keys: info[{key!r}] is {info_dict[key]!r}, not a number ppo_td can "
+                                     "record per episode; drop it from env.info_keys (--log-info)") from err
+                reported = np.asarray(info_dict.get(f"_{key}", np.ones(raw.shape, bool)), dtype=bool).reshape(-1)
+                if raw.size == 1 and self.copies > 1:  # a plain (non-vector) info: every copy's
+                    raw, reported = np.full(self.copies, raw[0]), np.full(self.copies, bool(reported[0]))
+                out[reported] = raw[reported]
+            values[key] = torch.from_numpy(out)
+        tensordict.set(INFO, TensorDict(values, batch_size=tensordict.batch_size))
+        return tensordict
+
+
+def episode_infos(batch: TensorDictBase, done: torch.Tensor, keys: Sequence[str]) -> dict[str, list[float]]:
+    """Each key's value at the last step of every episode that ended in ``batch`` (``done`` its ``[env, time]``
+    flags), in the order the ended episodes' returns are read (NaN where not reported)."""
+    out = {}
+    for key in keys:
+        value = batch.get(("next", INFO, key), None)
+        out[key] = [float("nan")] * int(done.sum()) if value is None else value[done].flatten().tolist()
+    return out
