@@ -79,7 +79,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="ppo_td-entry-") as tmp:
             for seed in args.seeds:
-                for way in args.ways:
+                for way in args.ways if seed % 2 else list(reversed(args.ways)):  # alternating: order bias cancels
                     sps[way].append(one_run(way, args.preset, seed, args.frames, Path(tmp)))
                     print(f"seed {seed} {way}: {sps[way][-1]:,.0f} frames/s", flush=True)
     finally:

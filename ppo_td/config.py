@@ -79,6 +79,14 @@ RESERVED_GROUP_NAMES = frozenset({"observation", "state", "reward", "done", "ter
 """Names an agent group may not take (``env.groups``): entries at the root of a batch."""
 
 
+RESERVED_INFO_KEYS = frozenset({
+    "iteration", "frames", "time", "sps", "collect_seconds", "collect_sps", "update_seconds", "lr", "episodes",
+    "episode_return", "episode_length", "loss_policy", "loss_value", "loss_entropy", "entropy", "kl_k1", "kl_k3",
+    "clip_fraction", "value_clip_fraction", "explained_variance", "grad_norm", "epochs", "return", "length",
+    "ended_episodes"})
+"""Names ``env.info_keys`` may not take: the run's metrics and episode fields (``ppo_td.persist.runlog``'s columns;
+a test keeps them in step)."""
+
 MAX_EVAL_EPISODES = 100_000
 """The most evaluation episodes one evaluation runs: their returns are kept (``eval_episodes``, ``ppo-td eval
 --episodes``)."""
@@ -184,6 +192,8 @@ class EnvConfig:
         for key in self.info_keys:
             _check(bool(key) and key.isidentifier(), "env.info_keys", key, "names of info entries (Python names, "
                    "e.g. is_success)")
+            _check(key not in RESERVED_INFO_KEYS, "env.info_keys", key, "a name no metric or episode column has "
+                   f"(not one of {', '.join(sorted(RESERVED_INFO_KEYS))})")
         _check(len(set(self.info_keys)) == len(self.info_keys), "env.info_keys", self.info_keys, "different names")
         _check(not self.info_keys or not self.multiagent, "env.info_keys", self.info_keys,
                f"() with env.suite={self.suite!r} (info entries are read from one-agent Gymnasium envs)")

@@ -63,3 +63,21 @@ def test_bad_info_keys_are_refused_in_one_line():
         EnvConfig("navigation", suite="vmas", max_episode_steps=10, info_keys=("is_success",))
     with pytest.raises(ValueError, match=r"info\['note'\] is 'end', not a number"):
         InfoReader(["note"], 1)({"note": "end"}, TensorDict({}, [1]))
+
+
+def test_info_keys_take_no_metrics_name_and_an_env_passed_in_that_cannot_read_them_is_refused():
+    from torchrl.envs.libs.gym import GymEnv
+
+    from ppo_td.config import RESERVED_INFO_KEYS
+    from ppo_td.envs import build_env
+    from ppo_td.persist.runlog import EPISODE_COLUMNS, METRIC_COLUMNS
+
+    assert set(METRIC_COLUMNS) | set(EPISODE_COLUMNS) <= RESERVED_INFO_KEYS  # kept in step with the columns
+    with pytest.raises(ValueError, match=r"env.info_keys='frames' is invalid: it must be a name no metric"):
+        EnvConfig(info_keys=("frames",))
+    with pytest.raises(ValueError, match=r"a TorchRL env passed in has its values in its TensorDict"):
+        ppo_td.train(_config(), env=GymEnv("Pendulum-v1", batch_size=[]), info_keys=["is_success"])
+    built = build_env(_config().env, seed=0)
+    with pytest.raises(ValueError, match=r"the BuiltEnv passed in was built with \[\]"):
+        ppo_td.train(_config(), env=built, info_keys=["is_success"])
+    built.close()

@@ -642,10 +642,13 @@ def test_a_pettingzoo_env_of_the_users_folder_as_a_module_or_a_factory_and_turn_
     for env_id in (module, f"{module}:make"):
         config = tiny_agents(suite="pettingzoo")
         config = dataclasses.replace(config, env=dataclasses.replace(config.env, env_id=env_id, kwargs=()))
-        result = train(config)
+        result = ppo_td.train(config, run_dir=str(tmp_path / env_id.replace(":", "-")))
         assert result.history[-1]["frames"] == 160 and len(result.eval_returns) == 2
+        policy = ppo_td.load_policy(str(tmp_path / env_id.replace(":", "-")))  # rebuilt by the same maker
+        observations, _ = getattr(sys.modules[module], env_id.partition(":")[2] or "parallel_env")().reset(seed=0)
+        assert set(policy(observations)) == set(observations)
     made = sys.modules[module]
-    with pytest.raises(ValueError, match=r"make\(N=3, max_cycles=25\) failed: .*env.kwargs are passed to"):
+    with pytest.raises(ValueError, match=r"make\(N=3, max_cycles=25\) does not fit: .*env.kwargs are passed to"):
         ppo_td.train(tiny_agents(suite="pettingzoo"), env=made.make)
     turns = tiny_agents(suite="pettingzoo")
     turns = dataclasses.replace(turns, env=dataclasses.replace(turns.env, env_id=f"{module}:make_turns", kwargs=()))

@@ -72,7 +72,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _out_of_memory(err: BaseException) -> bool:
     """A ``MemoryError``, or torch's ``RuntimeError`` for an allocation the machine refused."""
-    return isinstance(err, MemoryError) or (isinstance(err, RuntimeError) and "can't allocate memory" in str(err))
+    import torch
+
+    return isinstance(err, (MemoryError, torch.OutOfMemoryError)) or (
+        isinstance(err, RuntimeError) and "can't allocate memory" in str(err))
 
 
 def _quiet_torchrl() -> None:

@@ -15,8 +15,6 @@ else is refused with :class:`~ppo_td.collect.FastUnsupported` (TorchRL's ``Colle
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from tensordict import TensorDictBase
 from torch import nn
@@ -34,7 +32,7 @@ class EnvLoopCollector(InProcessCollector):
 
     Yields ``[num_envs, frames_per_batch // num_envs]`` TensorDicts (time dim named ``"time"``) with the keys
     ``Collector`` writes, ``("collector", "traj_ids")`` included, until ``total_frames``. The policy is called, not
-    copied. The current step is :meth:`state_dict` (what checkpoints save).
+    copied. A run on it resumes inexactly (the TorchRL env's state has no public reader).
 
     Raises:
         FastUnsupported: an env or policy it cannot run (the message names it).
@@ -50,6 +48,9 @@ class EnvLoopCollector(InProcessCollector):
         if not isinstance(self.env, EnvBase) or len(self.env.batch_size) != 1:
             raise FastUnsupported(f"ppo_td's env loop steps TorchRL envs of one batch dimension; this one has "
                                   f"batch_size={list(getattr(self.env, 'batch_size', []))}")
+        if self.env.device is not None and torch.device(self.env.device).type != "cpu":
+            raise FastUnsupported(f"ppo_td's env loop steps envs on the CPU; this one steps on {self.env.device} "
+                                  "(TorchRL's Collector moves its steps between devices)")
         n = int(self.env.batch_size[0])
         self.policy = actor
         self.fast_policy = FastPolicy(actor, critic, device, inference, rows=n, compile=compile)
@@ -63,15 +64,6 @@ class EnvLoopCollector(InProcessCollector):
         self.current: TensorDictBase = self.env.reset()  # at once, as Collector: stateful transforms size themselves
         self.traj_ids = torch.arange(n)
         self.next_traj = n
-
-    def state_dict(self) -> dict[str, Any]:
-        """The current step of every env copy and the trajectory counters (what the next batch starts from)."""
-        return {"current": self.current.clone(), "traj_ids": self.traj_ids.clone(), "next_traj": self.next_traj}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from a :meth:`state_dict` of a collector over the same env."""
-        self.current = state["current"].clone()
-        self.traj_ids, self.next_traj = state["traj_ids"].clone(), int(state["next_traj"])
 
     @torch.no_grad()
     def rollout(self) -> TensorDictBase:

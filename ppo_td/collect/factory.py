@@ -60,9 +60,12 @@ def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: Tra
         except FastUnsupported as err:
             if config.collector.step_loop == "auto" and describe_any(torchrl_env(env)).group is None:
                 try:  # one agent: the env's own step in ppo_td's loop
-                    return EnvLoopCollector(env, actor, frames_per_batch=config.frames_per_batch,
+                    loop = EnvLoopCollector(env, actor, frames_per_batch=config.frames_per_batch,
                                             total_frames=total_frames, critic=critic, device=device,
                                             inference=config.collector.inference, compile=config.compile)
+                    logging.getLogger("ppo_td").warning(
+                        "collecting with ppo_td's env loop (the env's own TorchRL step; a resume is inexact): %s", err)
+                    return loop
                 except FastUnsupported as loop_err:
                     err = FastUnsupported(f"{err}; {loop_err}")
             if config.collector.inference == "numpy":

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,7 +33,7 @@ from ppo_td import keys
 from ppo_td.config import TrainConfig
 from ppo_td.envs import MASK_KEY, EnvDescription
 from ppo_td.envs.make import env_kwargs_of
-from ppo_td.envs.multiagent import group_map, runnable_here
+from ppo_td.envs.multiagent import group_map, pettingzoo_maker, runnable_here
 from ppo_td.models.device import resolve_device
 from ppo_td.models.distributions import deterministic_action
 from ppo_td.models.multiagent import GroupPolicy, group_policy, team_members
@@ -74,7 +73,7 @@ def env_agents(config: TrainConfig) -> tuple[list[str], dict[str, list[str]]]:
         finally:
             env.close()
         return names, group_map(names, config.env.groups) if config.env.groups else default
-    env = importlib.import_module(config.env.env_id).parallel_env(**env_kwargs_of(config.env))
+    env = pettingzoo_maker(config.env.env_id)(**env_kwargs_of(config.env))
     try:
         names = list(env.possible_agents)
     finally:
@@ -145,7 +144,7 @@ class AgentsPolicy(nn.Module):
                 raise ValueError(f"make_env(num_envs={num_envs}): a PettingZoo parallel env is one copy")
             if render_mode is not None:
                 kwargs["render_mode"] = render_mode
-            return importlib.import_module(env.env_id).parallel_env(**kwargs)
+            return pettingzoo_maker(env.env_id)(**kwargs)
         import vmas
 
         # as training made it (ppo_td.envs.multiagent), with VMAS's own time limit for the episode length

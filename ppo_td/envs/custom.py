@@ -95,6 +95,16 @@ def parts_of(transform: Transform) -> list[Transform]:
     return [transform]
 
 
+def needing_statistics(transform: Transform | None) -> list[Transform]:
+    """The parts of ``transform`` that need statistics before they run: not ``initialized``, with an ``init_stats``
+    method (TorchRL's ``ObservationNorm``; a ``VecNorm``, whose ``initialized`` is False until its first step, has
+    none and gathers its own)."""
+    if transform is None:
+        return []
+    return [p for p in parts_of(transform) if not getattr(p, "initialized", True)
+            and callable(getattr(p, "init_stats", None))]
+
+
 def initialize_statistics(transform: Transform, name: str, copies: int, seed: int | None,
                           batch_dims: int = 1) -> str | None:
     """Initialize the parts of ``transform`` (appended to its env) that need statistics first: those with
@@ -107,16 +117,13 @@ def initialize_statistics(transform: Transform, name: str, copies: int, seed: in
         ValueError: one that cannot be initialized so (the message names it and ppo_td's own normalizer).
     """
     done = []
-    for part in parts_of(transform):
-        if getattr(part, "initialized", True) or not callable(getattr(part, "init_stats", None)):
-            continue
+    for part in needing_statistics(transform):
         try:
             with torch.random.fork_rng():
                 if seed is not None:
                     torch.manual_seed(seed)
                 # over copies and time: [copies..., steps, ...] rollouts concatenated along time
-                part.init_stats(num_iter=-(-INIT_FRAMES // copies), reduce_dim=tuple(range(batch_dims + 1)),
-                                cat_dim=batch_dims)
+                part.init_stats(num_iter=INIT_FRAMES, reduce_dim=tuple(range(batch_dims + 1)), cat_dim=batch_dims)
         except (RuntimeError, ValueError, TypeError) as err:
             raise ValueError(
                 f"{name}: {type(part).__name__} needs its statistics before it runs and ppo_td could not initialize "
@@ -145,7 +152,7 @@ def with_statistics(factory: Callable[[], Any], name: str, said: list[str]) -> C
     def make() -> Any:
         env = factory()
         transform = env.transform if isinstance(env, TransformedEnv) else None
-        parts = [p for p in parts_of(transform) if not getattr(p, "initialized", True)] if transform else []
+        parts = needing_statistics(transform)
         if not parts:
             return env
         if first:

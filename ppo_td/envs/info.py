@@ -48,6 +48,9 @@ class InfoReader(BaseInfoDictReader):
                 except (TypeError, ValueError) as err:
                     raise ValueError(f"env.info_keys: info[{key!r}] is {info_dict[key]!r}, not a number ppo_td can "
                                      "record per episode; drop it from env.info_keys (--log-info)") from err
+                if raw.size not in (1, self.copies):
+                    raise ValueError(f"env.info_keys: info[{key!r}] holds {raw.size} numbers for {self.copies} env "
+                                     "copies; ppo_td records one number per episode: drop it from env.info_keys")
                 reported = np.asarray(info_dict.get(f"_{key}", np.ones(raw.shape, bool)), dtype=bool).reshape(-1)
                 if raw.size == 1 and self.copies > 1:  # a plain (non-vector) info: every copy's
                     raw, reported = np.full(self.copies, raw[0]), np.full(self.copies, bool(reported[0]))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
-import importlib
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -32,7 +31,7 @@ from torchrl.envs import (
 from ppo_td import keys
 from ppo_td.config import EnvConfig
 from ppo_td.envs.atari import FRAME_SKIP, atari_wrappers, import_ale
-from ppo_td.envs.custom import UserTransform, from_config, initialize_statistics, parts_of, with_statistics
+from ppo_td.envs.custom import UserTransform, from_config, initialize_statistics, needing_statistics, with_statistics
 from ppo_td.envs.description import BuiltEnv, describe, observation_space
 from ppo_td.envs.imports import import_attr, import_from_cwd
 from ppo_td.envs.info import InfoReader
@@ -133,8 +132,10 @@ def ends_episodes(config: EnvConfig) -> bool:
 
 def _pettingzoo_cycles(config: EnvConfig) -> int | None:
     """The ``max_cycles`` of a PettingZoo env (MPE and butterfly envs end their episodes there), or None."""
+    from ppo_td.envs.multiagent import pettingzoo_maker
+
     try:
-        env = importlib.import_module(config.env_id).parallel_env(**env_kwargs_of(config))
+        env = pettingzoo_maker(config.env_id)(**env_kwargs_of(config))
     except Exception:  # noqa: BLE001 - the env's own error is said where it is built
         return None
     try:
@@ -325,7 +326,7 @@ def _with_user_transforms(config: EnvConfig, seed: int | None, gamma: float, vec
             transform = user.make()
             env.append_transform(transform)
             made.append(transform)
-            if any(not getattr(part, "initialized", True) for part in parts_of(transform)):
+            if needing_statistics(transform):
                 if seed is not None:  # the random steps are the seed's: a rebuild gets the same statistics
                     env.set_seed(seed)
                 setting = "env.transforms" if user.evaluation else "env.train_transforms"

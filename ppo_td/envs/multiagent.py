@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import importlib
 import importlib.util
+import inspect
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -215,12 +216,16 @@ def _pettingzoo_copy(module: str, kwargs: dict[str, Any], groups: Sequence[str] 
     from torchrl.envs.libs.pettingzoo import PettingZooWrapper
 
     make = pettingzoo_maker(module)
-    try:
-        probe = make(**kwargs)
+    try:  # the arguments checked first: a TypeError raised inside the env's own code is its own
+        inspect.signature(make).bind(**kwargs)
     except TypeError as err:
-        raise ValueError(f"env.env_id={module!r}: {make.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
-                         f" failed: {err}. env.kwargs are passed to the env's function: set them to what it takes "
-                         "(env.kwargs=() for none; a preset's are its own env's)") from err
+        raise ValueError(f"env.env_id={module!r}: {getattr(make, '__name__', 'its function')}("
+                         f"{', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) does not fit: {err}. env.kwargs are "
+                         "passed to the env's function: set them to what it takes (env.kwargs=() for none; a preset's "
+                         "are its own env's)") from err
+    except ValueError:  # no signature to read (a builtin): the call says
+        pass
+    probe = make(**kwargs)
     if isinstance(probe, AECEnv):
         probe.close()
         raise ValueError(f"env.env_id={module!r} makes a turn-based PettingZoo env (AECEnv, one agent acting at a "

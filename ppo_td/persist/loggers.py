@@ -19,7 +19,8 @@ from typing import Any
 LOGGERS = ("csv", "tensorboard", "wandb", "mlflow")
 """The logger names ``--logger`` and ``loggers=`` take."""
 _EXTRAS = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow-skinny omegaconf"}
-_MODULES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
+_MODULES = {"tensorboard": ("tensorboard",), "wandb": ("wandb",), "mlflow": ("mlflow", "omegaconf")}
+"""What each logger imports (TorchRL's MLflow logger reads hyper-parameters through omegaconf)."""
 
 
 def check_loggers(names: Sequence[Any]) -> None:
@@ -34,14 +35,14 @@ def check_loggers(names: Sequence[Any]) -> None:
         if not isinstance(name, str) or name not in LOGGERS:
             raise ValueError(f"logger {name!r}: choose from {', '.join(LOGGERS)} (or pass a torchrl.record.loggers "
                              "Logger object from Python)")
-        module = _MODULES.get(name)
-        if module is not None and importlib.util.find_spec(module) is None:
-            raise ValueError(f"the {name} logger needs {module}: pip install {_EXTRAS[name]} (or pip install -e "
-                             "'.[loggers]')")
+        missing = [m for m in _MODULES.get(name, ()) if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ValueError(f"the {name} logger needs {' and '.join(missing)}: pip install {_EXTRAS[name]} (or pip "
+                             "install -e '.[loggers]')")
 
 
 def make_loggers(names: Sequence[str], run_dir: Path, run_name: str, run_id: str | None,
-                 project: str | None = None, resumed: bool = False) -> list[Any]:
+                 project: str | None = None) -> list[Any]:
     """TorchRL loggers for ``names`` writing under ``run_dir`` (``csv``: none, the run folder's CSVs are it).
     ``run_name`` names the run, ``run_id`` (the run folder's) keeps a W&B run across resumes, ``project`` is the W&B
     project or MLflow experiment (default ``ppo_td``)."""

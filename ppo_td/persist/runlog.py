@@ -65,9 +65,13 @@ class RunLogger:
                 raise ImportError("--tensorboard needs tensorboard: pip install -e '.[tensorboard]'") from err
         self._no_video: set[int] = set()
         hparams = flat_hparams(to_dict(config))
-        for logger in self.loggers:
-            if type(logger).__name__ != "TensorboardLogger":  # TensorBoard's hparams need a metric; its scalars suffice
-                logger.log_hparams(hparams)
+        try:
+            for logger in self.loggers:
+                if type(logger).__name__ != "TensorboardLogger":  # TensorBoard's hparams need a metric; scalars suffice
+                    logger.log_hparams(hparams)
+        except BaseException:
+            self.close()  # the CSVs, and each logger's run (a W&B run left open would not be written)
+            raise
 
     def __call__(self, metrics: dict[str, Any], pipeline: Pipeline) -> None:
         self._metrics.write([metrics])

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 import os
 
+import torch
+
 from ppo_td.config import TrainConfig
 from ppo_td.envs import EnvDescription
 from ppo_td.envs.description import ObservationSpace
@@ -70,29 +72,33 @@ def check_before_envs(config: TrainConfig) -> None:
                   f"env.num_envs={config.env.num_envs:,} with frames_per_batch={config.frames_per_batch:,}")
 
 
-def _numel(space: ObservationSpace | None, fallback: tuple[int, ...]) -> int:
+def _bytes(space: ObservationSpace | None, fallback: tuple[int, ...]) -> int:
+    """One observation's bytes as the batch stores it (its own dtype: an image's uint8 is one byte)."""
     if space is None:
-        return math.prod(fallback)
+        return 4 * math.prod(fallback)
     if space.entries:
-        return sum(_numel(entry, ()) for _, entry in space.entries)
-    return math.prod(space.shape)
+        return sum(_bytes(entry, ()) for _, entry in space.entries)
+    return math.prod(space.shape) * torch.empty((), dtype=getattr(torch, space.dtype, torch.float32)).element_size()
 
 
-def check_run(config: TrainConfig, description: EnvDescription) -> None:
+def check_run(config: TrainConfig, description: EnvDescription, on_host: bool = True) -> None:
     """Refuse a batch and networks that cannot fit, once the env's sizes are known and before the networks and the
-    collector are made (``model.hidden_sizes`` of an MLP, ``frames_per_batch``).
+    collector are made (``model.hidden_sizes`` of an MLP, ``frames_per_batch``). ``on_host``: the networks are in
+    this machine's memory (not a GPU's, which is not checked here).
 
     Raises:
         ValueError: naming the field that needs the most and the memory available.
     """
-    obs = _numel(description.observation_space, description.observation_shape) * max(description.num_agents, 1)
-    frame = (2 * obs * 4 + FRAME_BYTES) * COPIES_OF_BATCH  # observation and next observation, float32
+    space = description.observation_space
+    obs = _bytes(space, description.observation_shape) * max(description.num_agents, 1)
+    frame = (2 * obs + FRAME_BYTES) * COPIES_OF_BATCH  # observation and next observation
+    needs = {"frames_per_batch": config.frames_per_batch * frame}
     hidden = list(config.model.hidden_sizes)
-    widths = [obs, *hidden, 1]
-    params = 2 * sum(a * b + b for a, b in zip(widths, widths[1:], strict=False))  # the policy's and the critic's
-    minibatch = config.frames_per_batch // config.optim.num_minibatches
-    activations = 2 * minibatch * sum(hidden) * 4 * 2  # both networks' layers, kept for the backward pass
-    _refuse_above({"frames_per_batch": config.frames_per_batch * frame,
-                   "model.hidden_sizes": params * 4 * PARAMETER_COPIES + activations},
-                  f"a batch of {config.frames_per_batch:,} frames of {obs:,} observation numbers and networks of "
-                  f"hidden sizes {hidden}")
+    if on_host and (space is None or not space.images()):  # an MLP reads the observation (images: a CNN first)
+        widths = [obs // 4 or 1, *hidden, 1]
+        params = 2 * sum(a * b + b for a, b in zip(widths, widths[1:], strict=False))  # the policy's and the critic's
+        minibatch = config.frames_per_batch // config.optim.num_minibatches
+        activations = 2 * minibatch * sum(hidden) * 4 * 2  # both networks' layers, kept for the backward pass
+        needs["model.hidden_sizes"] = params * 4 * PARAMETER_COPIES + activations
+    _refuse_above(needs, f"a batch of {config.frames_per_batch:,} frames of {obs:,} observation bytes and networks "
+                         f"of hidden sizes {hidden}")

@@ -160,12 +160,20 @@ def adopt_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, BuiltEnv | En
     """``config`` with the env identity of ``env`` (see :mod:`ppo_td.envs.source`), and the env to train on:
     None (build it from the config), a :class:`~ppo_td.envs.BuiltEnv` (its own config) or a TorchRL env."""
     if isinstance(env, EnvBase):
+        if config.env.info_keys:
+            raise ValueError(f"env.info_keys={list(config.env.info_keys)} reads a Gymnasium env's info as ppo_td "
+                             "builds it; a TorchRL env passed in has its values in its TensorDict: write them with a "
+                             "transform, or pass a factory (train(config, env=make_env)) of a Gymnasium env")
         return config, _readable(env, config)
     if env is None:
         return config, env
     if isinstance(env, BuiltEnv):
         if env.config is None:
             return config, env
+        if config.env.info_keys and env.config.info_keys != config.env.info_keys:
+            raise ValueError(f"env.info_keys={list(config.env.info_keys)}: the BuiltEnv passed in was built with "
+                             f"{list(env.config.info_keys)}; build it with the keys in its config "
+                             "(build_env(dataclasses.replace(config.env, info_keys=...)))")
         return dataclasses.replace(config, env=env.config), env
     return dataclasses.replace(config, env=env_config_for(env, config.env)), None
 
@@ -340,9 +348,9 @@ def build_pipeline(
                          "transforms= factories (or env.transforms), or collect in-process")
     description = describe_any(torchrl_env(env))  # the env as it is now (a transform may have been appended)
     _check_agents(config, description)
-    check_run(config, description)
     threads = choose_threads(threads, description)
     device = run_device(config, description, torchrl_env(env).device)
+    check_run(config, description, on_host=device.type == "cpu")
     _check_devices(device, actor=actor, critic=critic, loss=loss)
     if actor is None or critic is None:
         default_actor, default_critic = make_actor_critic(description, config.model, encoder, device)

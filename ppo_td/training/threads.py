@@ -30,6 +30,8 @@ def torch_default_threads() -> set[int]:
     """The counts torch picks at start-up on this machine without a variable set: its physical cores (what torch
     counts) and, where that cannot be read, its logical ones; both are given, either may be torch's."""
     counts = {os.cpu_count() or 1}
+    if hasattr(os, "sched_getaffinity"):  # a restricted CPU set (docker --cpuset, taskset, SLURM)
+        counts.add(len(os.sched_getaffinity(0)))
     cores = _physical_cores()
     if cores:
         counts.add(cores)
