@@ -16,12 +16,20 @@ Importing ppo_td changes nothing outside it: no patches, no env registrations.
 
 from typing import Any
 
-from ppo_td.config import CollectorConfig, EnvConfig, LossConfig, ModelConfig, OptimConfig, TrainConfig
+from ppo_td.config import (
+    CollectorConfig,
+    EnvConfig,
+    LossConfig,
+    ModelConfig,
+    OptimConfig,
+    TrainConfig,
+    with_info_keys,
+)
 from ppo_td.presets import PRESETS, get_preset
 
 
 def train(config: TrainConfig, *, callbacks: Any = (), run_dir: str | None = None, threads: int | None = None,
-          loggers: Any = (), info_keys: Any = (), **parts: Any) -> Any:
+          loggers: Any = (), project: str | None = None, info_keys: Any = (), **parts: Any) -> Any:
     """Train PPO with ``config`` (see :func:`ppo_td.training.train`); any part may be passed in.
 
     ``env`` may be a factory, a Gymnasium env or vector env, a ppo_td ``BuiltEnv`` or a TorchRL env
@@ -32,18 +40,12 @@ def train(config: TrainConfig, *, callbacks: Any = (), run_dir: str | None = Non
     user set before with ``torch.set_num_threads`` (:mod:`ppo_td.training.threads`). ``loggers``: names
     (``tensorboard``, ``wandb``, ``mlflow``: offline-safe, writing into ``run_dir``; :mod:`ppo_td.persist.loggers`)
     or ``torchrl.record.loggers`` Logger objects of yours (any run), each given the config and every iteration's
-    metrics. ``info_keys``: the env's info entries recorded per episode (``env.info_keys``, e.g. ``["is_success"]``:
-    the value at an episode's last step, in ``TrainResult.episodes``, the metrics and every log). Returns a
-    ``TrainResult``.
+    metrics (``project``: the W&B project or MLflow experiment, as ``--project``). ``info_keys``: the env's info
+    entries recorded per episode (``env.info_keys``, e.g. ``["is_success"]``: the value at an episode's last step,
+    in ``TrainResult.episodes``, the metrics and every log). Returns a ``TrainResult``.
     Loads TorchRL on first use, so ``import ppo_td.doctor`` or ``ppo_td.config`` stays light.
     """
-    if info_keys:
-        if isinstance(info_keys, str):
-            info_keys = [info_keys]
-        import dataclasses
-
-        config = dataclasses.replace(config, env=dataclasses.replace(
-            config.env, info_keys=tuple(dict.fromkeys((*config.env.info_keys, *info_keys)))))
+    config = with_info_keys(config, [info_keys] if isinstance(info_keys, str) else info_keys)
     if isinstance(loggers, (str, bytes)) or not isinstance(loggers, (list, tuple)):
         raise TypeError(f"loggers must be a list of logger names or torchrl Logger objects, got {loggers!r}")
     names = [lg for lg in loggers if isinstance(lg, str)]
@@ -61,7 +63,8 @@ def train(config: TrainConfig, *, callbacks: Any = (), run_dir: str | None = Non
         return train_here(config, callbacks=callbacks, threads=threads, **parts)
     from ppo_td.cli.run import train_in_folder
 
-    return train_in_folder(config, run_dir, callbacks=callbacks, threads=threads, loggers=names, **parts)
+    return train_in_folder(config, run_dir, callbacks=callbacks, threads=threads, loggers=names, project=project,
+                           **parts)
 
 
 def load_policy(path: str, **kwargs: Any) -> Any:

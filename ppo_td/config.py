@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Literal
 
 
@@ -563,6 +564,15 @@ class TrainConfig:
 def to_dict(config: TrainConfig) -> dict[str, Any]:
     """Plain nested dict of a config (JSON- and checkpoint-safe)."""
     return asdict(config)
+
+
+def with_info_keys(config: TrainConfig, info_keys: Sequence[str]) -> TrainConfig:
+    """``config`` with ``info_keys`` added to ``env.info_keys`` (each once, in order): ``--log-info`` and
+    ``ppo_td.train(info_keys=...)``."""
+    if not info_keys:
+        return config
+    keys = tuple(dict.fromkeys((*config.env.info_keys, *info_keys)))
+    return replace(config, env=replace(config.env, info_keys=keys))
 
 
 def from_dict(data: dict[str, Any]) -> TrainConfig:

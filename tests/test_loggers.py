@@ -55,8 +55,10 @@ def test_the_cli_logs_to_tensorboard_wandb_and_mlflow_offline_and_a_resume_conti
 def test_loggers_from_python_by_name_with_a_run_folder_and_as_objects_without(tmp_path, offline):
     from torchrl.record.loggers import CSVLogger
 
-    result = ppo_td.train(small_config(), run_dir=str(tmp_path / "named"), loggers=["mlflow"])
-    assert result.history and (_mlflow_run(tmp_path / "named") / "params" / "env.env_id").read_text() == "CartPole-v1"
+    result = ppo_td.train(small_config(), run_dir=str(tmp_path / "named"), loggers=["mlflow"], project="mine")
+    mlrun = _mlflow_run(tmp_path / "named")
+    assert result.history and (mlrun / "params" / "env.env_id").read_text() == "CartPole-v1"
+    assert "name: mine" in (mlrun.parent / "meta.yaml").read_text()  # project=, as the CLI's --project
     mine = CSVLogger(exp_name="mine", log_dir=str(tmp_path / "csv"))
     ppo_td.train(small_config(), loggers=[mine])
     written = {p.stem for p in (tmp_path / "csv").rglob("*.csv")}

@@ -40,14 +40,17 @@ def _counting(seen: list):
 
 def test_every_entry_point_trains_on_one_thread_for_vector_observations(tmp_path, torch_default, caplog):
     """The CLI and the three Python ways run on the same count, said once; Python gives torch's count back."""
+    from ppo_td.training import threads as threads_module
+
     assert chosen_by_user() is None
-    assert main(["train", *TINY, "--run-dir", str(tmp_path / "cli")]) == 0
-    cli = json.loads((tmp_path / "cli" / "run.json").read_text())["threads"]
-    assert cli == 1
-    torch.set_num_threads(torch_default)  # the CLI keeps its choice for its process; a Python caller gets it back
+    threads_module._SAID.clear()  # as in a fresh process (the choice is said once per process)
     seen: list[int] = []
     config = small_config(total_frames=128)
     with caplog.at_level(logging.WARNING, logger="ppo_td"):
+        assert main(["train", *TINY, "--run-dir", str(tmp_path / "cli")]) == 0
+        cli = json.loads((tmp_path / "cli" / "run.json").read_text())["threads"]
+        assert cli == 1
+        torch.set_num_threads(torch_default)  # the CLI keeps its choice for its process; a Python call gives it back
         ppo_td.train(config, callbacks=[_counting(seen)])
         ppo_td.train(config, callbacks=[_counting(seen)], run_dir=str(tmp_path / "py"))
         run(build_pipeline(config), callbacks=[_counting(seen)])
@@ -55,7 +58,7 @@ def test_every_entry_point_trains_on_one_thread_for_vector_observations(tmp_path
     assert torch.get_num_threads() == torch_default
     assert json.loads((tmp_path / "py" / "run.json").read_text())["threads"] == cli
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("torch threads:")]
-    assert len(said) <= 1  # once per process (the CLI above may have said it already)
+    assert len(said) == 1 and said[0].startswith("torch threads: 1 for this run")  # once, for all four runs
 
 
 def test_a_count_given_is_used_and_a_bad_one_refused_before_anything_is_built(tmp_path, torch_default):

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 import tyro
 
 from ppo_td.cli.signals import exit_code, interrupt_on_signals, signal_name
-from ppo_td.config import MAX_EVAL_EPISODES, TrainConfig
+from ppo_td.config import MAX_EVAL_EPISODES, TrainConfig, with_info_keys
 from ppo_td.presets import DEFAULT_PRESET, PRESETS, fit_recurrent, get_preset, preset_for
 
 USAGE = """usage: ppo-td COMMAND [ARGS]
@@ -153,10 +153,7 @@ class TrainCommand:
 
     def resolved_config(self) -> TrainConfig:
         """The config with the shorthand flags applied (the collector's, --log-info)."""
-        config = self.config
-        if self.log_info:
-            config = dataclasses.replace(config, env=dataclasses.replace(
-                config.env, info_keys=tuple(dict.fromkeys((*config.env.info_keys, *self.log_info)))))
+        config = with_info_keys(self.config, self.log_info)
         changes = self.collector_changes()
         if not changes:
             return config

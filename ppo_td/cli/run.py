@@ -55,7 +55,6 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
     from ppo_td.cli.progress import Progress
     from ppo_td.collect import WorkerError, shutdown
     from ppo_td.persist import Checkpointer, RunLogger, resume_pipeline
-    from ppo_td.persist.loggers import make_loggers
     from ppo_td.training import NonFiniteError, build_pipeline, run
 
     started = time.perf_counter()
@@ -78,9 +77,9 @@ def _train_in(folder: RunFolder, cmd: TrainCommand, resume: bool) -> int:
         folder.record(threads=_set_threads(pipeline))
         folder.write_config(config)  # atomically; on resume, with the collector settings the run now uses
         _record_exactness(folder, pipeline, resumed if resume else None)
-        names = cmd.logger or (tuple(folder.recorded().get("loggers", ())) if resume else ())
-        folder.record(loggers=list(names), project=cmd.project or folder.recorded().get("project"))
-        loggers = make_loggers(names, out, out.name, folder.run_id, cmd.project or folder.recorded().get("project"))
+        recorded = folder.recorded() if resume else {}  # a resume keeps the run's loggers unless given
+        loggers = _run_loggers(folder, cmd.logger or tuple(recorded.get("loggers", ())),
+                               cmd.project or recorded.get("project"))
         logger = RunLogger(out, config, tensorboard=cmd.tensorboard, resume_iteration=iteration if resume else None,
                            groups=pipeline.groups, loggers=loggers)
     except BaseException:
@@ -220,7 +219,6 @@ def _train_built(folder: RunFolder, pipeline, callbacks, checkpoint_every: int, 
 
     from ppo_td.collect import shutdown
     from ppo_td.persist import Checkpointer, RunLogger
-    from ppo_td.persist.loggers import make_loggers
     from ppo_td.training import run
 
     try:
@@ -233,13 +231,10 @@ def _train_built(folder: RunFolder, pipeline, callbacks, checkpoint_every: int, 
             raise ValueError("run_dir: the env is a TorchRL env ppo_td cannot rebuild, so its run folder could "
                              "not be resumed or evaluated; pass a factory (a module-level function returning a "
                              "gymnasium.Env), a Gymnasium env, or a ppo_td BuiltEnv")
-        names, project = logged
-        folder.record(preset="python", threads=torch.get_num_threads(),  # the run's (set around this call)
-                      loggers=list(names), project=project)
+        folder.record(preset="python", threads=torch.get_num_threads())  # the run's (set around this call)
         folder.write_config(pipeline.config)
         _record_exactness(folder, pipeline, None)
-        logger = RunLogger(folder.path, pipeline.config, groups=pipeline.groups,
-                           loggers=make_loggers(names, folder.path, folder.path.name, folder.run_id, project))
+        logger = RunLogger(folder.path, pipeline.config, groups=pipeline.groups, loggers=_run_loggers(folder, *logged))
     except BaseException:
         shutdown(pipeline.collector)
         raise
@@ -257,6 +252,14 @@ def _train_built(folder: RunFolder, pipeline, callbacks, checkpoint_every: int, 
         if evaluations:
             result.record_evaluations(*evaluations)
     return result
+
+
+def _run_loggers(folder: RunFolder, names: tuple[str, ...], project: str | None) -> list:
+    """The loggers of a run folder (:mod:`ppo_td.persist.loggers`), recorded in ``run.json`` for ``--resume``."""
+    from ppo_td.persist.loggers import make_loggers
+
+    folder.record(loggers=list(names), project=project)
+    return make_loggers(names, folder.path, folder.path.name, folder.run_id, project)
 
 
 def _check_device(config: TrainConfig) -> None:

@@ -82,6 +82,15 @@ def flat_hparams(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def log_config(loggers: Sequence[Any], config: dict[str, Any]) -> None:
+    """A config's dict (``to_dict``'s) to each logger as hyper-parameters, but TensorBoard's, whose hparams need a
+    metric of their own and land in a run folder apart (its scalars say enough)."""
+    hparams = flat_hparams(config)
+    for logger in loggers:
+        if type(logger).__name__ != "TensorboardLogger":
+            logger.log_hparams(hparams)
+
+
 def log_metrics(loggers: Sequence[Any], metrics: dict[str, Any]) -> None:
     """Each finite numeric metric of an iteration to each logger, at the iteration's frame count."""
     step = int(metrics["frames"])
@@ -121,7 +130,6 @@ class ToLoggers:
         if not self._started:
             from ppo_td.config import to_dict
 
-            for logger in self.loggers:
-                logger.log_hparams(flat_hparams(to_dict(pipeline.config)))
+            log_config(self.loggers, to_dict(pipeline.config))
             self._started = True
         log_metrics(self.loggers, metrics)

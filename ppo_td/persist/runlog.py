@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ppo_td.config import TrainConfig, to_dict
-from ppo_td.persist.loggers import close_loggers, flat_hparams, log_metrics
+from ppo_td.persist.loggers import close_loggers, log_config, log_metrics
 from ppo_td.persist.runfolder import write_atomically
 from ppo_td.training import Pipeline
 
@@ -64,11 +64,8 @@ class RunLogger:
             except ImportError as err:
                 raise ImportError("--tensorboard needs tensorboard: pip install -e '.[tensorboard]'") from err
         self._no_video: set[int] = set()
-        hparams = flat_hparams(to_dict(config))
         try:
-            for logger in self.loggers:
-                if type(logger).__name__ != "TensorboardLogger":  # TensorBoard's hparams need a metric; scalars suffice
-                    logger.log_hparams(hparams)
+            log_config(self.loggers, to_dict(config))
         except BaseException:
             self.close()  # the CSVs, and each logger's run (a W&B run left open would not be written)
             raise
