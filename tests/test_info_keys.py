@@ -26,7 +26,7 @@ def _config(**env):
 
 def test_each_episodes_last_info_value_is_recorded_and_its_mean_per_iteration():
     result = ppo_td.train(_config(), info_keys=["is_success"])
-    assert type(result.pipeline.collector).__name__ == "EnvLoopCollector"  # infos are read in the env's own step
+    assert type(result.pipeline.collector).__name__ == "FastCollector"  # infos read as TorchRL's reader reads them
     episodes = result.episodes
     assert len(episodes) == 16 and {e["is_success"] for e in episodes} <= {0.0, 1.0}  # 4-step episodes, 64 frames
     for row in result.history:
@@ -81,3 +81,36 @@ def test_info_keys_take_no_metrics_name_and_an_env_passed_in_that_cannot_read_th
     with pytest.raises(ValueError, match=r"the BuiltEnv passed in was built with \[\]"):
         ppo_td.train(_config(), env=built, info_keys=["is_success"])
     built.close()
+
+
+def test_is_success_is_recorded_unasked_from_the_first_iteration_that_has_it_and_nothing_for_an_env_without(
+        tmp_path, capsys):
+    from ppo_td.persist.runlog import EPISODE_COLUMNS, _CsvTable, read_episodes
+
+    def train(run, env_id, *flags):
+        assert main(["train", "--preset", "cleanrl", "--env.env-id", env_id, "--env.num-envs", "2",
+                     "--frames-per-batch", "4", "--total-frames", "48", "--optim.num-minibatches", "1",
+                     "--model.hidden-sizes", "8", "--eval-episodes", "1", "--no-progress", "--log-every", "1",
+                     "--run-dir", str(run), *flags]) == 0
+        with (run / "metrics.csv").open() as f:
+            return list(csv.DictReader(f))
+
+    metrics = train(tmp_path / "reach", "info_envs:reach")  # 4-step episodes: the first end in iteration 2
+    out = capsys.readouterr().out
+    # episodes end every other iteration: the column joins at the first that has them, the rows before read nan
+    assert all(math.isnan(float(m["is_success"])) for m in metrics[0::2])
+    assert all(float(m["is_success"]) in (0.0, 0.5, 1.0) for m in metrics[1::2])
+    lines = [line for line in out.splitlines() if line.startswith("iteration")]
+    assert "is_success" not in lines[0] and all("  is_success " in line for line in lines[1:])
+    episodes = read_episodes(tmp_path / "reach")  # every value reads as a number
+    assert len(episodes) == 12 and {e["is_success"] for e in episodes} <= {0.0, 1.0}
+    table = _CsvTable(tmp_path / "reach" / "episodes.csv", EPISODE_COLUMNS, 4, ["is_success"])  # a resume
+    table.write([{"iteration": 5, "frames": 20, "return": 1.0, "length": 4}])  # keeps the joined column
+    table.close()
+    rows = read_episodes(tmp_path / "reach")
+    assert rows[:4] == [e for e in episodes if e["iteration"] <= 4] and math.isnan(rows[4]["is_success"])
+    metrics = train(tmp_path / "cartpole", "CartPole-v1")
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("iteration")]
+    assert "is_success" not in metrics[0] and lines and not any("is_success" in line for line in lines)
+    result = ppo_td.train(_config())  # from Python too
+    assert {e["is_success"] for e in result.episodes} <= {0.0, 1.0} and "is_success" in result.history[-1]

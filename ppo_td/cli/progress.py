@@ -6,6 +6,8 @@ import math
 import sys
 from typing import Any, TextIO
 
+from ppo_td.envs.info import UNASKED
+
 
 class Progress:
     """Training callback: a tqdm bar when ``bar`` (and stderr is a terminal), else one summary line every
@@ -20,7 +22,8 @@ class Progress:
                  info_keys: tuple[str, ...] = ()) -> None:
         self.total_frames, self.iterations = total_frames, iterations
         self.info_keys = info_keys
-        """``env.info_keys``: each one's mean over the last iteration's episodes that reported it, after the return."""
+        """``env.info_keys``: each one's mean over the last iteration's episodes that reported it, after the return
+        (and ``is_success`` once an env reported it unasked)."""
         self.last_info: dict[str, float] = {}
         self.label = label
         """What the return is called: ``return``, or ``reward per agent`` for a multi-agent run."""
@@ -41,12 +44,14 @@ class Progress:
         if not math.isnan(metrics["episode_return"]):
             self.last_return = metrics["episode_return"]
             self.last_groups = {k.partition("/")[2]: v for k, v in metrics.items() if k.startswith("episode_return/")}
-        self.last_info.update({k: metrics[k] for k in self.info_keys if not math.isnan(metrics.get(k, math.nan))})
+        self.last_info.update({k: metrics[k] for k in (*self.info_keys, *UNASKED)
+                               if not math.isnan(metrics.get(k, math.nan))})
         ret = ("-" if math.isnan(self.last_return) else
                f"{self.last_return:.3g}" if self.label != "return" else f"{self.last_return:.1f}")
         if self.last_groups:
             ret += " (" + ", ".join(f"{g} {v:.3g}" for g, v in self.last_groups.items()) + ")"
-        ret += "".join(f"  {k} {self.last_info[k]:.3g}" if k in self.last_info else f"  {k} -" for k in self.info_keys)
+        shown = (*self.info_keys, *(k for k in UNASKED if k in self.last_info and k not in self.info_keys))
+        ret += "".join(f"  {k} {self.last_info[k]:.3g}" if k in self.last_info else f"  {k} -" for k in shown)
         if self._bar is not None:
             self._bar.update(metrics["frames"] - self._bar.n)
             self._bar.set_postfix(ret=ret, sps=f"{metrics['sps']:.0f}", refresh=False)

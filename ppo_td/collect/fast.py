@@ -57,6 +57,7 @@ from torchrl.modules.distributions.utils import sample_and_log_prob
 
 from ppo_td import keys
 from ppo_td.envs import BuiltEnv, FiniteCheck, IndexObservations, MaskCheck, ReturnScaling, RunningObsNorm
+from ppo_td.envs.info import INFO, info_values
 from ppo_td.envs.masking import MASK_KEY
 from ppo_td.models import ClosedForm, PolicyNet, ValueNet, policy_net, value_net
 from ppo_td.models.inference import NumpyPolicy
@@ -261,13 +262,15 @@ class FastEnv:
                                   if built.description.group is None else
                                   "the env is a multi-agent suite's (TorchRL steps it; VMAS vectorizes its copies "
                                   "in torch itself)")
-        if built.config is not None and built.config.info_keys:
-            raise FastUnsupported(f"env.info_keys={list(built.config.info_keys)}: the env's infos are read in its own "
-                                  "step (TorchRL's info reader), which ppo_td's env loop runs")
         self.built, self.base, self.vec = built, built.env.base_env, built.vector
         self.num_envs = int(self.base.batch_size[0])
         self.action_spec = self.base.full_action_spec[keys.ACTION]
-        self.obs_keys = list(self.base.observation_spec.keys())
+        self.obs_keys = [k for k in self.base.observation_spec.keys() if k != INFO]
+        spec = self.base.observation_spec
+        self.info: list[tuple[str, str]] = [(INFO, k) for k in spec[INFO].keys()] if INFO in spec.keys() else []
+        """The info entries the env's info reader writes (:mod:`ppo_td.envs.info`), read here from the same infos
+        by the same code."""
+        self._unreported = {key: torch.full((self.num_envs,), torch.nan) for key in self.info}
         self.nested = [k for k in self.obs_keys if isinstance(self.base.observation_spec[k], Composite)]
         """Observation keys whose value has entries of its own (a ``Dict`` or ``Tuple`` space): a TensorDict."""
         self.transforms = self.current_transforms()
@@ -285,8 +288,8 @@ class FastEnv:
         vector env's per-step bookkeeping, its info merging above all, cost about 25 us a step on HalfCheetah)."""
         kinds = {type(t) for t in self.transforms}
         counters = zip(_COUNTERS, (StepCounter, RewardSum), strict=True)
-        self.carried = self.obs_keys + [key for key, kind in counters if kind in kinds] + self.memory  # kept from
-        # step to step
+        self.carried: list[Any] = self.obs_keys + [key for key, kind in counters if kind in kinds] + self.memory
+        self.carried += self.info  # kept from step to step (root infos: the last step's, or the reset's)
 
     def _plan(self, t: Any) -> None:
         """Append ``t``'s step and reset operations (the same code as its step and reset)."""
@@ -445,6 +448,17 @@ class FastEnv:
         if self._array_steps is not None:
             self._array_steps = self._plan_arrays()
 
+    def _read_info(self, infos: dict[str, Any], out: Values) -> Values:
+        """``out`` with the env's info entries from ``infos`` (as its info reader writes them)."""
+        if not self.info:
+            return out
+        names = [k for _, k in self.info]
+        if any(k in infos for k in names):
+            out.update({(INFO, k): v for k, v in info_values(infos, names, self.num_envs).items()})
+        else:  # none reported (most steps of most envs): one NaN tensor, never written in place
+            out.update(self._unreported)
+        return out
+
     def _step_arrays(self, obs: Any, reward: Any, terminated: Any, truncated: Any, cur: Values) -> Values:
         shape = (self.num_envs, 1)
         (obs_dtype, obs_shape), (reward_dtype, reward_shape) = self._array_layout
@@ -472,12 +486,13 @@ class FastEnv:
         base = self.base
         actions = self.action_spec.to_numpy(action, safe=False)
         if self._one_copy is not None:  # the vector env's step for one copy in DISABLED mode, without its bookkeeping
-            obs, reward, terminated, truncated, _ = self._one_copy.step(actions[0])
-            return self._step_arrays(np.array(obs, dtype=self._array_layout[0][0]), np.float64(reward), terminated,
-                                     truncated, cur)  # (the vector env stores rewards as float64 first)
-        obs, reward, terminated, truncated, _ = self.vec.step(actions)
+            obs, reward, terminated, truncated, info = self._one_copy.step(actions[0])
+            return self._read_info(info, self._step_arrays(np.array(obs, dtype=self._array_layout[0][0]),
+                                                           np.float64(reward), terminated, truncated, cur))
+            # (the vector env stores rewards as float64 first)
+        obs, reward, terminated, truncated, info = self.vec.step(actions)
         if self._array_steps is not None:
-            return self._step_arrays(obs, reward, terminated, truncated, cur)
+            return self._read_info(info, self._step_arrays(obs, reward, terminated, truncated, cur))
         terminated, truncated, done, _ = base.read_done(terminated=terminated, truncated=truncated)
         shape = (self.num_envs, 1)
         nxt = _Values(base.read_obs(obs))
@@ -486,14 +501,15 @@ class FastEnv:
             truncated.view(shape)
         for op in self._steps:
             op(cur, nxt)
-        return nxt
+        return self._read_info(info, nxt)
 
     def reset(self, reset: torch.Tensor, cur: Values) -> Values:
         """Reset the copies where ``reset`` (``[num_envs, 1]``) is True; ``cur`` updated in place and returned."""
-        obs, _ = self.vec.reset(options={"reset_mask": reset.view(self.num_envs).numpy()})
+        obs, info = self.vec.reset(options={"reset_mask": reset.view(self.num_envs).numpy()})
         out = _Values(self.base.read_obs(obs))
         for op in self._resets:
             op(cur, out, reset)
+        self._read_info(info, out)
         rows = reset.view(self.num_envs)
         for key, value in out.items():
             if isinstance(value, TensorDictBase):  # a Dict or Tuple observation: entry by entry
@@ -501,6 +517,17 @@ class FastEnv:
             else:
                 cur[key] = torch.where(expand_as_right(rows, value), value, cur[key])
         return cur
+
+
+def _nested(values: dict[Any, torch.Tensor]) -> dict[str, Any]:
+    """``values`` with its ``(outer, inner)`` keys (the infos) as nested dicts, as the batch's TensorDict holds them."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(key, tuple):
+            out.setdefault(key[0], {})[key[1]] = value
+        else:
+            out[key] = value
+    return out
 
 
 class InProcessCollector:
@@ -579,9 +606,11 @@ class FastCollector(InProcessCollector):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a :meth:`state_dict` (of a collector over the same env layout). The frame budget stays
         this collector's own (a resumed run builds its collector with the frames left)."""
+        state = {**state, "current": {**{k: torch.full_like(self.current[k], torch.nan) for k in self.fast_env.info},
+                                      **state["current"]}}  # a checkpoint from before the infos were read: NaN
         if set(state["current"]) != set(self.current):
-            raise ValueError(f"collector state holds {sorted(state['current'])}, this collector carries "
-                             f"{sorted(self.current)}")
+            raise ValueError(f"collector state holds {sorted(map(str, state['current']))}, this collector carries "
+                             f"{sorted(map(str, self.current))}")
         self.current = {k: v.clone() for k, v in state["current"].items()}
         self.traj_ids, self.next_traj = state["traj_ids"].clone(), int(state["next_traj"])
 
@@ -634,8 +663,8 @@ class FastCollector(InProcessCollector):
                 fresh = torch.arange(self.next_traj, self.next_traj + int(ended.sum()))
                 self.next_traj += fresh.numel()
                 traj_ids = traj_ids.masked_scatter(ended, fresh)
-        source: dict[str, Any] = {k: torch.stack(v, 1) for k, v in root.items()}
-        source["next"] = {k: torch.stack(v, 1) for k, v in nexts.items()}
+        source: dict[str, Any] = _nested({k: torch.stack(v, 1) for k, v in root.items()})
+        source["next"] = _nested({k: torch.stack(v, 1) for k, v in nexts.items()})
         source["collector"] = {"traj_ids": torch.stack(ids, 1)}
         if state_values:
             source["collector"][keys.STATE_VALUE] = torch.stack(state_values, 1)

@@ -30,6 +30,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from ppo_td import keys
 from ppo_td.config import TrainConfig
 from ppo_td.envs import MASK_KEY, BuiltEnv, RunningObsNorm, build_env, gym_env
+from ppo_td.envs.info import INFO
 from ppo_td.envs.wrappers import needs_nesting, nest_observation, nests_entries
 from ppo_td.models import make_actor_critic
 from ppo_td.models.device import resolve_device
@@ -87,8 +88,10 @@ class Layout:
                   if mask_from_info else observation_space)
         nest = nests_entries(lifted) if needs_nesting(lifted) else None
         spec, raw = built.env.observation_spec, built.env.base_env.observation_spec  # the keys the env emits;
+        inputs = [k for k in raw.keys(True, True)  # not the env's info values (ppo_td.envs.info): recorded only
+                  if not (k == MASK_KEY and not masked) and not (isinstance(k, tuple) and k[0] == INFO)]
         entries = tuple(Entry(k, tuple(raw[k].shape[1:]), _cast_dtype(spec, raw, k))  # their dtypes after its casts
-                        for k in raw.keys(True, True) if not (k == MASK_KEY and not masked))
+                        for k in inputs)
         return cls(entries, mask_from_info, nest, masked, observation_space, action_space,
                    config.env.clip_actions and isinstance(action_space, gym.spaces.Box),
                    bool(built.description.observation_space.images()))

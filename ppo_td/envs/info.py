@@ -5,6 +5,10 @@
 copy did not report it (Gymnasium's vector infos: ``info[key]`` with its ``info["_" + key]`` mask). The training
 loop records an episode's value as the one at its last step (what Stable-Baselines3's ``Monitor`` and RL Zoo log as
 ``is_success``), and an iteration's as the mean over its episodes that reported one.
+
+``is_success`` is watched unasked (:data:`UNASKED`) in every Gymnasium env's step: it is recorded from the first
+iteration where the env reported it (as Stable-Baselines3 logs ``success_rate`` once its envs report
+``is_success``), and nothing is added for an env that never does.
 """
 
 from __future__ import annotations
@@ -20,6 +24,43 @@ from torchrl.envs.gym_like import BaseInfoDictReader
 
 INFO = "info"
 """The sub-TensorDict holding the recorded info values."""
+
+UNASKED = ("is_success",)
+"""Info entries every Gymnasium env's step is read for without ``env.info_keys`` naming them: recorded where the env
+reports them (Gymnasium-Robotics, panda-gym, highway-env's parking and the goal envs of Stable-Baselines3's HER
+report ``is_success``)."""
+
+
+def watched(info_keys: Sequence[str]) -> tuple[str, ...]:
+    """The info entries a Gymnasium env's step is read for: ``info_keys`` (``env.info_keys``), then :data:`UNASKED`."""
+    return tuple(dict.fromkeys((*info_keys, *UNASKED)))
+
+
+def info_values(info_dict: dict[str, Any], keys: Sequence[str], copies: int) -> dict[str, torch.Tensor]:
+    """``info_dict[key]`` for each of ``keys``: float32 ``[copies]``, NaN where a copy did not report it (Gymnasium's
+    vector infos: ``info[key]`` with its ``info["_" + key]`` mask; a plain env's info: its one value).
+
+    Raises:
+        ValueError: an info value that is not a number (naming the key and what it holds).
+    """
+    values = {}
+    for key in keys:
+        out = np.full(copies, np.nan, dtype=np.float32)
+        if key in info_dict:
+            try:
+                raw = np.asarray(info_dict[key], dtype=np.float64).reshape(-1)
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"env.info_keys: info[{key!r}] is {info_dict[key]!r}, not a number ppo_td can "
+                                 "record per episode; drop it from env.info_keys (--log-info)") from err
+            if raw.size not in (1, copies):
+                raise ValueError(f"env.info_keys: info[{key!r}] holds {raw.size} numbers for {copies} env "
+                                 "copies; ppo_td records one number per episode: drop it from env.info_keys")
+            reported = np.asarray(info_dict.get(f"_{key}", np.ones(raw.shape, bool)), dtype=bool).reshape(-1)
+            if raw.size == 1 and copies > 1:  # a plain (non-vector) info: every copy's
+                raw, reported = np.full(copies, raw[0]), np.full(copies, bool(reported[0]))
+            out[reported] = raw[reported]
+        values[key] = torch.from_numpy(out)
+    return values
 
 
 class InfoReader(BaseInfoDictReader):
@@ -39,23 +80,7 @@ class InfoReader(BaseInfoDictReader):
         return self._spec
 
     def __call__(self, info_dict: dict[str, Any], tensordict: TensorDictBase) -> TensorDictBase:
-        values = {}
-        for key in self.keys:
-            out = np.full(self.copies, np.nan, dtype=np.float32)
-            if key in info_dict:
-                try:
-                    raw = np.asarray(info_dict[key], dtype=np.float64).reshape(-1)
-                except (TypeError, ValueError) as err:
-                    raise ValueError(f"env.info_keys: info[{key!r}] is {info_dict[key]!r}, not a number ppo_td can "
-                                     "record per episode; drop it from env.info_keys (--log-info)") from err
-                if raw.size not in (1, self.copies):
-                    raise ValueError(f"env.info_keys: info[{key!r}] holds {raw.size} numbers for {self.copies} env "
-                                     "copies; ppo_td records one number per episode: drop it from env.info_keys")
-                reported = np.asarray(info_dict.get(f"_{key}", np.ones(raw.shape, bool)), dtype=bool).reshape(-1)
-                if raw.size == 1 and self.copies > 1:  # a plain (non-vector) info: every copy's
-                    raw, reported = np.full(self.copies, raw[0]), np.full(self.copies, bool(reported[0]))
-                out[reported] = raw[reported]
-            values[key] = torch.from_numpy(out)
+        values = info_values(info_dict, self.keys, self.copies)
         tensordict.set(INFO, TensorDict(values, batch_size=tensordict.batch_size))
         return tensordict
 
@@ -68,3 +93,14 @@ def episode_infos(batch: TensorDictBase, done: torch.Tensor, keys: Sequence[str]
         value = batch.get(("next", INFO, key), None)
         out[key] = [float("nan")] * int(done.sum()) if value is None else value[done].flatten().tolist()
     return out
+
+
+def recorded(batch: TensorDictBase, info_keys: Sequence[str]) -> tuple[str, ...]:
+    """The info entries ``batch``'s episodes are recorded with: ``info_keys`` (``env.info_keys``, asked for), then
+    each of :data:`UNASKED` the env reported at any step of ``batch``."""
+    seen = []
+    for key in UNASKED:
+        value = batch.get(("next", INFO, key), None)
+        if key not in info_keys and value is not None and not torch.isnan(value).all():
+            seen.append(key)
+    return (*info_keys, *seen)

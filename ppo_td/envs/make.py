@@ -34,7 +34,7 @@ from ppo_td.envs.atari import FRAME_SKIP, atari_wrappers, import_ale
 from ppo_td.envs.custom import UserTransform, from_config, initialize_statistics, needing_statistics, with_statistics
 from ppo_td.envs.description import BuiltEnv, describe, observation_space
 from ppo_td.envs.imports import import_attr, import_from_cwd
-from ppo_td.envs.info import InfoReader
+from ppo_td.envs.info import InfoReader, watched
 from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
 from ppo_td.envs.torchrl_envs import batched, close, observation_transforms, torchrl_factory
 from ppo_td.envs.transforms import FiniteCheck, IndexObservations, ReturnScaling, RunningObsNorm
@@ -234,8 +234,8 @@ def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99, *
         vec.close()
         raise
     base = GymWrapper(vec, categorical_action_encoding=True)
-    if config.info_keys:  # the env's info values per copy, in its own step (ppo_td.envs.info)
-        base.set_info_dict_reader(InfoReader(config.info_keys, config.num_envs))
+    # the env's info values per copy (env.info_keys, and is_success unasked), in its own step (ppo_td.envs.info)
+    base.set_info_dict_reader(InfoReader(watched(config.info_keys), config.num_envs))
     stack: list = [FiniteCheck(config.env_id)] if config.check_finite else []
     indices = _multi_discrete_entries(vec.single_observation_space)
     if indices:

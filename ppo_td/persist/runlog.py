@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ppo_td.config import TrainConfig, to_dict
+from ppo_td.envs.info import UNASKED
 from ppo_td.persist.loggers import close_loggers, log_config, log_metrics
 from ppo_td.persist.runfolder import write_atomically
 from ppo_td.training import Pipeline
@@ -51,8 +52,10 @@ class RunLogger:
         info = list(config.env.info_keys)  # the env's info values (env.info_keys), per episode and their mean
         metric_columns = [*METRIC_COLUMNS, *(f"{name}/{g}" for g in groups for name in GROUP_METRICS), *info]
         episode_columns = [*EPISODE_COLUMNS, *(f"return/{g}" for g in groups), *info]
-        self._metrics = _CsvTable(self.run_dir / "metrics.csv", metric_columns, resume_iteration)
-        self._episodes = _CsvTable(self.run_dir / "episodes.csv", episode_columns, resume_iteration)
+        # is_success, where the env reports it unasked: a column from the first iteration that has it
+        unasked = [k for k in UNASKED if k not in info]
+        self._metrics = _CsvTable(self.run_dir / "metrics.csv", metric_columns, resume_iteration, unasked)
+        self._episodes = _CsvTable(self.run_dir / "episodes.csv", episode_columns, resume_iteration, unasked)
         self.loggers = list(loggers)
         """TorchRL loggers (:mod:`ppo_td.persist.loggers`) that get the config as hyper-parameters and every
         iteration's metrics; closed with this one."""
@@ -119,26 +122,44 @@ class _CsvTable:
     With ``keep_through`` (a resume) the rows up to that iteration are kept and the rest (written after the
     checkpoint being resumed, or cut off by a crash) dropped: the file is rewritten through a temporary file
     and a rename, so a crash at that moment leaves the old history or the new one, never none.
+
+    ``optional`` columns (the info values an env reports unasked) join the table when a row first has them: the
+    file is rewritten the same way with the new column, ``nan`` in the rows before.
     """
 
-    def __init__(self, path: Path, columns: list[str], keep_through: int | None) -> None:
+    def __init__(self, path: Path, columns: list[str], keep_through: int | None, optional: Sequence[str] = ()) -> None:
+        self.path, self.columns, self.optional = path, list(columns), [c for c in optional if c not in columns]
         if keep_through is not None and path.exists():
             with path.open(newline="") as f:
-                kept = [row for row in csv.DictReader(f) if _complete(row, columns, keep_through)]
-            text = io.StringIO()
-            writer = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(kept)
-            write_atomically(path, text.getvalue())
-            self._file = path.open("a", newline="")
-            self._writer = csv.DictWriter(self._file, fieldnames=columns, extrasaction="ignore")
+                reader = csv.DictReader(f)
+                self.columns += [c for c in self.optional if c in (reader.fieldnames or ())]  # joined before
+                kept = [row for row in reader if _complete(row, self.columns, keep_through)]
+            self._rewrite(kept)
             return
         self._file = path.open("w", newline="")
-        self._writer = csv.DictWriter(self._file, fieldnames=columns, extrasaction="ignore")
+        self._writer = csv.DictWriter(self._file, fieldnames=self.columns, restval="nan", extrasaction="ignore")
         self._writer.writeheader()
         self._file.flush()
 
+    def _rewrite(self, rows: list[dict[str, Any]]) -> None:
+        """The file as ``rows`` under the current columns (through a temporary file and a rename), then opened
+        for appending."""
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=self.columns, restval="nan", extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+        write_atomically(self.path, text.getvalue())
+        self._file = self.path.open("a", newline="")
+        self._writer = csv.DictWriter(self._file, fieldnames=self.columns, restval="nan", extrasaction="ignore")
+
     def write(self, rows: list[dict[str, Any]]) -> None:
+        new = [c for c in self.optional if c not in self.columns and any(c in row for row in rows)]
+        if new:
+            self._file.close()
+            with self.path.open(newline="") as f:
+                before = list(csv.DictReader(f))
+            self.columns += new
+            self._rewrite(before)
         self._writer.writerows(rows)
         self._file.flush()
 

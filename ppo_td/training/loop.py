@@ -21,7 +21,7 @@ from torchrl.objectives.common import AUTO_LOSS_MASK_KEYS
 from ppo_td import keys
 from ppo_td.collect import WorkerError, batches, gather_statistics, push_to_workers, shutdown
 from ppo_td.config import TrainConfig
-from ppo_td.envs.info import episode_infos
+from ppo_td.envs.info import episode_infos, recorded
 from ppo_td.training.evaluation import Evaluation, evaluate, evaluate_on
 from ppo_td.training.objective import (
     LeanTerms,
@@ -377,8 +377,8 @@ def _episode_stats(batch: TensorDictBase, iteration: int, frames: int, episodes:
     multi-agent env): an episode's return is its reward per agent (the mean of the agents' episode rewards, as
     BenchMARL and TorchRL's MAPPO tutorial report it). ``groups`` (several agent groups): the reward per agent of
     all agents, and each group's own (``episode_return/<group>``, an episode's ``return/<group>``). ``info_keys``
-    (``env.info_keys``): each episode's info value at its last step, and their mean over the episodes that reported
-    one (NaN where none did).
+    (``env.info_keys``, and ``is_success`` where the env reported it): each episode's info value at its last step,
+    and their mean over the episodes that reported one (NaN where none did).
 
     The new episodes are also returned under ``ended_episodes`` for callbacks (the run folder's episodes.csv).
     """
@@ -393,6 +393,7 @@ def _episode_stats(batch: TensorDictBase, iteration: int, frames: int, episodes:
         if returns is not None and group is not None:
             returns = returns.mean(dim=(-2, -1))  # [env, time, agents, 1] -> per agent
     lengths = batch.get(keys.EPISODE_LENGTH, None)
+    info_keys = recorded(batch, info_keys)  # and is_success, where the env reported it (ppo_td.envs.info)
     if returns is None or not done.any():
         return {"episodes": 0, "episode_return": float("nan"), "episode_length": float("nan"), "ended_episodes": [],
                 **{f"episode_return/{g}": float("nan") for g in groups}, **dict.fromkeys(info_keys, float("nan"))}
