@@ -21,6 +21,9 @@ Suites:
   doctor  the cost of the doctor's audit per update.
   entry_points  the same run from ``ppo-td train``, ``ppo_td.train``, ``build_pipeline`` + ``run`` and a
           ``gym.make_vec`` object, beside a busy process: frames/s and the ratio to the CLI (``--seeds``, ``--busy``).
+  returns multi-seed returns of suites of envs (classic, box2d, mujoco, toytext, minigrid, multiagent), ppo_td beside
+          SB3 at the same settings, with a result store that a rerun continues and a report with rliable's intervals
+          (``python -m benchmarks returns --help``).  Hours: run it with nohup.
   soak    RSS over a long CartPole run and its slope after warm-up (``--minutes 5``).
   gpu     VMAS navigation at 4,096 and 32,768 envs (ppo_td beside TorchRL's own MAPPO parts) and Atari Pong with 16
           env processes (ppo_td beside SB3's SubprocVecEnv), on ``--device cuda``: frames/s, collection and update
@@ -406,6 +409,10 @@ def main() -> None:
         sys.argv = ["python -m benchmarks entry_points", *sys.argv[2:]]
         entry_points.main()
         return
+    if sys.argv[1:2] == ["returns"]:  # multi-seed returns with a result store (python -m benchmarks returns --help)
+        from benchmarks import returns
+
+        sys.exit(returns.main(sys.argv[2:]))
     if sys.argv[1:2] == ["soak"]:  # memory over a long run: its own options (python -m benchmarks soak --help)
         from benchmarks import soak
 

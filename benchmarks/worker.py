@@ -5,7 +5,8 @@ prints one JSON result line. A separate process per run keeps peak memory and st
 apart and keeps import time out of the timed region.
 
 Spec keys: ``library`` ("ppo_td" | "sb3" | "skrl"; with a recurrent preset "sb3" is sb3-contrib's RecurrentPPO),
-``preset`` (a ppo_td preset: the config both libraries use), ``sb3_zoo`` (use RL-Zoo's tuned CartPole settings instead),
+``preset`` (a ppo_td preset: the config both libraries use) or ``config`` (a whole config,
+``ppo_td.config.to_dict``), ``sb3_zoo`` (use RL-Zoo's tuned CartPole settings instead),
 ``seed``, ``total_frames`` (optional override), ``eval_episodes`` (0: none), ``step_loop`` and
 ``fast_forward`` (optional overrides of ``collector.step_loop`` and ``loss.fast_forward``), ``compile``, ``device``
 (the networks'; SB3's ``device=``), ``workers`` (ppo_td: that many worker processes; SB3: ``SubprocVecEnv``),
@@ -31,7 +32,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from ppo_td.config import TrainConfig
+from ppo_td.config import TrainConfig, from_dict
 from ppo_td.presets import get_preset
 
 # RL-Zoo hyperparams/ppo.yml, CartPole-v1 (1e5 steps, linear lr and clip schedules)
@@ -297,8 +298,8 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     torch.set_num_threads(1)
     logging.getLogger("torchrl").setLevel(logging.WARNING)
-    config = dataclasses.replace(get_preset(spec["preset"]), seed=spec["seed"],
-                                 eval_episodes=spec.get("eval_episodes", 10))
+    base = from_dict(spec["config"]) if "config" in spec else get_preset(spec["preset"])  # a whole config, or a preset
+    config = dataclasses.replace(base, seed=spec["seed"], eval_episodes=spec.get("eval_episodes", 10))
     if spec.get("num_envs"):  # the same steps per env copy, so a batch holds num_envs x steps frames
         steps = config.steps_per_env if spec.get("keep_steps", True) else config.frames_per_batch // spec["num_envs"]
         config = dataclasses.replace(config, env=dataclasses.replace(config.env, num_envs=spec["num_envs"]),

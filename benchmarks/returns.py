@@ -1,0 +1,373 @@
+"""Multi-seed returns: ppo_td beside Stable-Baselines3 at the same settings, budget and seeds, against published PPO.
+
+    python -m benchmarks returns classic                 # 5 seeds of every classic-control env, both libraries
+    python -m benchmarks returns classic --jobs 2        # two runs at a time (one process per core, one thread each)
+    python -m benchmarks returns mujoco --seeds 1 2 3 --libraries ppo_td
+    python -m benchmarks returns classic --report        # tables, intervals and plots from what the store holds
+
+Every finished run is one JSON line in the result store (``--store``, default ``benchmarks/results/returns``:
+``runs.jsonl``) with its command, commit, seed, training episodes (the curve) and final numbers; a run already in
+the store is skipped, so the same command continues a suite after Ctrl-C, a crash or the next day. A run is a
+``benchmarks.worker`` process (``torch.set_num_threads(1)``), killed after ``--timeout`` seconds.
+
+Per run: the mean of the last 100 training episodes (the statistic of CleanRL's tables and of the PPO paper) and a
+deterministic evaluation of 10 episodes after training (RL Zoo's kind of number). ``--report`` gives per env: mean
++- std over seeds, median, IQM with a stratified-bootstrap 95% interval (rliable, the method of Agarwal et al.,
+2021), the anchors (published PPO numbers, with their env versions), and ppo_td's probability of beating SB3
+(rliable's probability of improvement); per suite: scores normalized per env (random policy 0, best published PPO
+1), their IQM with its interval, a performance profile, and return curves against frames and seconds.
+
+The settings of each env are RL Zoo's (``hyperparams/ppo.yml`` at commit ``22e3ff2``, read by ``ppo_td.zoo``), or a
+ppo_td preset where one exists for it; both libraries train from the same ppo_td config (SB3 through
+``benchmarks.worker``'s mapping), so the comparison is of implementations, not of settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import json
+import math
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+STORE = ROOT / "benchmarks" / "results" / "returns"
+ZOO_COMMIT = "22e3ff2450fd92033f7f032915e1f64894a09584"
+"""The rl-baselines3-zoo commit whose ``hyperparams/ppo.yml`` entries :data:`SUITES` carries."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One env of a suite: its id, where its settings come from, its frame budget."""
+
+    env_id: str
+    settings: str
+    """``zoo`` (:attr:`zoo`, RL Zoo's entry) or a ppo_td preset's name."""
+    frames: int
+    zoo: dict[str, Any] | None = None
+    kwargs: tuple[str, ...] = ()
+    max_episode_steps: int | None = None
+    sb3: bool = True
+    """Whether Stable-Baselines3 runs beside it (not for envs it cannot take as they are, e.g. MiniGrid's Dict)."""
+    note: str = ""
+
+
+def _zoo(env_id: str, frames: float | None = None, **entry: Any) -> Task:
+    """An env at RL Zoo's settings (``entry``, as ``ppo.yml`` has them); ``frames`` where the budget differs."""
+    budget = int(frames if frames is not None else float(entry.get("n_timesteps", 1e6)))
+    note = "" if frames is None else f"RL Zoo trains {float(entry['n_timesteps']):,.0f} steps; run at {budget:,}"
+    return Task(env_id, "zoo", budget, entry, note=note)
+
+
+_MUJOCO_ZOO = dict(normalize=True, n_timesteps=1e6, policy="MlpPolicy")  # RL Zoo's mujoco-defaults (Ant-v4)
+_MINIGRID_ZOO = dict(normalize=True, n_envs=8, n_timesteps=1e5, policy="MlpPolicy", n_steps=128, batch_size=64,
+                     gae_lambda=0.95, gamma=0.99, n_epochs=10, ent_coef=0.0, learning_rate=2.5e-4, clip_range=0.2)
+
+SUITES: dict[str, list[Task]] = {
+    "classic": [
+        _zoo("CartPole-v1", n_envs=8, n_timesteps=1e5, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
+             n_epochs=20, ent_coef=0.0, learning_rate="lin_0.001", clip_range="lin_0.2"),
+        _zoo("Acrobot-v1", normalize=True, n_envs=16, n_timesteps=1e6, n_steps=256, gae_lambda=0.94, gamma=0.99,
+             n_epochs=4, ent_coef=0.0),
+        _zoo("MountainCar-v0", normalize=True, n_envs=16, n_timesteps=1e6, n_steps=16, gae_lambda=0.98, gamma=0.99,
+             n_epochs=4, ent_coef=0.0),
+        dataclasses.replace(_zoo(
+            "MountainCarContinuous-v0", normalize=True, n_envs=1, n_timesteps=20000, batch_size=8, n_steps=8,
+            gamma=0.9999, learning_rate=7.77e-05, ent_coef=0.00429, clip_range=0.1, n_epochs=10, gae_lambda=0.9,
+            max_grad_norm=5, vf_coef=0.19, use_sde=True, policy_kwargs="dict(log_std_init=-3.29, ortho_init=False)"),
+            note="RL Zoo's batch_size 256 over 8-step rollouts: SB3 takes the whole rollout, as batch_size 8 here"),
+        Task("Pendulum-v1", "pendulum", 100_352, note="ppo_td's pendulum preset (RL Zoo's uses gSDE, which ppo_td "
+             "does not have)"),
+    ],
+    "box2d": [
+        _zoo("LunarLander-v3", n_envs=16, n_timesteps=1e6, n_steps=1024, batch_size=64, gae_lambda=0.98, gamma=0.999,
+             n_epochs=4, ent_coef=0.01),
+        _zoo("LunarLanderContinuous-v3", n_envs=16, n_timesteps=1e6, n_steps=1024, batch_size=64, gae_lambda=0.98,
+             gamma=0.999, n_epochs=4, ent_coef=0.01),
+        _zoo("BipedalWalker-v3", 2e6, normalize=True, n_envs=32, n_timesteps=5e6, n_steps=2048, batch_size=64,
+             gae_lambda=0.95, gamma=0.999, n_epochs=10, ent_coef=0.0, learning_rate=3e-4, clip_range=0.18),
+    ],
+    "mujoco": [
+        Task("Hopper-v5", "hopper", 1_000_000),
+        Task("Walker2d-v5", "walker2d", 1_000_000),
+        Task("HalfCheetah-v5", "halfcheetah", 1_000_000),
+        Task("Ant-v5", "ant", 1_000_000),
+        dataclasses.replace(_zoo("Swimmer-v5", **_MUJOCO_ZOO | dict(gamma=0.9999, n_envs=4, n_steps=1024,
+                                 batch_size=256, learning_rate=6e-4, gae_lambda=0.98)),
+                            note="RL Zoo's Swimmer-v4 entry on v5"),
+    ],
+    "toytext": [  # CleanRL's ppo.py settings (the cleanrl preset); no published PPO numbers exist for these
+        Task("Taxi-v4", "cleanrl", 500_000, sb3=False),
+        Task("FrozenLake-v1", "cleanrl", 500_000, kwargs=("map_name='8x8'",), sb3=False, note="8x8, slippery"),
+        Task("CliffWalking-v1", "cleanrl", 500_000, max_episode_steps=500, sb3=False,
+             note="a 500-step limit (none is registered)"),
+        Task("Blackjack-v1", "cleanrl", 500_000, sb3=False),
+    ],
+    "minigrid": [  # the 7x7x3 image observation, encoded by ppo_td (RL Zoo flattens it with FlatObsWrapper)
+        dataclasses.replace(_zoo("MiniGrid-Empty-Random-5x5-v0", **_MINIGRID_ZOO), sb3=False),
+        dataclasses.replace(_zoo("MiniGrid-DoorKey-5x5-v0", **_MINIGRID_ZOO), sb3=False),
+    ],
+    "multiagent": [  # reward per agent; BenchMARL is the peer here (python -m benchmarks multiagent)
+        Task("navigation", "vmas-navigation", 600_000, sb3=False),
+        Task("balance", "vmas-light", 409_600, sb3=False),
+        Task("mpe2.simple_spread_v3", "mpe-spread", 400_000, sb3=False),
+    ],
+}
+"""The suites: each env with its settings and budget. MuJoCo at 1M frames on ppo_td's presets (CleanRL's
+``ppo_continuous_action.py`` settings, the PPO paper's); Humanoid, MinAtar and Atari are left out of these suites on
+two cores (Atari at 10M frames is about a day a seed here)."""
+
+ANCHORS: dict[str, list[tuple[str, float, float | None, str]]] = {
+    # env: [(source, mean, std or None, what)], copied from the sources named
+    "CartPole-v1": [("CleanRL ppo.py", 490.04, 6.12, "500k steps, last 100 train episodes, 3 seeds"),
+                    ("RL Zoo", 500.0, 0.0, "100k steps, 1 seed, deterministic eval")],
+    "Acrobot-v1": [("CleanRL ppo.py", -86.36, 1.32, "500k steps, last 100 train episodes, 3 seeds"),
+                   ("RL Zoo", -73.506, 18.201, "1M steps, 1 seed, deterministic eval")],
+    "MountainCar-v0": [("CleanRL ppo.py", -200.0, 0.0, "500k steps, last 100 train episodes, 3 seeds"),
+                       ("RL Zoo", -110.423, 19.473, "1M steps, 1 seed, deterministic eval")],
+    "MountainCarContinuous-v0": [("RL Zoo", 88.343, 2.572, "20k steps, 1 seed, deterministic eval, gSDE")],
+    "Pendulum-v1": [("RL Zoo", -172.225, 104.159, "100k steps, 1 seed, deterministic eval, gSDE"),
+                    ("CleanRL (8M)", -1141.98, 135.55, "8M steps, last 100 train episodes")],
+    "LunarLander-v3": [("RL Zoo (v2)", 242.119, 31.823, "1M steps, 1 seed, deterministic eval")],
+    "LunarLanderContinuous-v3": [("RL Zoo (v2)", 270.863, 32.072, "1M steps, 1 seed, deterministic eval")],
+    "BipedalWalker-v3": [("RL Zoo", 287.939, 2.448, "5M steps, 1 seed, deterministic eval"),
+                         ("CleanRL (8M)", 172.12, 96.05, "8M steps, last 100 train episodes")],
+    "Hopper-v5": [("CleanRL (v4)", 2051.80, 313.94, "1M steps, last 100 train episodes, 3 seeds"),
+                  ("RL Zoo (v3)", 2410.435, 10.026, "1M steps, 1 seed, deterministic eval"),
+                  ("OpenAI baselines ppo2 (v2)", 2316.16, None, "1M steps, 6 seeds")],
+    "Walker2d-v5": [("CleanRL (v4)", 2890.97, 231.40, "1M steps, last 100 train episodes, 3 seeds"),
+                    ("RL Zoo (v3)", 3478.798, 821.708, "1M steps, 1 seed, deterministic eval"),
+                    ("OpenAI baselines ppo2 (v2)", 3424.95, None, "1M steps, 6 seeds")],
+    "HalfCheetah-v5": [("CleanRL (v4)", 2905.85, 1129.37, "1M steps, last 100 train episodes, 3 seeds"),
+                       ("RL Zoo (v3)", 5819.099, 663.530, "1M steps, 1 seed, deterministic eval"),
+                       ("OpenAI baselines ppo2 (v2)", 1668.58, None, "1M steps, 6 seeds")],
+    "Ant-v5": [("RL Zoo (v3)", 1327.158, 451.577, "1M steps, 1 seed, deterministic eval"),
+               ("CleanRL (v4, 8M)", 1824.17, 905.78, "8M steps, last 100 train episodes")],
+    "Swimmer-v5": [("RL Zoo (v3)", 281.561, 9.671, "1M steps, 1 seed, deterministic eval (before its tuning)"),
+                   ("OpenAI baselines ppo2 (v2)", 111.19, None, "1M steps, 6 seeds")],
+    "MiniGrid-Empty-Random-5x5-v0": [("RL Zoo", 0.968, 0.013, "100k steps, 1 seed, FlatObsWrapper")],
+    "MiniGrid-DoorKey-5x5-v0": [("RL Zoo", 0.964, 0.006, "100k steps, 1 seed, FlatObsWrapper")],
+}
+"""Published PPO numbers. CleanRL: ``docs/rl-algorithms/ppo.md`` (classic control at pr-424; MuJoCo v4 at commit
+5e49edd5) and ``rpo.md`` (8M columns); RL Zoo: ``benchmark.md`` (one agent per env, its std over evaluation
+episodes, not seeds); OpenAI baselines: ``benchmarks_mujoco1M.htm`` (ppo2). Where the version differs from the run's
+env, the source says which it used."""
+
+BEST = {"FrozenLake-v1": 0.91, "Taxi-v4": 8.46, "CliffWalking-v1": -13.0}
+"""A best score where no PPO number is published: the optimum Gymnasium's registration states (FrozenLake 8x8,
+Taxi) or the shortest path (CliffWalking, 13 steps at -1)."""
+
+
+def config_of(task: Task) -> tuple[Any, list[str]]:
+    """The ppo_td config ``task`` trains (both libraries), and what RL Zoo's entry holds that ppo_td cannot map."""
+    from ppo_td.presets import get_preset
+    from ppo_td.zoo import from_zoo
+
+    if task.settings == "zoo":
+        config, notes = from_zoo(task.zoo or {}, task.env_id)
+    else:
+        config, notes = get_preset(task.settings), []
+        if not config.env.multiagent:
+            config = dataclasses.replace(config, env=dataclasses.replace(config.env, env_id=task.env_id))
+    env = dataclasses.replace(config.env, kwargs=task.kwargs or config.env.kwargs,
+                              max_episode_steps=task.max_episode_steps or config.env.max_episode_steps)
+    return dataclasses.replace(config, env=env, total_frames=task.frames), notes
+
+
+def key_of(task: Task, library: str, seed: int) -> str:
+    """A run's identity in the store: what it trains, with which library and seed, at which budget."""
+    return f"{library}|{task.env_id}|{task.settings}|{','.join(task.kwargs)}|{task.frames}|{seed}"
+
+
+def read_store(store: Path) -> list[dict[str, Any]]:
+    """The runs in the store (a line cut short by a crash is left out)."""
+    path = store / "runs.jsonl"
+    if not path.exists():
+        return []
+    runs = []
+    for line in path.read_text().splitlines():
+        try:
+            runs.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return runs
+
+
+def _commit() -> str:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return sha + ("-dirty" if dirty else "")
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in ("ppo_td", "torch", "torchrl", "tensordict", "gymnasium", "stable-baselines3", "mujoco"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def last_mean(returns: list[float], n: int = 100) -> float:
+    """The mean of the last ``n`` training episodes (all of them where fewer ended)."""
+    tail = returns[-n:]
+    return statistics.fmean(tail) if tail else math.nan
+
+
+def run_one(suite: str, task: Task, library: str, seed: int, timeout: float) -> dict[str, Any]:
+    """One run in its own worker process; its store record.
+
+    Raises:
+        RuntimeError: the run failed or passed ``timeout`` (with the end of its stderr).
+    """
+    from ppo_td.config import to_dict
+
+    config, notes = config_of(task)
+    spec = {"library": library, "config": to_dict(config), "seed": seed, "eval_episodes": 10}
+    command = [sys.executable, "-m", "benchmarks.worker", json.dumps(spec)]
+    try:
+        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as err:
+        raise RuntimeError(f"{library} {task.env_id} seed {seed}: over --timeout {timeout:.0f} s") from err
+    if proc.returncode:
+        raise RuntimeError(f"{library} {task.env_id} seed {seed} failed (exit {proc.returncode}):\n"
+                           f"{proc.stderr[-2000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    returns = [e[2] for e in out["episodes"]]
+    return {
+        "key": key_of(task, library, seed), "suite": suite, "env": task.env_id, "library": library,
+        "settings": task.settings, "seed": seed, "frames": out["frames"], "budget": task.frames,
+        "last100": last_mean(returns), "eval_returns": out["eval_returns"], "eval_mean": out["eval_mean"],
+        "episodes": [[int(f), round(float(s), 2), round(float(r), 4)] for f, s, r in out["episodes"]],
+        "train_seconds": out["train_seconds"], "notes": notes + ([task.note] if task.note else []),
+        "command": "python -m benchmarks.worker " + shlex.quote(json.dumps(spec)), "commit": _commit(),
+        "versions": _versions(), "host": platform.node(), "cpus": os.cpu_count(),
+        "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _append(store: Path, record: dict[str, Any], lock: threading.Lock) -> None:
+    """One finished run onto the store, whole (one write, flushed and synced) or not at all."""
+    line = json.dumps(record) + "\n"
+    with lock, (store / "runs.jsonl").open("a") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _eta(done: list[dict[str, Any]], left: list[tuple[str, Task, str, int]], jobs: int) -> str:
+    """The time the runs left should take: seconds per frame of the finished runs of the same env and library (else
+    of the same library, else of all), over ``jobs`` processes."""
+    if not left:
+        return "0 s"
+    if not done:
+        return "unknown until the first run ends"
+    rate: dict[Any, list[float]] = {}
+    for r in done:
+        per = r["wall_seconds"] / max(r["frames"], 1)
+        for key in ((r["library"], r["env"]), r["library"], None):
+            rate.setdefault(key, []).append(per)
+    seconds = 0.0
+    for _, task, library, _ in left:
+        per = rate.get((library, task.env_id)) or rate.get(library) or rate[None]
+        seconds += statistics.fmean(per) * task.frames
+    seconds /= jobs
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+def run_suites(suites: list[str], seeds: list[int], libraries: list[str], jobs: int, store: Path,
+               timeout: float, envs: list[str] | None = None) -> int:
+    """Every (env, library, seed) of ``suites`` not in the store, ``jobs`` at a time; 0 when all succeeded."""
+    store.mkdir(parents=True, exist_ok=True)
+    finished = {r["key"] for r in read_store(store)}
+    plan = [(suite, task, library, seed) for suite in suites for task in SUITES[suite] for seed in seeds
+            for library in libraries if (library == "ppo_td" or task.sb3) and (not envs or task.env_id in envs)]
+    # env by env (a finished env has all its seeds), the libraries alternating seed by seed (noise hits both)
+    left = [p for p in plan if key_of(p[1], p[2], p[3]) not in finished]
+    print(f"{len(plan)} runs in {', '.join(suites)}: {len(plan) - len(left)} in the store ({store / 'runs.jsonl'}), "
+          f"{len(left)} to run, {jobs} at a time", flush=True)
+    lock, done, failed = threading.Lock(), [], 0
+    pool = ThreadPoolExecutor(max_workers=jobs)  # each thread waits on one worker process
+    running: dict[Future, tuple[str, Task, str, int, float]] = {}
+    queue = list(left)
+    try:
+        while queue or running:
+            while queue and len(running) < jobs:
+                suite, task, library, seed = queue.pop(0)
+                future = pool.submit(run_one, suite, task, library, seed, timeout)
+                running[future] = (suite, task, library, seed, time.monotonic())
+            finished_now, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished_now:
+                suite, task, library, seed, started = running.pop(future)
+                try:
+                    record = future.result()
+                except RuntimeError as err:
+                    failed += 1
+                    print(f"FAILED {err}", file=sys.stderr, flush=True)
+                    continue
+                record["wall_seconds"] = time.monotonic() - started
+                _append(store, record, lock)
+                done.append(record)
+                pending = queue + [(s, t, lib, sd) for s, t, lib, sd, _ in running.values()]
+                print(f"[{len(done) + failed}/{len(left)}] {library} {task.env_id} seed {seed}: last 100 episodes "
+                      f"{record['last100']:.1f}, eval {record['eval_mean']:.1f}, {record['wall_seconds'] / 60:.1f} min"
+                      f" | {len(pending)} left, about {_eta(done, pending, jobs)}", flush=True)
+    except KeyboardInterrupt:
+        print(f"\nstopped: {len(done)} runs stored this time in {store / 'runs.jsonl'}; the same command continues "
+              "with the rest", file=sys.stderr, flush=True)
+        pool.shutdown(wait=False, cancel_futures=True)
+        return 130
+    pool.shutdown()
+    if failed:
+        print(f"{failed} runs failed (above); the same command retries them", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks returns", description=__doc__.splitlines()[0])
+    parser.add_argument("suites", nargs="+", choices=list(SUITES), metavar="SUITE",
+                        help=f"one or more of {', '.join(SUITES)}")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--libraries", nargs="+", choices=["ppo_td", "sb3"], default=["ppo_td", "sb3"])
+    parser.add_argument("--envs", nargs="+", help="only these env ids of the suites")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at a time (at most the CPU count; one thread each)")
+    parser.add_argument("--store", type=Path, default=STORE, help="the result store's folder (runs.jsonl)")
+    parser.add_argument("--timeout", type=float, default=6 * 3600, help="seconds one run may take")
+    parser.add_argument("--report", action="store_true", help="write the report from the store; run nothing")
+    args = parser.parse_args(argv)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if not 1 <= args.jobs <= cpus:
+        parser.error(f"--jobs {args.jobs}: between 1 and this machine's {cpus} CPUs (one run per core)")
+    unknown = sorted(set(args.envs or ()) - {t.env_id for s in args.suites for t in SUITES[s]})
+    if unknown:
+        parser.error(f"--envs {unknown}: not in {', '.join(args.suites)} (its envs: "
+                     f"{', '.join(t.env_id for s in args.suites for t in SUITES[s])})")
+    if args.report:
+        from benchmarks.returns_report import write_report
+
+        print(write_report(args.suites, args.store))
+        return 0
+    return run_suites(args.suites, args.seeds, args.libraries, args.jobs, args.store, args.timeout, args.envs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
