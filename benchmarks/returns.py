@@ -17,9 +17,10 @@ deterministic evaluation of 10 episodes after training (RL Zoo's kind of number)
 (rliable's probability of improvement); per suite: scores normalized per env (random policy 0, best published PPO
 1), their IQM with its interval, a performance profile, and return curves against frames and seconds.
 
-The settings of each env are RL Zoo's (``hyperparams/ppo.yml`` at commit ``22e3ff2``, read by ``ppo_td.zoo``), or a
-ppo_td preset where one exists for it; both libraries train from the same ppo_td config (SB3 through
-``benchmarks.worker``'s mapping), so the comparison is of implementations, not of settings.
+Each env trains on a ppo_td preset, which says where its settings come from: RL Zoo's tuned entries
+(``hyperparams/ppo.yml`` at commit ``22e3ff2``: ``cartpole-zoo``, ``acrobot``, ``lunarlander``...), CleanRL's
+MuJoCo settings (``hopper``...), or ppo_td's own (``pendulum``). Both libraries train from the same config (SB3
+through ``benchmarks.worker``'s mapping), so the comparison is of implementations, not of settings.
 """
 
 from __future__ import annotations
@@ -43,8 +44,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 STORE = ROOT / "benchmarks" / "results" / "returns"
-ZOO_COMMIT = "22e3ff2450fd92033f7f032915e1f64894a09584"
-"""The rl-baselines3-zoo commit whose ``hyperparams/ppo.yml`` entries :data:`SUITES` carries."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,9 +52,8 @@ class Task:
 
     env_id: str
     settings: str
-    """``zoo`` (:attr:`zoo`, RL Zoo's entry) or a ppo_td preset's name."""
+    """The ppo_td preset it trains with (each says where its settings come from)."""
     frames: int
-    zoo: dict[str, Any] | None = None
     kwargs: tuple[str, ...] = ()
     max_episode_steps: int | None = None
     sb3: bool = True
@@ -63,49 +61,26 @@ class Task:
     note: str = ""
 
 
-def _zoo(env_id: str, frames: float | None = None, **entry: Any) -> Task:
-    """An env at RL Zoo's settings (``entry``, as ``ppo.yml`` has them); ``frames`` where the budget differs."""
-    budget = int(frames if frames is not None else float(entry.get("n_timesteps", 1e6)))
-    note = "" if frames is None else f"RL Zoo trains {float(entry['n_timesteps']):,.0f} steps; run at {budget:,}"
-    return Task(env_id, "zoo", budget, entry, note=note)
-
-
-_MUJOCO_ZOO = dict(normalize=True, n_timesteps=1e6, policy="MlpPolicy")  # RL Zoo's mujoco-defaults (Ant-v4)
-_MINIGRID_ZOO = dict(normalize=True, n_envs=8, n_timesteps=1e5, policy="MlpPolicy", n_steps=128, batch_size=64,
-                     gae_lambda=0.95, gamma=0.99, n_epochs=10, ent_coef=0.0, learning_rate=2.5e-4, clip_range=0.2)
-
 SUITES: dict[str, list[Task]] = {
     "classic": [
-        _zoo("CartPole-v1", n_envs=8, n_timesteps=1e5, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
-             n_epochs=20, ent_coef=0.0, learning_rate="lin_0.001", clip_range="lin_0.2"),
-        _zoo("Acrobot-v1", normalize=True, n_envs=16, n_timesteps=1e6, n_steps=256, gae_lambda=0.94, gamma=0.99,
-             n_epochs=4, ent_coef=0.0),
-        _zoo("MountainCar-v0", normalize=True, n_envs=16, n_timesteps=1e6, n_steps=16, gae_lambda=0.98, gamma=0.99,
-             n_epochs=4, ent_coef=0.0),
-        dataclasses.replace(_zoo(
-            "MountainCarContinuous-v0", normalize=True, n_envs=1, n_timesteps=20000, batch_size=8, n_steps=8,
-            gamma=0.9999, learning_rate=7.77e-05, ent_coef=0.00429, clip_range=0.1, n_epochs=10, gae_lambda=0.9,
-            max_grad_norm=5, vf_coef=0.19, use_sde=True, policy_kwargs="dict(log_std_init=-3.29, ortho_init=False)"),
-            note="RL Zoo's batch_size 256 over 8-step rollouts: SB3 takes the whole rollout, as batch_size 8 here"),
-        Task("Pendulum-v1", "pendulum", 100_352, note="ppo_td's pendulum preset (RL Zoo's uses gSDE, which ppo_td "
-             "does not have)"),
+        Task("CartPole-v1", "cartpole-zoo", 100_000, note="RL Zoo anneals the clip range (lin_0.2); constant here"),
+        Task("Acrobot-v1", "acrobot", 1_000_000),
+        Task("MountainCar-v0", "mountaincar", 1_000_000),
+        Task("MountainCarContinuous-v0", "mountaincar-continuous", 20_000, note="RL Zoo explores with gSDE; a plain "
+             "Gaussian here"),
+        Task("Pendulum-v1", "pendulum", 100_352, note="ppo_td's pendulum preset (RL Zoo's uses gSDE)"),
     ],
     "box2d": [
-        _zoo("LunarLander-v3", n_envs=16, n_timesteps=1e6, n_steps=1024, batch_size=64, gae_lambda=0.98, gamma=0.999,
-             n_epochs=4, ent_coef=0.01),
-        _zoo("LunarLanderContinuous-v3", n_envs=16, n_timesteps=1e6, n_steps=1024, batch_size=64, gae_lambda=0.98,
-             gamma=0.999, n_epochs=4, ent_coef=0.01),
-        _zoo("BipedalWalker-v3", 2e6, normalize=True, n_envs=32, n_timesteps=5e6, n_steps=2048, batch_size=64,
-             gae_lambda=0.95, gamma=0.999, n_epochs=10, ent_coef=0.0, learning_rate=3e-4, clip_range=0.18),
+        Task("LunarLander-v3", "lunarlander", 1_000_000),
+        Task("LunarLanderContinuous-v3", "lunarlander-continuous", 1_000_000),
+        Task("BipedalWalker-v3", "bipedalwalker", 2_000_000, note="RL Zoo trains 5M steps; run at 2M here"),
     ],
     "mujoco": [
         Task("Hopper-v5", "hopper", 1_000_000),
         Task("Walker2d-v5", "walker2d", 1_000_000),
         Task("HalfCheetah-v5", "halfcheetah", 1_000_000),
         Task("Ant-v5", "ant", 1_000_000),
-        dataclasses.replace(_zoo("Swimmer-v5", **_MUJOCO_ZOO | dict(gamma=0.9999, n_envs=4, n_steps=1024,
-                                 batch_size=256, learning_rate=6e-4, gae_lambda=0.98)),
-                            note="RL Zoo's Swimmer-v4 entry on v5"),
+        Task("Swimmer-v5", "swimmer", 1_000_000, note="RL Zoo's Swimmer-v4 entry on v5"),
     ],
     "toytext": [  # CleanRL's ppo.py settings (the cleanrl preset); no published PPO numbers exist for these
         Task("Taxi-v4", "cleanrl", 500_000, sb3=False),
@@ -115,8 +90,8 @@ SUITES: dict[str, list[Task]] = {
         Task("Blackjack-v1", "cleanrl", 500_000, sb3=False),
     ],
     "minigrid": [  # the 7x7x3 image observation, encoded by ppo_td (RL Zoo flattens it with FlatObsWrapper)
-        dataclasses.replace(_zoo("MiniGrid-Empty-Random-5x5-v0", **_MINIGRID_ZOO), sb3=False),
-        dataclasses.replace(_zoo("MiniGrid-DoorKey-5x5-v0", **_MINIGRID_ZOO), sb3=False),
+        Task("MiniGrid-Empty-Random-5x5-v0", "minigrid", 100_000, sb3=False),
+        Task("MiniGrid-DoorKey-5x5-v0", "minigrid", 100_000, sb3=False),
     ],
     "multiagent": [  # reward per agent; BenchMARL is the peer here (python -m benchmarks multiagent)
         Task("navigation", "vmas-navigation", 600_000, sb3=False),
@@ -169,20 +144,15 @@ BEST = {"FrozenLake-v1": 0.91, "Taxi-v4": 8.46, "CliffWalking-v1": -13.0}
 Taxi) or the shortest path (CliffWalking, 13 steps at -1)."""
 
 
-def config_of(task: Task) -> tuple[Any, list[str]]:
-    """The ppo_td config ``task`` trains (both libraries), and what RL Zoo's entry holds that ppo_td cannot map."""
+def config_of(task: Task) -> Any:
+    """The ppo_td config ``task`` trains (both libraries): its preset, on its env, at its budget."""
     from ppo_td.presets import get_preset
-    from ppo_td.zoo import from_zoo
 
-    if task.settings == "zoo":
-        config, notes = from_zoo(task.zoo or {}, task.env_id)
-    else:
-        config, notes = get_preset(task.settings), []
-        if not config.env.multiagent:
-            config = dataclasses.replace(config, env=dataclasses.replace(config.env, env_id=task.env_id))
-    env = dataclasses.replace(config.env, kwargs=task.kwargs or config.env.kwargs,
-                              max_episode_steps=task.max_episode_steps or config.env.max_episode_steps)
-    return dataclasses.replace(config, env=env, total_frames=task.frames), notes
+    config = get_preset(task.settings)
+    env = config.env if config.env.multiagent else dataclasses.replace(config.env, env_id=task.env_id)
+    env = dataclasses.replace(env, kwargs=task.kwargs or env.kwargs,
+                              max_episode_steps=task.max_episode_steps or env.max_episode_steps)
+    return dataclasses.replace(config, env=env, total_frames=task.frames)
 
 
 def key_of(task: Task, library: str, seed: int) -> str:
@@ -241,7 +211,7 @@ def run_one(suite: str, task: Task, library: str, seed: int, timeout: float) -> 
     """
     from ppo_td.config import to_dict
 
-    config, notes = config_of(task)
+    config = config_of(task)
     spec = {"library": library, "config": to_dict(config), "seed": seed, "eval_episodes": 10}
     command = [sys.executable, "-m", "benchmarks.worker", json.dumps(spec)]
     try:
@@ -258,7 +228,7 @@ def run_one(suite: str, task: Task, library: str, seed: int, timeout: float) -> 
         "settings": task.settings, "seed": seed, "frames": out["frames"], "budget": task.frames,
         "last100": last_mean(returns), "eval_returns": out["eval_returns"], "eval_mean": out["eval_mean"],
         "episodes": [[int(f), round(float(s), 2), round(float(r), 4)] for f, s, r in out["episodes"]],
-        "train_seconds": out["train_seconds"], "notes": notes + ([task.note] if task.note else []),
+        "train_seconds": out["train_seconds"], "notes": [task.note] if task.note else [],
         "command": "python -m benchmarks.worker " + shlex.quote(json.dumps(spec)), "commit": _commit(),
         "versions": _versions(), "host": platform.node(), "cpus": os.cpu_count(),
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -268,10 +238,19 @@ def run_one(suite: str, task: Task, library: str, seed: int, timeout: float) -> 
 def _append(store: Path, record: dict[str, Any], lock: threading.Lock) -> None:
     """One finished run onto the store, whole (one write, flushed and synced) or not at all."""
     line = json.dumps(record) + "\n"
-    with lock, (store / "runs.jsonl").open("a") as f:
+    path = store / "runs.jsonl"
+    with lock, path.open("a") as f:
+        if f.tell() and _last_byte(path) != b"\n":  # a line a crash cut short: left on a line of its own
+            line = "\n" + line
         f.write(line)
         f.flush()
         os.fsync(f.fileno())
+
+
+def _last_byte(path: Path) -> bytes:
+    with path.open("rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1)
 
 
 def _eta(done: list[dict[str, Any]], left: list[tuple[str, Task, str, int]], jobs: int) -> str:

@@ -257,6 +257,47 @@ MPE_LIGHT = dataclasses.replace(
     total_frames=120_000,
 )
 
+def _rl_zoo(env_id: str, num_envs: int, steps: int, minibatch: int, total_frames: int, normalize: bool = False,
+            model: dict | None = None, loss: dict | None = None, optim: dict | None = None) -> TrainConfig:
+    """RL Zoo's PPO entry for ``env_id`` over SB3's defaults (``GENERIC``): ``num_envs`` copies x ``steps``,
+    minibatches of ``minibatch`` frames, ``normalize`` (RL Zoo's ``normalize: true``: observations and returns)."""
+    return dataclasses.replace(
+        GENERIC, total_frames=total_frames, frames_per_batch=num_envs * steps,
+        env=dataclasses.replace(GENERIC.env, env_id=env_id, num_envs=num_envs, normalize_observations=normalize,
+                                normalize_rewards=normalize),
+        model=dataclasses.replace(GENERIC.model, **(model or {})),
+        loss=dataclasses.replace(GENERIC.loss, **(loss or {})),
+        optim=dataclasses.replace(GENERIC.optim, num_minibatches=num_envs * steps // minibatch, **(optim or {})))
+
+
+# RL Zoo's tuned PPO settings (rl-baselines3-zoo hyperparams/ppo.yml at commit 22e3ff2, SB3's defaults for what an
+# entry leaves out; the same configs as `ppo-td train --from-zoo ppo.yml`, checked in tests/test_presets.py), the
+# settings of `python -m benchmarks returns` (docs/learning.md). What ppo_td has no counterpart for: RL Zoo anneals
+# CartPole's clip range (lin_0.2; constant 0.2 here) and explores MountainCarContinuous with gSDE (a plain Gaussian
+# here, from its log-std of -3.29); its batch_size 256 over MountainCarContinuous's 8-step rollouts is the whole
+# rollout in SB3, as here.
+RL_ZOO = {
+    "cartpole-zoo": _rl_zoo("CartPole-v1", 8, 32, 256, 100_000, loss=dict(gamma=0.98, gae_lambda=0.8),
+                            optim=dict(lr=1e-3, anneal_lr=True, update_epochs=20)),
+    "acrobot": _rl_zoo("Acrobot-v1", 16, 256, 64, 1_000_000, True, loss=dict(gae_lambda=0.94),
+                       optim=dict(update_epochs=4)),
+    "mountaincar": _rl_zoo("MountainCar-v0", 16, 16, 64, 1_000_000, True, loss=dict(gae_lambda=0.98),
+                           optim=dict(update_epochs=4)),
+    "mountaincar-continuous": _rl_zoo(
+        "MountainCarContinuous-v0", 1, 8, 8, 20_000, True, model=dict(log_std_init=-3.29),
+        loss=dict(gamma=0.9999, gae_lambda=0.9, clip_epsilon=0.1, entropy_coeff=0.00429, critic_coeff=0.19),
+        optim=dict(lr=7.77e-05, max_grad_norm=5.0)),
+    "lunarlander": _rl_zoo("LunarLander-v3", 16, 1024, 64, 1_000_000,
+                           loss=dict(gamma=0.999, gae_lambda=0.98, entropy_coeff=0.01), optim=dict(update_epochs=4)),
+    "lunarlander-continuous": _rl_zoo("LunarLanderContinuous-v3", 16, 1024, 64, 1_000_000,
+                                      loss=dict(gamma=0.999, gae_lambda=0.98, entropy_coeff=0.01),
+                                      optim=dict(update_epochs=4)),
+    "bipedalwalker": _rl_zoo("BipedalWalker-v3", 32, 2048, 64, 5_000_000, True,
+                             loss=dict(gamma=0.999, clip_epsilon=0.18)),
+    "swimmer": _rl_zoo("Swimmer-v5", 4, 1024, 256, 1_000_000, True, loss=dict(gamma=0.9999, gae_lambda=0.98),
+                       optim=dict(lr=6e-4)),  # RL Zoo's Swimmer-v4 entry
+}
+
 PRESETS: dict[str, TrainConfig] = {
     "cartpole": CARTPOLE,
     "cleanrl": CLEANRL,
@@ -276,7 +317,10 @@ PRESETS: dict[str, TrainConfig] = {
     "vmas-tag": VMAS_TAG,
     "mpe-spread": MPE_SPREAD,
     "mpe-light": MPE_LIGHT,
+    **RL_ZOO,
 }
+
+
 MUJOCO_PRESETS = ("halfcheetah", "hopper", "walker2d", "ant")
 DEFAULT_PRESET = "cartpole"
 

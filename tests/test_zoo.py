@@ -119,3 +119,48 @@ def test_cli_from_zoo_with_flags_that_still_win(zoo_file, tmp_path, capsys):
     assert json.loads((run / "run.json").read_text())["preset"] == "zoo"
     assert main(["train", "--from-zoo", str(zoo_file)]) == 2
     assert "give the env with --env.env-id" in capsys.readouterr().err
+
+
+RL_ZOO_ENTRIES = textwrap.dedent("""
+    # rl-baselines3-zoo hyperparams/ppo.yml at commit 22e3ff2 (the entries the RL Zoo presets carry; the
+    # MountainCarContinuous batch_size is 8, the whole 8-step rollout SB3 takes for its 256)
+    CartPole-v1: {n_envs: 8, n_timesteps: !!float 1e5, policy: 'MlpPolicy', n_steps: 32, batch_size: 256,
+                  gae_lambda: 0.8, gamma: 0.98, n_epochs: 20, ent_coef: 0.0, learning_rate: lin_0.001,
+                  clip_range: lin_0.2}
+    MountainCar-v0: {normalize: true, n_envs: 16, n_timesteps: !!float 1e6, policy: 'MlpPolicy', n_steps: 16,
+                     gae_lambda: 0.98, gamma: 0.99, n_epochs: 4, ent_coef: 0.0}
+    MountainCarContinuous-v0: {normalize: true, n_envs: 1, n_timesteps: !!float 20000, policy: 'MlpPolicy',
+                               batch_size: 8, n_steps: 8, gamma: 0.9999, learning_rate: !!float 7.77e-05,
+                               ent_coef: 0.00429, clip_range: 0.1, n_epochs: 10, gae_lambda: 0.9, max_grad_norm: 5,
+                               vf_coef: 0.19, use_sde: True,
+                               policy_kwargs: "dict(log_std_init=-3.29, ortho_init=False)"}
+    Acrobot-v1: {normalize: true, n_envs: 16, n_timesteps: !!float 1e6, policy: 'MlpPolicy', n_steps: 256,
+                 gae_lambda: 0.94, gamma: 0.99, n_epochs: 4, ent_coef: 0.0}
+    BipedalWalker-v3: {normalize: true, n_envs: 32, n_timesteps: !!float 5e6, policy: 'MlpPolicy', n_steps: 2048,
+                       batch_size: 64, gae_lambda: 0.95, gamma: 0.999, n_epochs: 10, ent_coef: 0.0,
+                       learning_rate: !!float 3e-4, clip_range: 0.18}
+    LunarLander-v3: {n_envs: 16, n_timesteps: !!float 1e6, policy: 'MlpPolicy', n_steps: 1024, batch_size: 64,
+                     gae_lambda: 0.98, gamma: 0.999, n_epochs: 4, ent_coef: 0.01}
+    LunarLanderContinuous-v3: {n_envs: 16, n_timesteps: !!float 1e6, policy: 'MlpPolicy', n_steps: 1024,
+                               batch_size: 64, gae_lambda: 0.98, gamma: 0.999, n_epochs: 4, ent_coef: 0.01}
+    Swimmer-v5: {normalize: true, n_timesteps: !!float 1e6, policy: 'MlpPolicy', gamma: 0.9999, n_envs: 4,
+                 n_steps: 1024, batch_size: 256, learning_rate: !!float 6e-4, gae_lambda: 0.98}
+""")
+"""RL Zoo's entries (Swimmer-v4's with RL Zoo's mujoco defaults merged, on v5)."""
+
+PRESET_OF = {"CartPole-v1": "cartpole-zoo", "MountainCar-v0": "mountaincar",
+             "MountainCarContinuous-v0": "mountaincar-continuous", "Acrobot-v1": "acrobot",
+             "BipedalWalker-v3": "bipedalwalker", "LunarLander-v3": "lunarlander",
+             "LunarLanderContinuous-v3": "lunarlander-continuous", "Swimmer-v5": "swimmer"}
+
+
+@pytest.mark.parametrize("env_id", PRESET_OF)
+def test_the_rl_zoo_presets_are_rl_zoos_entries(env_id, tmp_path):
+    from ppo_td.presets import preset_for
+
+    path = tmp_path / "ppo.yml"
+    path.write_text(RL_ZOO_ENTRIES)
+    config, notes = from_zoo(zoo_entry(path, env_id)[1], env_id)
+    assert get_preset(PRESET_OF[env_id]) == config
+    assert preset_for(env_id)[0] == (PRESET_OF[env_id] if env_id != "CartPole-v1" else "cartpole")
+    assert all("use_sde" in n or "ortho_init" in n or "clip_range lin" in n for n in notes), notes

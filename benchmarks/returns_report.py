@@ -1,0 +1,296 @@
+"""The report of ``python -m benchmarks returns SUITE --report``: tables, intervals and plots from the result store.
+
+Per env and library: the seeds run, the mean of each run's last 100 training episodes as mean +- std over seeds
+(CleanRL's statistic), the median, the interquartile mean (IQM) with a 95% stratified-bootstrap interval, and the
+deterministic evaluation; the published anchors beside them; the probability that a ppo_td run beats an SB3 run
+(rliable's probability of improvement, Mann-Whitney over seeds, with its interval). Per suite: every env's scores
+normalized (a random policy 0, the best published PPO 1: :func:`random_score` measured here, the anchors as
+published), their IQM per library with its interval, a performance profile and the return curves (median over
+seeds, the band its 95% bootstrap interval) against frames and against seconds.
+
+Intervals come from ``rliable`` (Agarwal et al., 2021, "Deep RL at the edge of the statistical precipice"): 2,000
+bootstrap resamples of the runs within each env, with numpy's global generator seeded before each call (rliable
+draws from it, so its ``random_state`` alone does not fix them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.returns import ANCHORS, BEST, SUITES, Task, config_of, read_store
+
+REPS = 2000
+LIBRARIES = ("ppo_td", "sb3")
+LABEL = {"ppo_td": "ppo_td", "sb3": "Stable-Baselines3"}
+
+
+def _seeded(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``call`` with numpy's global generator seeded first (rliable's bootstrap draws from it)."""
+    import warnings
+
+    np.random.seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # arch 7 about random_state
+        return call(*args, **kwargs)
+
+
+def iqm_interval(scores: np.ndarray) -> tuple[float, float, float]:
+    """IQM of ``scores`` (``[runs, envs]``) and its 95% stratified-bootstrap interval."""
+    from rliable import library as rly
+    from rliable import metrics
+
+    point, interval = _seeded(rly.get_interval_estimates, {"x": scores},
+                              lambda s: np.array([metrics.aggregate_iqm(s)]), reps=REPS)
+    return float(point["x"][0]), float(interval["x"][0, 0]), float(interval["x"][1, 0])
+
+
+def improvement(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """P(a run of ``x`` beats a run of ``y``), averaged over envs (``[runs, envs]`` each), and its interval."""
+    from rliable import library as rly
+    from rliable import metrics
+
+    point, interval = _seeded(rly.get_interval_estimates, {"x,y": (x, y)}, metrics.probability_of_improvement,
+                              reps=REPS)
+    low, high = np.ravel(interval["x,y"])
+    return float(np.ravel(point["x,y"])[0]), float(low), float(high)
+
+
+def random_score(task: Task, store: Path, episodes: int = 100) -> float | None:
+    """The mean return of uniform random actions over ``episodes`` episodes (``reset(seed=i)``, the action space
+    seeded 0), measured once and kept in the store's ``random.json``; None for an env Gymnasium cannot make alone."""
+    path = store / "random.json"
+    known = json.loads(path.read_text()) if path.exists() else {}
+    key = f"{task.env_id}|{','.join(task.kwargs)}|{task.max_episode_steps}"
+    if key in known:
+        return known[key]
+    config, _ = config_of(task)
+    if config.env.multiagent:
+        return None
+    from ppo_td.envs import gym_env
+
+    env = gym_env(config.env)
+    env.action_space.seed(0)
+    returns = []
+    for i in range(episodes):
+        env.reset(seed=i)
+        total, done = 0.0, False
+        while not done:
+            _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    env.close()
+    known[key] = statistics.fmean(returns)
+    path.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
+    return known[key]
+
+
+def best_score(env_id: str) -> tuple[float, str] | None:
+    """The best published PPO number for ``env_id`` (the highest anchor), or the env's stated optimum."""
+    anchors = ANCHORS.get(env_id, [])
+    if anchors:
+        source, mean, _, _ = max(anchors, key=lambda a: a[1])
+        return mean, source
+    return (BEST[env_id], "optimum") if env_id in BEST else None
+
+
+def _fmt(x: float) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.4g}" if abs(x) < 10 else \
+        f"{x:,.1f}"
+
+
+def _runs_of(runs: list[dict[str, Any]], task: Task, library: str) -> list[dict[str, Any]]:
+    """The stored runs of ``task`` at its budget by ``library``, one per seed (the latest), by seed."""
+    out = {}
+    for r in runs:
+        if r["env"] == task.env_id and r["library"] == library and r["budget"] == task.frames \
+                and r["settings"] == task.settings:
+            out[r["seed"]] = r
+    return [out[s] for s in sorted(out)]
+
+
+def env_rows(task: Task, runs: list[dict[str, Any]]) -> tuple[list[str], dict[str, np.ndarray]]:
+    """The table rows of one env (each library, then its anchors, then P(ppo_td > SB3)), and its scores per
+    library (the last-100 means, one per seed)."""
+    rows, scores = [], {}
+    for library in LIBRARIES:
+        mine = _runs_of(runs, task, library)
+        if not mine:
+            continue
+        last = np.array([r["last100"] for r in mine])
+        scores[library] = last
+        evals = [r["eval_mean"] for r in mine if r["eval_mean"] is not None]
+        iqm, low, high = iqm_interval(last[:, None])
+        minutes = statistics.median(r["train_seconds"] for r in mine) / 60
+        rows.append(f"| {task.env_id} | {LABEL[library]} | {len(mine)} | {_fmt(float(last.mean()))} +- "
+                    f"{_fmt(float(last.std()))} | {_fmt(float(np.median(last)))} | {_fmt(iqm)} [{_fmt(low)}, "
+                    f"{_fmt(high)}] | {_fmt(statistics.fmean(evals)) if evals else '-'} +- "
+                    f"{_fmt(statistics.pstdev(evals)) if evals else '-'} | {minutes:.1f} |")
+    for source, mean, std, what in ANCHORS.get(task.env_id, []):
+        rows.append(f"| | {source} | | {mean:,}" + (f" +- {std:,}" if std is not None else "") +  # as published
+                    f" | | | | ({what}) |")
+    if len(scores) == 2:
+        p, low, high = improvement(scores["ppo_td"][:, None], scores["sb3"][:, None])
+        rows.append(f"| | P(ppo_td run > SB3 run) | | {p:.2f} [{low:.2f}, {high:.2f}] | | | | |")
+    return rows, scores
+
+
+def _curve(episodes: list[list[float]], grid: np.ndarray, axis: int) -> np.ndarray:
+    """The mean of the last 100 training episodes ended by each grid point (frames: ``axis`` 0; seconds: 1)."""
+    if not episodes:
+        return np.full(len(grid), np.nan)
+    at = np.array([e[axis] for e in episodes], dtype=float)
+    returns = np.array([e[2] for e in episodes], dtype=float)
+    out = np.full(len(grid), np.nan)
+    for i, g in enumerate(grid):
+        n = int(np.searchsorted(at, g, side="right"))
+        if n:
+            out[i] = returns[max(0, n - 100):n].mean()
+    return out
+
+
+def _median_band(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The median over runs (rows) at each point and a 95% percentile-bootstrap interval of it."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    picks = rng.integers(0, curves.shape[0], size=(REPS, curves.shape[0]))
+    with warnings.catch_warnings():  # points before a run's first episode ended: NaN, left blank
+        warnings.simplefilter("ignore", RuntimeWarning)
+        median = np.nanmedian(curves, axis=0)
+        boot = np.nanmedian(curves[picks], axis=1)
+        return median, np.nanpercentile(boot, 2.5, axis=0), np.nanpercentile(boot, 97.5, axis=0)
+
+
+def plot_curves(suite: str, tasks: list[Task], runs: list[dict[str, Any]], path: Path) -> Path | None:
+    """Return against frames (top row) and seconds (bottom row), one column per env, each library's median over
+    seeds with its band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [t for t in tasks if any(_runs_of(runs, t, lib) for lib in LIBRARIES)]
+    if not shown:
+        return None
+    fig, axes = plt.subplots(2, len(shown), figsize=(4 * len(shown), 6.5), squeeze=False)
+    for col, task in enumerate(shown):
+        for library, color in zip(LIBRARIES, ("C0", "C1"), strict=True):
+            mine = _runs_of(runs, task, library)
+            if not mine:
+                continue
+            for row, (axis, limit) in enumerate(((0, task.frames), (1, max(r["train_seconds"] for r in mine)))):
+                grid = np.linspace(0, limit, 60)[1:]
+                curves = np.stack([_curve(r["episodes"], grid, axis) for r in mine])
+                median, low, high = _median_band(curves)
+                ax = axes[row, col]
+                ax.plot(grid, median, color=color, label=f"{LABEL[library]} ({len(mine)} seeds)")
+                ax.fill_between(grid, low, high, color=color, alpha=0.2)
+                ax.set_xlabel("frames" if axis == 0 else "seconds")
+        axes[0, col].set_title(task.env_id)
+        axes[0, col].legend(fontsize=8)
+        axes[0, col].set_ylabel("return (last 100 episodes)")
+        axes[1, col].set_ylabel("return (last 100 episodes)")
+    fig.suptitle(f"{suite}: median over seeds, band: its 95% bootstrap interval")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path
+
+
+def suite_section(suite: str, runs: list[dict[str, Any]], store: Path) -> list[str]:
+    """The tables of one suite, its normalized IQM and its plots (written beside the report)."""
+    tasks = SUITES[suite]
+    lines = [f"## {suite}", "", "| env | library / anchor | seeds | last 100 episodes: mean +- std over seeds | median "
+             "| IQM [95% CI] | deterministic eval (10 episodes): mean +- std over seeds | minutes per run |",
+             "|---|---|---|---|---|---|---|---|"]
+    normalized: dict[str, dict[str, np.ndarray]] = {lib: {} for lib in LIBRARIES}
+    notes = []
+    for task in tasks:
+        rows, scores = env_rows(task, runs)
+        if not rows or not scores:
+            continue
+        lines += rows
+        low = random_score(task, store)
+        best = best_score(task.env_id)
+        if low is not None and best is not None and best[0] > low:
+            notes.append(f"{task.env_id}: random {_fmt(low)}, best {_fmt(best[0])} ({best[1]})")
+            for library, s in scores.items():
+                normalized[library][task.env_id] = (s - low) / (best[0] - low)
+        if task.note:
+            notes.append(f"{task.env_id}: {task.note}")
+    if len(lines) == 4:
+        return [f"## {suite}", "", "No finished runs in the store yet.", ""]
+    envs = sorted(set.intersection(*(set(v) for v in normalized.values() if v))) if any(normalized.values()) else []
+    if envs:
+        lines += ["", f"Normalized (random policy 0, best published PPO 1) over {len(envs)} envs ({', '.join(envs)}), "
+                  "the seeds every one of them has:", "", "| library | runs per env | IQM [95% CI] |", "|---|---|---|"]
+        for library in LIBRARIES:
+            per_env = normalized[library]
+            if not all(e in per_env for e in envs):
+                continue
+            n = min(len(per_env[e]) for e in envs)
+            matrix = np.stack([per_env[e][:n] for e in envs], axis=1)
+            iqm, lo, hi = iqm_interval(matrix)
+            lines.append(f"| {LABEL[library]} | {n} | {iqm:.2f} [{lo:.2f}, {hi:.2f}] |")
+        profile = plot_profile(suite, normalized, envs, store / f"{suite}_profile.png")
+        if profile:
+            lines += ["", f"Performance profile: `{profile.name}`."]
+    curves = plot_curves(suite, tasks, runs, store / f"{suite}_curves.png")
+    if curves:
+        lines += [f"Curves: `{curves.name}`."]
+    lines += ["", "Normalization and notes: " + "; ".join(notes) + "." if notes else "", ""]
+    return lines
+
+
+def plot_profile(suite: str, normalized: dict[str, dict[str, np.ndarray]], envs: list[str], path: Path) -> Path | None:
+    """rliable's performance profile of the normalized scores (the fraction of runs above each score)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from rliable import library as rly
+    from rliable import plot_utils
+
+    scores = {}
+    for library in LIBRARIES:
+        if all(e in normalized[library] for e in envs):
+            n = min(len(normalized[library][e]) for e in envs)
+            scores[LABEL[library]] = np.stack([normalized[library][e][:n] for e in envs], axis=1)
+    if not scores:
+        return None
+    taus = np.linspace(0.0, 1.2, 61)
+    profiles, cis = _seeded(rly.create_performance_profile, scores, taus, reps=REPS)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    plot_utils.plot_performance_profiles(profiles, taus, performance_profile_cis=cis, ax=ax,
+                                         colors=dict(zip(scores, ("C0", "C1"), strict=False)))
+    ax.set_title(f"{suite}: performance profile over {len(envs)} envs")
+    ax.legend(list(scores), fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path
+
+
+def write_report(suites: list[str], store: Path) -> str:
+    """The report of ``suites`` from ``store`` as Markdown, also written to ``store/report.md``."""
+    runs = read_store(store)
+    commits = sorted({r["commit"][:12] for r in runs if r["suite"] in suites})
+    lines = [f"# Multi-seed returns ({dt.date.today().isoformat()})", "",
+             f"From `{store.name}/runs.jsonl`: {sum(r['suite'] in suites for r in runs)} runs of "
+             f"{', '.join(suites)} at commits {', '.join(commits) or '-'}; made by `python -m benchmarks returns "
+             f"{' '.join(suites)}`, this report by the same command with `--report`. One torch thread per run, "
+             "runs one or two at a time on a 2-core machine.", ""]
+    for suite in suites:
+        lines += suite_section(suite, runs, store)
+    text = "\n".join(lines).rstrip() + "\n"
+    (store / "report.md").write_text(text)
+    return text

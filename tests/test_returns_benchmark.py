@@ -1,0 +1,77 @@
+"""``python -m benchmarks returns``: runs go to the result store once, a rerun continues, a cut line or a failed run
+is run again, the report reads the store (tables, rliable's intervals, plots)."""
+
+import json
+import subprocess
+
+import pytest
+import torch
+
+from benchmarks import returns
+from benchmarks.returns import SUITES, Task
+
+torch.set_num_threads(1)
+
+TINY = [Task("CartPole-v1", "cartpole", 2048)]
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    monkeypatch.setitem(SUITES, "tiny", TINY)
+    return "tiny"
+
+
+@pytest.mark.slow
+def test_runs_are_stored_once_a_rerun_continues_and_the_report_reads_them(tiny, tmp_path, capsys):
+    store = tmp_path / "store"
+    assert returns.main([tiny, "--seeds", "1", "2", "--store", str(store)]) == 0
+    runs = [json.loads(line) for line in (store / "runs.jsonl").read_text().splitlines()]
+    assert sorted((r["library"], r["seed"]) for r in runs) == [("ppo_td", 1), ("ppo_td", 2), ("sb3", 1), ("sb3", 2)]
+    for r in runs:  # what a run's line holds: how to redo it, where it came from, its curve and its numbers
+        assert r["command"].startswith("python -m benchmarks.worker ") and r["commit"] and r["frames"] == 2048
+        assert r["episodes"] and r["last100"] == pytest.approx(
+            sum(e[2] for e in r["episodes"][-100:]) / len(r["episodes"][-100:]), rel=1e-3)
+        assert len(r["eval_returns"]) == 10
+    out = capsys.readouterr().out
+    assert "4 to run" in out and "[4/4]" in out and "left, about" in out
+
+    lines = (store / "runs.jsonl").read_text().splitlines()
+    (store / "runs.jsonl").write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:40])  # a crash cut the last line
+    assert returns.main([tiny, "--seeds", "1", "2", "--store", str(store)]) == 0
+    assert "3 in the store" in capsys.readouterr().out  # the cut run is run again, the others are not
+    assert returns.main([tiny, "--seeds", "1", "2", "--store", str(store)]) == 0
+    assert "0 to run" in capsys.readouterr().out
+
+    report = returns.main([tiny, "--report", "--store", str(store)])
+    text = (store / "report.md").read_text()
+    assert report == 0 and "| CartPole-v1 | ppo_td | 2 |" in text and "| CartPole-v1 | Stable-Baselines3 | 2 |" in text
+    assert "P(ppo_td run > SB3 run)" in text and "IQM [95% CI]" in text and "RL Zoo" in text
+    assert (store / "tiny_curves.png").stat().st_size > 0 and (store / "tiny_profile.png").stat().st_size > 0
+    assert "CartPole-v1|" in (store / "random.json").read_text()  # the random policy's score, measured once
+
+
+def test_a_failed_or_timed_out_run_is_not_stored_and_the_exit_code_says_so(tiny, tmp_path, monkeypatch, capsys):
+    def timed_out(*args, **kwargs):
+        raise subprocess.TimeoutExpired(args[0], kwargs["timeout"])
+
+    monkeypatch.setattr(returns.subprocess, "run", timed_out)
+    assert returns.main([tiny, "--seeds", "1", "--libraries", "ppo_td", "--timeout", "5",
+                         "--store", str(tmp_path)]) == 1
+    assert "over --timeout 5 s" in capsys.readouterr().err
+    assert returns.read_store(tmp_path) == []
+
+
+def test_bad_flags_are_refused_naming_the_fix(tiny, capsys):
+    with pytest.raises(SystemExit):
+        returns.main([tiny, "--jobs", "64"])
+    assert "--jobs 64: between 1 and this machine's" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        returns.main(["classic", "--envs", "Pong"])
+    assert "--envs ['Pong']: not in classic" in capsys.readouterr().err
+
+
+def test_every_suite_task_makes_a_valid_config():
+    for tasks in (t for name, t in SUITES.items() if name != "tiny"):
+        for task in tasks:
+            config, _ = returns.config_of(task)
+            assert config.total_frames == task.frames
