@@ -90,8 +90,8 @@ SUITES: dict[str, list[Task]] = {
         Task("Blackjack-v1", "cleanrl", 500_000, sb3=False),
     ],
     "minigrid": [  # the 7x7x3 image observation, encoded by ppo_td (RL Zoo flattens it with FlatObsWrapper)
-        Task("MiniGrid-Empty-Random-5x5-v0", "minigrid", 100_000, sb3=False),
-        Task("MiniGrid-DoorKey-5x5-v0", "minigrid", 100_000, sb3=False),
+        Task("minigrid:MiniGrid-Empty-Random-5x5-v0", "minigrid", 100_000, sb3=False),
+        Task("minigrid:MiniGrid-DoorKey-5x5-v0", "minigrid", 100_000, sb3=False),
     ],
     "multiagent": [  # reward per agent; BenchMARL is the peer here (python -m benchmarks multiagent)
         Task("navigation", "vmas-navigation", 600_000, sb3=False),
@@ -131,8 +131,8 @@ ANCHORS: dict[str, list[tuple[str, float, float | None, str]]] = {
                ("CleanRL (v4, 8M)", 1824.17, 905.78, "8M steps, last 100 train episodes")],
     "Swimmer-v5": [("RL Zoo (v3)", 281.561, 9.671, "1M steps, 1 seed, deterministic eval (before its tuning)"),
                    ("OpenAI baselines ppo2 (v2)", 111.19, None, "1M steps, 6 seeds")],
-    "MiniGrid-Empty-Random-5x5-v0": [("RL Zoo", 0.968, 0.013, "100k steps, 1 seed, FlatObsWrapper")],
-    "MiniGrid-DoorKey-5x5-v0": [("RL Zoo", 0.964, 0.006, "100k steps, 1 seed, FlatObsWrapper")],
+    "minigrid:MiniGrid-Empty-Random-5x5-v0": [("RL Zoo", 0.968, 0.013, "100k steps, 1 seed, FlatObsWrapper")],
+    "minigrid:MiniGrid-DoorKey-5x5-v0": [("RL Zoo", 0.964, 0.006, "100k steps, 1 seed, FlatObsWrapper")],
 }
 """Published PPO numbers. CleanRL: ``docs/rl-algorithms/ppo.md`` (classic control at pr-424; MuJoCo v4 at commit
 5e49edd5) and ``rpo.md`` (8M columns); RL Zoo: ``benchmark.md`` (one agent per env, its std over evaluation

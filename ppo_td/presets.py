@@ -130,7 +130,7 @@ ATARI = TrainConfig(
 # 2 CPU cores, one run each: ppo-td train --env.env-id CarRacing-v3 [--preset generic] --total-frames 2048/3072).
 PIXELS = TrainConfig(
     env=EnvConfig(env_id="CarRacing-v3", num_envs=8),
-    model=ATARI.model,
+    model=dataclasses.replace(ATARI.model, encoder="auto"),  # the Nature CNN from 36x36, the small one below
     loss=ATARI.loss,
     optim=ATARI.optim,
     total_frames=1_000_000,
@@ -298,6 +298,14 @@ RL_ZOO = {
                        optim=dict(lr=6e-4)),  # RL Zoo's Swimmer-v4 entry
 }
 
+# MiniGrid (the minigrid package; its ids through Gymnasium's module:EnvId form, so nothing is imported before a run
+# asks): RL Zoo's MiniGrid defaults (8 envs x 128 steps, minibatches of 64, 10 epochs, lr 2.5e-4, gamma 0.99,
+# lambda 0.95), on the 7x7x3 image (ImgObsWrapper drops the mission text; ppo_td's small CNN reads it) where RL Zoo
+# flattens it; returns normalized (RL Zoo's normalize also scales the flat observation, which an image skips).
+_MINIGRID = _rl_zoo("minigrid:MiniGrid-Empty-Random-5x5-v0", 8, 128, 64, 100_000, optim=dict(lr=2.5e-4))
+MINIGRID = dataclasses.replace(_MINIGRID, env=dataclasses.replace(
+    _MINIGRID.env, wrappers=("minigrid.wrappers:ImgObsWrapper",), normalize_rewards=True))
+
 PRESETS: dict[str, TrainConfig] = {
     "cartpole": CARTPOLE,
     "cleanrl": CLEANRL,
@@ -318,6 +326,7 @@ PRESETS: dict[str, TrainConfig] = {
     "mpe-spread": MPE_SPREAD,
     "mpe-light": MPE_LIGHT,
     **RL_ZOO,
+    "minigrid": MINIGRID,
 }
 
 
@@ -334,18 +343,19 @@ def preset_for(env_id: str) -> tuple[str, str]:
     for name in (DEFAULT_PRESET, *PRESETS):
         if PRESETS[name].env.env_id.rpartition(":")[2] == bare and name not in ("generic", "pixels"):
             return name, f"the preset made for {bare}"
-    if _observes_images(bare):
+    if _observes_images(env_id):
         return "pixels", (f"{bare} observes images: CleanRL's Atari layout (8 envs x 128 steps, 4 epochs x 4 "
-                          "minibatches, the Nature CNN)")
+                          "minibatches, a CNN: the Nature CNN from 36x36, a small one below)")
     return "generic", f"no preset is made for {bare}: the published generic PPO defaults (SB3's)"
 
 
 def _observes_images(env_id: str) -> bool:
     """Whether the registered Gymnasium env ``env_id`` observes images (a ``uint8`` box of height x width x
-    channels): one copy is made and closed to read its space. False for anything else, or an env that fails."""
+    channels): one copy is made and closed to read its space (``module:EnvId``: Gymnasium imports the module that
+    registers it first, as the run's build does). False for anything else, or an env that fails."""
     import gymnasium as gym
 
-    if env_id not in gym.registry:
+    if ":" not in env_id and env_id not in gym.registry:
         return False
     try:
         env = gym.make(env_id)

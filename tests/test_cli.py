@@ -89,17 +89,17 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
 def test_an_env_id_without_a_preset_gets_defaults_made_for_it(tmp_path, capsys):
     """Not CartPole's tuned values: the preset made for the env, else SB3's generic PPO defaults; said, and kept
     in run.json (config.json has the values)."""
-    run = tmp_path / "acrobot"
-    assert main(["train", "--env.env-id", "Acrobot-v1", "--total-frames", "2048", "--eval-episodes", "1",
+    run = tmp_path / "taxi"
+    assert main(["train", "--env.env-id", "Taxi-v4", "--total-frames", "2048", "--eval-episodes", "1",
                  "--no-progress", "--run-dir", str(run)]) == 0
     out = capsys.readouterr().out
-    assert "defaults: preset 'generic', no preset is made for Acrobot-v1" in out
+    assert "defaults: preset 'generic', no preset is made for Taxi-v4" in out
     config = json.loads((run / "config.json").read_text())
     assert (config["frames_per_batch"], config["loss"]["gamma"], config["optim"]["lr"]) == (2048, 0.99, 3e-4)
     assert json.loads((run / "run.json").read_text())["preset"] == "generic"
-    assert main(["train", "--env.env-id", "Pendulum-v1", "--total-frames", "2048", "--eval-episodes", "1",
-                 "--no-progress", "--run-dir", str(tmp_path / "pendulum")]) == 0
-    assert "defaults: preset 'pendulum', the preset made for Pendulum-v1" in capsys.readouterr().out
+    assert main(["train", "--env.env-id", "Acrobot-v1", "--total-frames", "4096", "--eval-episodes", "1",
+                 "--no-progress", "--run-dir", str(tmp_path / "acrobot")]) == 0
+    assert "defaults: preset 'acrobot', the preset made for Acrobot-v1" in capsys.readouterr().out  # RL Zoo's
 
 
 def test_evaluation_is_printed_with_the_precision_its_spread_needs():
@@ -187,5 +187,16 @@ def test_an_image_env_without_a_preset_starts_from_pixel_defaults():
     assert name == "pixels" and "observes images" in why
     pixels = get_preset("pixels")
     assert (pixels.env.num_envs, pixels.steps_per_env, pixels.optim.update_epochs, pixels.optim.num_minibatches,
-            pixels.model.encoder) == (8, 128, 4, 4, "nature")
-    assert preset_for("LunarLander-v3")[0] == "generic" and preset_for("MyMissingEnv-v0")[0] == "generic"
+            pixels.model.encoder) == (8, 128, 4, 4, "auto")  # the Nature CNN from 36x36, the small one below
+    assert preset_for("Taxi-v4")[0] == "generic" and preset_for("MyMissingEnv-v0")[0] == "generic"
+
+
+def test_a_small_image_env_a_users_module_registers_starts_from_pixel_defaults_on_one_thread(tmp_path, capsys):
+    from ppo_td.presets import preset_for
+
+    assert preset_for("image_envs:PpoTdTest/SmallImage-v0")[0] == "pixels"  # the module imported to read its space
+    assert main(["train", "--env.env-id", "image_envs:PpoTdTest/SmallImage-v0", "--total-frames", "1024",
+                 "--eval-episodes", "1", "--no-progress", "--run-dir", str(tmp_path / "run")]) == 0
+    assert "preset 'pixels'" in capsys.readouterr().out
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["threads"] == 1  # a small CNN: one thread
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["threads"] == 1

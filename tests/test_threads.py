@@ -86,10 +86,13 @@ def test_a_count_the_user_set_is_kept(torch_default, monkeypatch):
 
 
 class Pictures(gym.Env):
-    """A 3x16x16 uint8 image observation; the episode ends after 8 steps."""
+    """A ``size`` x ``size`` x 3 uint8 image observation; the episode ends after 8 steps."""
 
-    observation_space = gym.spaces.Box(0, 255, (16, 16, 3), np.uint8)
     action_space = gym.spaces.Discrete(2)
+    size = 16
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(0, 255, (self.size, self.size, 3), np.uint8)
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -101,10 +104,15 @@ class Pictures(gym.Env):
         return self.observation_space.sample(), float(action), self.t >= 8, False, {}
 
 
-def test_image_observations_keep_torch_default(torch_default):
-    pipeline = build_pipeline(small_config(), env=Pictures)
+class BigPictures(Pictures):
+    size = 36  # the Nature CNN's smallest
+
+
+@pytest.mark.parametrize("env", [Pictures, BigPictures])
+def test_images_for_the_nature_cnn_keep_torch_default_small_ones_take_one_thread(torch_default, env):
+    pipeline = build_pipeline(small_config(), env=env)
     try:
         assert pipeline.description.observation_space.images()
-        assert pipeline.threads == torch_default  # convolutions: torch's default count
+        assert pipeline.threads == (torch_default if env.size >= 36 else 1)
     finally:
         pipeline.collector.shutdown()

@@ -142,7 +142,7 @@ class NatureCNN(_CNN):
     then 512 ReLU units. Takes images of at least 36x36 (:data:`NATURE_MIN_SIZE`)."""
 
     def __init__(self, space: ObservationSpace, features: int = 512) -> None:
-        c, h, w = _image_size(space)
+        c, h, w = image_size(space)
         if min(h, w) < NATURE_MIN_SIZE:
             raise ValueError(f"the Nature CNN takes images of at least {NATURE_MIN_SIZE}x{NATURE_MIN_SIZE}; this "
                              f"observation is {h}x{w} ({space}). Use model.encoder='small' (or 'auto')")
@@ -156,7 +156,7 @@ class SmallCNN(_CNN):
     256 ReLU units. Takes images of at least 3x3."""
 
     def __init__(self, space: ObservationSpace, features: int = 256) -> None:
-        c, h, w = _image_size(space)
+        c, h, w = image_size(space)
         if min(h, w) < 3:
             raise ValueError(f"the small CNN takes images of at least 3x3; this observation is {h}x{w} ({space}). "
                              "Use model.encoder='flat'")
@@ -164,7 +164,8 @@ class SmallCNN(_CNN):
         super().__init__(space, convs, features)
 
 
-def _image_size(space: ObservationSpace) -> tuple[int, int, int]:
+def image_size(space: ObservationSpace) -> tuple[int, int, int]:
+    """An image space's channels, height and width (HWC or CHW, as ppo_td reads it)."""
     reader = _ImageInput(space)
     return reader.channels, reader.height, reader.width
 
@@ -213,7 +214,7 @@ def _encoder(space: ObservationSpace, kind: str) -> nn.Module | None:
     if space.kind in ("discrete", "multi_discrete"):
         return OneHot(space)
     if space.kind == "image" and kind != "flat":
-        h, w = _image_size(space)[1:]
+        h, w = image_size(space)[1:]
         if kind == "nature" or (kind == "auto" and min(h, w) >= NATURE_MIN_SIZE):
             return NatureCNN(space)
         if kind == "small" or min(h, w) >= 3:

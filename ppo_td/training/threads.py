@@ -4,7 +4,10 @@
 PPO's networks for vector observations are small: a second thread only adds synchronization. On a busy 2-core
 machine an update of LunarLander took 5x as long with 2 threads as with 1 (``python -m benchmarks.threads``), and
 ``ppo_td.train`` on a ``gym.make_vec`` CartPole ran at 455 frames/s on torch's default against 2,193 with one
-thread (issue 44). Image encoders are convolutions, where more threads pay: they keep torch's default.
+thread (issue 44). Images under 36x36 (MiniGrid's 7x7) get the small CNN, which loses the same way: an update of
+the ``minigrid`` preset took 3.1-3.2 s with one thread and 8.0-11.2 s with two beside one busy process (2026-11-28,
+``python -m benchmarks.threads --env-id minigrid:MiniGrid-Empty-Random-5x5-v0``). Larger images get the Nature CNN,
+whose convolutions can use the cores when they are free: they keep torch's default.
 
 A user who chose threads is left alone: ``threads=N`` (``--threads N``) is used as given, and so is a count set
 before the call with ``torch.set_num_threads`` or the ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` variables (a
@@ -22,6 +25,7 @@ import torch
 
 from ppo_td.envs import EnvDescription
 from ppo_td.envs.torchrl_envs import say
+from ppo_td.models.encoders import NATURE_MIN_SIZE, image_size
 
 _SAID: set[tuple[int, str]] = set()
 
@@ -63,7 +67,8 @@ def chosen_by_user() -> str | None:
 
 def choose_threads(threads: int | None, description: EnvDescription) -> int | None:
     """The torch threads a run uses: ``threads`` when given; else None (leave them) when the user chose their own
-    (:func:`chosen_by_user`); else 1 for vector observations, torch's current count for images. Says the choice
+    (:func:`chosen_by_user`); else 1 for vector observations and images under 36x36 (MiniGrid's 7x7: a small
+    CNN), torch's current count for larger images (the Nature CNN). Says the choice
     once per process.
 
     Raises:
@@ -74,10 +79,12 @@ def choose_threads(threads: int | None, description: EnvDescription) -> int | No
     if chosen_by_user() is not None:
         return None
     space = description.observation_space
-    images = space is not None and bool(space.images())
-    n = torch.get_num_threads() if images else 1
-    why = "image observations: convolutions gain from threads" if images else \
-        "vector observations: small networks only lose from more"
+    images = space.images() if space is not None else []
+    large = any(min(image_size(image)[1:]) >= NATURE_MIN_SIZE for image in images)
+    n = torch.get_num_threads() if large else 1
+    why = ("image observations: the Nature CNN's convolutions gain from threads" if large else
+           f"small images ({'x'.join(map(str, image_size(images[0])[1:]))}): a small CNN only loses from more"
+           if images else "vector observations: small networks only lose from more")
     if (n, why) not in _SAID:
         _SAID.add((n, why))
         say(f"torch threads: {n} for this run ({why}; torch's default here is {torch.get_num_threads()}). "
@@ -94,7 +101,8 @@ def check_threads(threads: int | None) -> int | None:
     """
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads={threads!r}: give the number of torch threads (an int >= 1), or None to let "
-                         "ppo_td choose (1 for vector observations, torch's default for images)")
+                         "ppo_td choose (1 for vector observations and small images, torch's default for larger "
+                         "images)")
     return threads
 
 
