@@ -71,7 +71,7 @@ def random_score(task: Task, store: Path, episodes: int = 100) -> float | None:
     key = f"{task.env_id}|{','.join(task.kwargs)}|{task.max_episode_steps}"
     if key in known:
         return known[key]
-    config, _ = config_of(task)
+    config = config_of(task)
     if config.env.multiagent:
         return None
     from ppo_td.envs import gym_env

@@ -73,5 +73,5 @@ def test_bad_flags_are_refused_naming_the_fix(tiny, capsys):
 def test_every_suite_task_makes_a_valid_config():
     for tasks in (t for name, t in SUITES.items() if name != "tiny"):
         for task in tasks:
-            config, _ = returns.config_of(task)
+            config = returns.config_of(task)
             assert config.total_frames == task.frames
