@@ -28,11 +28,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import hashlib
 import json
 import math
 import os
 import platform
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -156,8 +158,12 @@ def config_of(task: Task) -> Any:
 
 
 def key_of(task: Task, library: str, seed: int) -> str:
-    """A run's identity in the store: what it trains, with which library and seed, at which budget."""
-    return f"{library}|{task.env_id}|{task.settings}|{','.join(task.kwargs)}|{task.frames}|{seed}"
+    """A run's identity in the store: the library, the env, the preset, the whole config it trains (a digest: a
+    preset changed since is run again), the seed."""
+    from ppo_td.config import to_dict
+
+    digest = hashlib.sha1(json.dumps(to_dict(config_of(task)), sort_keys=True).encode()).hexdigest()[:12]
+    return f"{library}|{task.env_id}|{task.settings}|{digest}|{seed}"
 
 
 def read_store(store: Path) -> list[dict[str, Any]]:
@@ -214,14 +220,25 @@ def run_one(suite: str, task: Task, library: str, seed: int, timeout: float) -> 
     config = config_of(task)
     spec = {"library": library, "config": to_dict(config), "seed": seed, "eval_episodes": 10}
     command = [sys.executable, "-m", "benchmarks.worker", json.dumps(spec)]
+    what = f"{library} {task.env_id} seed {seed}"
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with _LOCK:
+        _RUNNING.add(proc)
     try:
-        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
+        stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired as err:
-        raise RuntimeError(f"{library} {task.env_id} seed {seed}: over --timeout {timeout:.0f} s") from err
+        proc.kill()
+        proc.communicate()
+        raise RuntimeError(f"{what}: over --timeout {timeout:.0f} s") from err
+    finally:
+        with _LOCK:
+            _RUNNING.discard(proc)
     if proc.returncode:
-        raise RuntimeError(f"{library} {task.env_id} seed {seed} failed (exit {proc.returncode}):\n"
-                           f"{proc.stderr[-2000:]}")
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{what} failed (exit {proc.returncode}):\n{stderr[-2000:]}")
+    try:
+        out = json.loads(stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError) as err:
+        raise RuntimeError(f"{what}: the worker printed no result line (stdout ends {stdout[-500:]!r})") from err
     returns = [e[2] for e in out["episodes"]]
     return {
         "key": key_of(task, library, seed), "suite": suite, "env": task.env_id, "library": library,
@@ -233,6 +250,24 @@ def run_one(suite: str, task: Task, library: str, seed: int, timeout: float) -> 
         "versions": _versions(), "host": platform.node(), "cpus": os.cpu_count(),
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+_RUNNING: set[subprocess.Popen] = set()
+"""The worker processes running now (ended at Ctrl-C or SIGTERM)."""
+_LOCK = threading.Lock()
+
+
+def _stop_workers() -> None:
+    """End every running worker process: SIGTERM, then SIGKILL after 10 s."""
+    with _LOCK:
+        procs = list(_RUNNING)
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def _append(store: Path, record: dict[str, Any], lock: threading.Lock) -> None:
@@ -307,18 +342,24 @@ def run_suites(suites: list[str], seeds: list[int], libraries: list[str], jobs: 
                 _append(store, record, lock)
                 done.append(record)
                 pending = queue + [(s, t, lib, sd) for s, t, lib, sd, _ in running.values()]
+                evaluation = "none ended" if record["eval_mean"] is None else f"{record['eval_mean']:.1f}"
                 print(f"[{len(done) + failed}/{len(left)}] {library} {task.env_id} seed {seed}: last 100 episodes "
-                      f"{record['last100']:.1f}, eval {record['eval_mean']:.1f}, {record['wall_seconds'] / 60:.1f} min"
+                      f"{record['last100']:.1f}, eval {evaluation}, {record['wall_seconds'] / 60:.1f} min"
                       f" | {len(pending)} left, about {_eta(done, pending, jobs)}", flush=True)
     except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        _stop_workers()  # their runs are not stored: the next command runs them again
         print(f"\nstopped: {len(done)} runs stored this time in {store / 'runs.jsonl'}; the same command continues "
               "with the rest", file=sys.stderr, flush=True)
-        pool.shutdown(wait=False, cancel_futures=True)
         return 130
     pool.shutdown()
     if failed:
         print(f"{failed} runs failed (above); the same command retries them", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -345,7 +386,11 @@ def main(argv: list[str] | None = None) -> int:
 
         print(write_report(args.suites, args.store))
         return 0
-    return run_suites(args.suites, args.seeds, args.libraries, args.jobs, args.store, args.timeout, args.envs)
+    before = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM as Ctrl-C: the workers end, the store keeps what
+    try:  # finished
+        return run_suites(args.suites, args.seeds, args.libraries, args.jobs, args.store, args.timeout, args.envs)
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.returns import ANCHORS, BEST, SUITES, Task, config_of, read_store
+from benchmarks.returns import ANCHORS, BEST, SUITES, Task, config_of, key_of, read_store
 
 REPS = 2000
 LIBRARIES = ("ppo_td", "sb3")
@@ -108,25 +108,24 @@ def _fmt(x: float) -> str:
 
 
 def _runs_of(runs: list[dict[str, Any]], task: Task, library: str) -> list[dict[str, Any]]:
-    """The stored runs of ``task`` at its budget by ``library``, one per seed (the latest), by seed."""
+    """The stored runs of ``task`` (its config as it is now) by ``library``, one per seed (the latest), by seed."""
     out = {}
-    for r in runs:
-        if r["env"] == task.env_id and r["library"] == library and r["budget"] == task.frames \
-                and r["settings"] == task.settings:
+    for r in runs:  # the same library, env, preset and config (key_of's digest): a run of an older preset is left out
+        if r["env"] == task.env_id and r["library"] == library and r["key"] == key_of(task, library, r["seed"]):
             out[r["seed"]] = r
     return [out[s] for s in sorted(out)]
 
 
-def env_rows(task: Task, runs: list[dict[str, Any]]) -> tuple[list[str], dict[str, np.ndarray]]:
+def env_rows(task: Task, runs: list[dict[str, Any]]) -> tuple[list[str], dict[str, dict[int, float]]]:
     """The table rows of one env (each library, then its anchors, then P(ppo_td > SB3)), and its scores per
-    library (the last-100 means, one per seed)."""
+    library (seed -> the run's last-100 mean)."""
     rows, scores = [], {}
     for library in LIBRARIES:
         mine = _runs_of(runs, task, library)
         if not mine:
             continue
         last = np.array([r["last100"] for r in mine])
-        scores[library] = last
+        scores[library] = {r["seed"]: r["last100"] for r in mine}
         evals = [r["eval_mean"] for r in mine if r["eval_mean"] is not None]
         iqm, low, high = iqm_interval(last[:, None])
         minutes = statistics.median(r["train_seconds"] for r in mine) / 60
@@ -138,7 +137,8 @@ def env_rows(task: Task, runs: list[dict[str, Any]]) -> tuple[list[str], dict[st
         rows.append(f"| | {source} | | {mean:,}" + (f" +- {std:,}" if std is not None else "") +  # as published
                     f" | | | | ({what}) |")
     if len(scores) == 2:
-        p, low, high = improvement(scores["ppo_td"][:, None], scores["sb3"][:, None])
+        p, low, high = improvement(np.array(list(scores["ppo_td"].values()))[:, None],
+                                   np.array(list(scores["sb3"].values()))[:, None])
         rows.append(f"| | P(ppo_td run > SB3 run) | | {p:.2f} [{low:.2f}, {high:.2f}] | | | | |")
     return rows, scores
 
@@ -212,7 +212,7 @@ def suite_section(suite: str, runs: list[dict[str, Any]], store: Path) -> list[s
     lines = [f"## {suite}", "", "| env | library / anchor | seeds | last 100 episodes: mean +- std over seeds | median "
              "| IQM [95% CI] | deterministic eval (10 episodes): mean +- std over seeds | minutes per run |",
              "|---|---|---|---|---|---|---|---|"]
-    normalized: dict[str, dict[str, np.ndarray]] = {lib: {} for lib in LIBRARIES}
+    normalized: dict[str, dict[str, dict[int, float]]] = {lib: {} for lib in LIBRARIES}
     notes = []
     for task in tasks:
         rows, scores = env_rows(task, runs)
@@ -223,8 +223,8 @@ def suite_section(suite: str, runs: list[dict[str, Any]], store: Path) -> list[s
         best = best_score(task.env_id)
         if low is not None and best is not None and best[0] > low:
             notes.append(f"{task.env_id}: random {_fmt(low)}, best {_fmt(best[0])} ({best[1]})")
-            for library, s in scores.items():
-                normalized[library][task.env_id] = (s - low) / (best[0] - low)
+            for library, by_seed in scores.items():
+                normalized[library][task.env_id] = {seed: (v - low) / (best[0] - low) for seed, v in by_seed.items()}
         if task.note:
             notes.append(f"{task.env_id}: {task.note}")
     if len(lines) == 4:
@@ -232,15 +232,12 @@ def suite_section(suite: str, runs: list[dict[str, Any]], store: Path) -> list[s
     envs = sorted(set.intersection(*(set(v) for v in normalized.values() if v))) if any(normalized.values()) else []
     if envs:
         lines += ["", f"Normalized (random policy 0, best published PPO 1) over {len(envs)} envs ({', '.join(envs)}), "
-                  "the seeds every one of them has:", "", "| library | runs per env | IQM [95% CI] |", "|---|---|---|"]
+                  "the seeds every one of them has:", "", "| library | seeds | IQM [95% CI] |", "|---|---|---|"]
         for library in LIBRARIES:
-            per_env = normalized[library]
-            if not all(e in per_env for e in envs):
-                continue
-            n = min(len(per_env[e]) for e in envs)
-            matrix = np.stack([per_env[e][:n] for e in envs], axis=1)
-            iqm, lo, hi = iqm_interval(matrix)
-            lines.append(f"| {LABEL[library]} | {n} | {iqm:.2f} [{lo:.2f}, {hi:.2f}] |")
+            seeds, matrix = seed_matrix(normalized[library], envs)
+            if matrix is not None:
+                iqm, lo, hi = iqm_interval(matrix)
+                lines.append(f"| {LABEL[library]} | {', '.join(map(str, seeds))} | {iqm:.2f} [{lo:.2f}, {hi:.2f}] |")
         profile = plot_profile(suite, normalized, envs, store / f"{suite}_profile.png")
         if profile:
             lines += ["", f"Performance profile: `{profile.name}`."]
@@ -251,7 +248,18 @@ def suite_section(suite: str, runs: list[dict[str, Any]], store: Path) -> list[s
     return lines
 
 
-def plot_profile(suite: str, normalized: dict[str, dict[str, np.ndarray]], envs: list[str], path: Path) -> Path | None:
+def seed_matrix(per_env: dict[str, dict[int, float]], envs: list[str]) -> tuple[list[int], np.ndarray | None]:
+    """The scores of the seeds every one of ``envs`` has, as ``[seeds, envs]`` (None where they share none)."""
+    if not all(e in per_env for e in envs):
+        return [], None
+    seeds = sorted(set.intersection(*(set(per_env[e]) for e in envs)))
+    if not seeds:
+        return [], None
+    return seeds, np.array([[per_env[e][seed] for e in envs] for seed in seeds])
+
+
+def plot_profile(suite: str, normalized: dict[str, dict[str, dict[int, float]]], envs: list[str],
+                 path: Path) -> Path | None:
     """rliable's performance profile of the normalized scores (the fraction of runs above each score)."""
     import matplotlib
 
@@ -262,9 +270,9 @@ def plot_profile(suite: str, normalized: dict[str, dict[str, np.ndarray]], envs:
 
     scores = {}
     for library in LIBRARIES:
-        if all(e in normalized[library] for e in envs):
-            n = min(len(normalized[library][e]) for e in envs)
-            scores[LABEL[library]] = np.stack([normalized[library][e][:n] for e in envs], axis=1)
+        _, matrix = seed_matrix(normalized[library], envs)
+        if matrix is not None:
+            scores[LABEL[library]] = matrix
     if not scores:
         return None
     taus = np.linspace(0.0, 1.2, 61)

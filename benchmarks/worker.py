@@ -47,16 +47,25 @@ def _peak_rss_mb() -> float:
 def run_ppo_td(config: TrainConfig) -> dict[str, Any]:
     from ppo_td.training import train
 
-    result = train(config)
-    times = {m["iteration"]: m["time"] for m in result.history}
+    episodes: list[tuple[int, float, float]] = []
+    seconds = {"collect": 0.0, "update": 0.0, "frames": 0, "time": 0.0}
+
+    def record(metrics: dict[str, Any], pipeline: Any) -> None:
+        """Every iteration's episodes and times, as they come (TrainResult keeps only the recent ones)."""
+        episodes.extend((e["frames"], metrics["time"], e["return"]) for e in metrics["ended_episodes"])
+        seconds["collect"] += metrics["collect_seconds"]
+        seconds["update"] += metrics["update_seconds"]
+        seconds["frames"], seconds["time"] = metrics["frames"], metrics["time"]
+
+    result = train(config, callbacks=[record])
     return {
-        "episodes": [(e["frames"], times[e["iteration"]], e["return"]) for e in result.episodes],
+        "episodes": episodes,
         "eval_returns": result.eval_returns,
         "eval_groups": result.evaluation.groups if result.evaluation is not None else {},  # several agent groups
-        "frames": result.history[-1]["frames"],
-        "train_seconds": result.history[-1]["time"],
-        "collect_seconds": sum(m["collect_seconds"] for m in result.history),
-        "update_seconds": sum(m["update_seconds"] for m in result.history),
+        "frames": seconds["frames"],
+        "train_seconds": seconds["time"],
+        "collect_seconds": seconds["collect"],
+        "update_seconds": seconds["update"],
     }
 
 

@@ -23,8 +23,8 @@ TIER = [t for t in SUITES["classic"] if t.env_id in ("CartPole-v1", "Pendulum-v1
 
 def band_floor(task: returns.Task) -> tuple[float, list[float]]:
     """The lowest score a rerun may reach for ``task``, and the recorded ppo_td scores it comes from."""
-    recorded = [r["last100"] for r in returns.read_store(STORE) if r["library"] == "ppo_td"
-                and r["env"] == task.env_id and r["settings"] == task.settings and r["budget"] == task.frames]
+    recorded = [r["last100"] for r in returns.read_store(STORE)  # runs of the preset as it is now
+                if r["library"] == "ppo_td" and r["key"] == returns.key_of(task, "ppo_td", r["seed"])]
     if len(recorded) < 3:
         pytest.fail(f"the store holds {len(recorded)} ppo_td runs of {task.env_id} on preset {task.settings}; run "
                     f"python -m benchmarks returns classic --envs {task.env_id} first")

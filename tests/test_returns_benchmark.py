@@ -51,13 +51,27 @@ def test_runs_are_stored_once_a_rerun_continues_and_the_report_reads_them(tiny, 
 
 
 def test_a_failed_or_timed_out_run_is_not_stored_and_the_exit_code_says_so(tiny, tmp_path, monkeypatch, capsys):
-    def timed_out(*args, **kwargs):
-        raise subprocess.TimeoutExpired(args[0], kwargs["timeout"])
+    class Worker:  # a worker process that hangs (communicate times out), then one that dies, then one that prints
+        behaviour = iter(["hang", "die", "garbage"])  # no result line
 
-    monkeypatch.setattr(returns.subprocess, "run", timed_out)
-    assert returns.main([tiny, "--seeds", "1", "--libraries", "ppo_td", "--timeout", "5",
+        def __init__(self, command, **kwargs):
+            self.args, self.how, self.returncode, self.killed = command, next(Worker.behaviour), None, False
+
+        def communicate(self, timeout=None):
+            if self.how == "hang" and not self.killed:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            self.returncode = {"hang": -9, "die": 3, "garbage": 0}[self.how]
+            return ("Traceback...\n" if self.how == "garbage" else ""), "worker stderr"
+
+        def kill(self):
+            self.killed = True
+
+    monkeypatch.setattr(returns.subprocess, "Popen", Worker)
+    assert returns.main([tiny, "--seeds", "1", "2", "3", "--libraries", "ppo_td", "--timeout", "5",
                          "--store", str(tmp_path)]) == 1
-    assert "over --timeout 5 s" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "seed 1: over --timeout 5 s" in err and "seed 2 failed (exit 3)" in err and "worker stderr" in err
+    assert "seed 3: the worker printed no result line" in err and "3 runs failed" in err
     assert returns.read_store(tmp_path) == []
 
 
@@ -75,3 +89,27 @@ def test_every_suite_task_makes_a_valid_config():
         for task in tasks:
             config = returns.config_of(task)
             assert config.total_frames == task.frames
+
+
+@pytest.mark.slow
+def test_sigterm_ends_the_workers_and_stores_nothing_unfinished(tmp_path):
+    import signal
+    import sys
+    import time
+
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks", "returns", "classic", "--envs", "CartPole-v1",
+                             "--libraries", "ppo_td", "--seeds", "1", "--store", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not psutil.Process(proc.pid).children() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    workers = psutil.Process(proc.pid).children()
+    assert workers, "no worker process started"
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "the same command continues" in err
+    _, alive = psutil.wait_procs(workers, timeout=15)
+    assert not alive and returns.read_store(tmp_path) == []
