@@ -271,11 +271,11 @@ def _rl_zoo(env_id: str, num_envs: int, steps: int, minibatch: int, total_frames
 
 
 # RL Zoo's tuned PPO settings (rl-baselines3-zoo hyperparams/ppo.yml at commit 22e3ff2, SB3's defaults for what an
-# entry leaves out; the same configs as `ppo-td train --from-zoo ppo.yml`, checked in tests/test_presets.py), the
+# entry leaves out; the configs `ppo-td train --from-zoo ppo.yml` makes of them, checked in tests/test_zoo.py), the
 # settings of `python -m benchmarks returns` (docs/learning.md). What ppo_td has no counterpart for: RL Zoo anneals
 # CartPole's clip range (lin_0.2; constant 0.2 here) and explores MountainCarContinuous with gSDE (a plain Gaussian
-# here, from its log-std of -3.29); its batch_size 256 over MountainCarContinuous's 8-step rollouts is the whole
-# rollout in SB3, as here.
+# here, from its log-std of -3.29); its batch_size 256 over MountainCarContinuous's 8-step rollouts, which SB3 takes
+# as the whole rollout (and --from-zoo refuses: 256 does not divide 8), is that rollout here (batch_size 8).
 RL_ZOO = {
     "cartpole-zoo": _rl_zoo("CartPole-v1", 8, 32, 256, 100_000, loss=dict(gamma=0.98, gae_lambda=0.8),
                             optim=dict(lr=1e-3, anneal_lr=True, update_epochs=20)),

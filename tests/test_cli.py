@@ -191,12 +191,11 @@ def test_an_image_env_without_a_preset_starts_from_pixel_defaults():
     assert preset_for("Taxi-v4")[0] == "generic" and preset_for("MyMissingEnv-v0")[0] == "generic"
 
 
-def test_a_small_image_env_a_users_module_registers_starts_from_pixel_defaults_on_one_thread(tmp_path, capsys):
+def test_a_small_image_env_a_users_module_registers_starts_from_pixel_defaults(tmp_path, capsys):
     from ppo_td.presets import preset_for
 
     assert preset_for("image_envs:PpoTdTest/SmallImage-v0")[0] == "pixels"  # the module imported to read its space
     assert main(["train", "--env.env-id", "image_envs:PpoTdTest/SmallImage-v0", "--total-frames", "1024",
                  "--eval-episodes", "1", "--no-progress", "--run-dir", str(tmp_path / "run")]) == 0
-    assert "preset 'pixels'" in capsys.readouterr().out
-    assert json.loads((tmp_path / "run" / "run.json").read_text())["threads"] == 1  # a small CNN: one thread
+    assert "preset 'pixels'" in capsys.readouterr().out  # its threads: tests/test_threads.py
     assert json.loads((tmp_path / "run" / "run.json").read_text())["threads"] == 1

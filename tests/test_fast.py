@@ -91,6 +91,8 @@ CASES = {
     # infos: is_success at an episode's last step only (unasked), a key asked for and never reported, one copy
     "reach-infos": small_config(env=EnvConfig("info_envs:reach", num_envs=2, info_keys=("never",))),
     "reach-infos-one-copy": small_config(env=EnvConfig("info_envs:reach", num_envs=1)),
+    # copies ending at different steps, is_success in the reset's info too: the root's infos after partial resets
+    "varied-infos": small_config(env=EnvConfig("info_envs:varied", num_envs=4)),
     # a Discrete observation with the action mask in info
     "taxi-info-mask": small_config(env=EnvConfig("Taxi-v4", num_envs=4, max_episode_steps=15)),
 }

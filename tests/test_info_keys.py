@@ -114,3 +114,14 @@ def test_is_success_is_recorded_unasked_from_the_first_iteration_that_has_it_and
     assert "is_success" not in metrics[0] and lines and not any("is_success" in line for line in lines)
     result = ppo_td.train(_config())  # from Python too
     assert {e["is_success"] for e in result.episodes} <= {0.0, 1.0} and "is_success" in result.history[-1]
+
+
+@pytest.mark.parametrize("step_loop", ["auto", "torchrl"])
+def test_an_is_success_of_another_kind_is_left_unrecorded_unless_asked_for(step_loop):
+    config = _config()
+    config = dataclasses.replace(config, env=dataclasses.replace(config.env, env_id="info_envs:odd_success"),
+                                 collector=dataclasses.replace(config.collector, step_loop=step_loop))
+    result = ppo_td.train(config)  # the fast collector, or TorchRL's Collector through the info reader
+    assert len(result.episodes) == 16 and all("is_success" not in e for e in result.episodes)
+    with pytest.raises(ValueError, match=r"info\['is_success'\] is .*not a number ppo_td can record"):
+        ppo_td.train(config, info_keys=["is_success"])

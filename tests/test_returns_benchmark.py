@@ -84,11 +84,16 @@ def test_bad_flags_are_refused_naming_the_fix(tiny, capsys):
     assert "--envs ['Pong']: not in classic" in capsys.readouterr().err
 
 
-def test_every_suite_task_makes_a_valid_config():
+def test_every_suite_task_makes_a_valid_config_that_travels_to_the_worker_whole():
+    from ppo_td.config import from_dict, to_dict
+    from ppo_td.presets import get_preset
+
     for tasks in (t for name, t in SUITES.items() if name != "tiny"):
         for task in tasks:
             config = returns.config_of(task)
-            assert config.total_frames == task.frames
+            assert config.total_frames == task.frames and from_dict(json.loads(json.dumps(to_dict(config)))) == config
+            assert config.optim == get_preset(task.settings).optim and config.loss == get_preset(task.settings).loss
+            assert config.env.multiagent or config.env.env_id == task.env_id
 
 
 @pytest.mark.slow

@@ -271,6 +271,7 @@ class FastEnv:
         """The info entries the env's info reader writes (:mod:`ppo_td.envs.info`), read here from the same infos
         by the same code."""
         self._unreported = {key: torch.full((self.num_envs,), torch.nan) for key in self.info}
+        self._asked = built.config.info_keys if built.config is not None else ()
         self.nested = [k for k in self.obs_keys if isinstance(self.base.observation_spec[k], Composite)]
         """Observation keys whose value has entries of its own (a ``Dict`` or ``Tuple`` space): a TensorDict."""
         self.transforms = self.current_transforms()
@@ -454,7 +455,8 @@ class FastEnv:
             return out
         names = [k for _, k in self.info]
         if any(k in infos for k in names):
-            out.update({(INFO, k): v for k, v in info_values(infos, names, self.num_envs).items()})
+            values = info_values(infos, names, self.num_envs, self._asked)
+            out.update({(INFO, k): v for k, v in values.items()})
         else:  # none reported (most steps of most envs): one NaN tensor, never written in place
             out.update(self._unreported)
         return out

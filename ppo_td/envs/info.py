@@ -36,23 +36,33 @@ def watched(info_keys: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*info_keys, *UNASKED)))
 
 
-def info_values(info_dict: dict[str, Any], keys: Sequence[str], copies: int) -> dict[str, torch.Tensor]:
+def info_values(info_dict: dict[str, Any], keys: Sequence[str], copies: int,
+                asked: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
     """``info_dict[key]`` for each of ``keys``: float32 ``[copies]``, NaN where a copy did not report it (Gymnasium's
-    vector infos: ``info[key]`` with its ``info["_" + key]`` mask; a plain env's info: its one value).
+    vector infos: ``info[key]`` with its ``info["_" + key]`` mask; a plain env's info: its one value). A key not in
+    ``asked`` (default: all are; :data:`UNASKED` ones are not) that is not one number per copy reads NaN: an env's own
+    ``is_success`` of another kind (a tuple per vehicle, say) is left unrecorded, never an error.
 
     Raises:
-        ValueError: an info value that is not a number (naming the key and what it holds).
+        ValueError: an asked-for info value that is not a number (naming the key and what it holds).
     """
     values = {}
     for key in keys:
         out = np.full(copies, np.nan, dtype=np.float32)
         if key in info_dict:
+            strict = asked is None or key in asked
             try:
                 raw = np.asarray(info_dict[key], dtype=np.float64).reshape(-1)
             except (TypeError, ValueError) as err:
+                if not strict:
+                    values[key] = torch.from_numpy(out)
+                    continue
                 raise ValueError(f"env.info_keys: info[{key!r}] is {info_dict[key]!r}, not a number ppo_td can "
                                  "record per episode; drop it from env.info_keys (--log-info)") from err
             if raw.size not in (1, copies):
+                if not strict:
+                    values[key] = torch.from_numpy(out)
+                    continue
                 raise ValueError(f"env.info_keys: info[{key!r}] holds {raw.size} numbers for {copies} env "
                                  "copies; ppo_td records one number per episode: drop it from env.info_keys")
             reported = np.asarray(info_dict.get(f"_{key}", np.ones(raw.shape, bool)), dtype=bool).reshape(-1)
@@ -70,8 +80,8 @@ class InfoReader(BaseInfoDictReader):
         ValueError: an info value that is not a number (naming the key and what it holds).
     """
 
-    def __init__(self, keys: Sequence[str], copies: int) -> None:
-        self.keys, self.copies = tuple(keys), copies
+    def __init__(self, keys: Sequence[str], copies: int, asked: Sequence[str] | None = None) -> None:
+        self.keys, self.copies, self.asked = tuple(keys), copies, None if asked is None else tuple(asked)
         entries = {key: Unbounded((copies,), dtype=torch.float32) for key in self.keys}
         self._spec = Composite({INFO: Composite(entries, shape=(copies,))}, shape=(copies,))
 
@@ -80,7 +90,7 @@ class InfoReader(BaseInfoDictReader):
         return self._spec
 
     def __call__(self, info_dict: dict[str, Any], tensordict: TensorDictBase) -> TensorDictBase:
-        values = info_values(info_dict, self.keys, self.copies)
+        values = info_values(info_dict, self.keys, self.copies, self.asked)
         tensordict.set(INFO, TensorDict(values, batch_size=tensordict.batch_size))
         return tensordict
 

@@ -235,7 +235,7 @@ def build_env(config: EnvConfig, seed: int | None = None, gamma: float = 0.99, *
         raise
     base = GymWrapper(vec, categorical_action_encoding=True)
     # the env's info values per copy (env.info_keys, and is_success unasked), in its own step (ppo_td.envs.info)
-    base.set_info_dict_reader(InfoReader(watched(config.info_keys), config.num_envs))
+    base.set_info_dict_reader(InfoReader(watched(config.info_keys), config.num_envs, asked=config.info_keys))
     stack: list = [FiniteCheck(config.env_id)] if config.check_finite else []
     indices = _multi_discrete_entries(vec.single_observation_space)
     if indices:
