@@ -52,6 +52,17 @@ def iqm_interval(scores: np.ndarray) -> tuple[float, float, float]:
     return float(point["x"][0]), float(interval["x"][0, 0]), float(interval["x"][1, 0])
 
 
+def mean_interval(scores: np.ndarray) -> tuple[float, float, float]:
+    """The mean over envs of each env's mean score (``[runs, envs]``) and its 95% stratified-bootstrap interval: unlike
+    the IQM it keeps an env where every run fails."""
+    from rliable import library as rly
+    from rliable import metrics
+
+    point, interval = _seeded(rly.get_interval_estimates, {"x": scores},
+                              lambda s: np.array([metrics.aggregate_mean(s)]), reps=REPS)
+    return float(point["x"][0]), float(interval["x"][0, 0]), float(interval["x"][1, 0])
+
+
 def improvement(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
     """P(a run of ``x`` beats a run of ``y``), averaged over envs (``[runs, envs]`` each), and its interval."""
     from rliable import library as rly
@@ -232,12 +243,15 @@ def suite_section(suite: str, runs: list[dict[str, Any]], store: Path) -> list[s
     envs = sorted(set.intersection(*(set(v) for v in normalized.values() if v))) if any(normalized.values()) else []
     if envs:
         lines += ["", f"Normalized (random policy 0, best published PPO 1) over {len(envs)} envs ({', '.join(envs)}), "
-                  "the seeds every one of them has:", "", "| library | seeds | IQM [95% CI] |", "|---|---|---|"]
+                  "the seeds every one of them has:", "", "| library | seeds | IQM [95% CI] | mean [95% CI] |",
+                  "|---|---|---|---|"]
         for library in LIBRARIES:
             seeds, matrix = seed_matrix(normalized[library], envs)
             if matrix is not None:
                 iqm, lo, hi = iqm_interval(matrix)
-                lines.append(f"| {LABEL[library]} | {', '.join(map(str, seeds))} | {iqm:.2f} [{lo:.2f}, {hi:.2f}] |")
+                mean, mlo, mhi = mean_interval(matrix)
+                lines.append(f"| {LABEL[library]} | {', '.join(map(str, seeds))} | {iqm:.2f} [{lo:.2f}, {hi:.2f}] | "
+                             f"{mean:.2f} [{mlo:.2f}, {mhi:.2f}] |")
         profile = plot_profile(suite, normalized, envs, store / f"{suite}_profile.png")
         if profile:
             lines += ["", f"Performance profile: `{profile.name}`."]
