@@ -270,11 +270,11 @@ def _stop_workers() -> None:
             proc.kill()
 
 
-def _append(store: Path, record: dict[str, Any], lock: threading.Lock) -> None:
+def _append(store: Path, record: dict[str, Any]) -> None:
     """One finished run onto the store, whole (one write, flushed and synced) or not at all."""
     line = json.dumps(record) + "\n"
     path = store / "runs.jsonl"
-    with lock, path.open("a") as f:
+    with path.open("a") as f:
         if f.tell() and _last_byte(path) != b"\n":  # a line a crash cut short: left on a line of its own
             line = "\n" + line
         f.write(line)
@@ -319,7 +319,7 @@ def run_suites(suites: list[str], seeds: list[int], libraries: list[str], jobs: 
     left = [p for p in plan if key_of(p[1], p[2], p[3]) not in finished]
     print(f"{len(plan)} runs in {', '.join(suites)}: {len(plan) - len(left)} in the store ({store / 'runs.jsonl'}), "
           f"{len(left)} to run, {jobs} at a time", flush=True)
-    lock, done, failed = threading.Lock(), [], 0
+    done, failed = [], 0
     pool = ThreadPoolExecutor(max_workers=jobs)  # each thread waits on one worker process
     running: dict[Future, tuple[str, Task, str, int, float]] = {}
     queue = list(left)
@@ -339,7 +339,7 @@ def run_suites(suites: list[str], seeds: list[int], libraries: list[str], jobs: 
                     print(f"FAILED {err}", file=sys.stderr, flush=True)
                     continue
                 record["wall_seconds"] = time.monotonic() - started
-                _append(store, record, lock)
+                _append(store, record)
                 done.append(record)
                 pending = queue + [(s, t, lib, sd) for s, t, lib, sd, _ in running.values()]
                 evaluation = "none ended" if record["eval_mean"] is None else f"{record['eval_mean']:.1f}"

@@ -265,9 +265,10 @@ class FastEnv:
         self.built, self.base, self.vec = built, built.env.base_env, built.vector
         self.num_envs = int(self.base.batch_size[0])
         self.action_spec = self.base.full_action_spec[keys.ACTION]
-        self.obs_keys = [k for k in self.base.observation_spec.keys() if k != INFO]
         spec = self.base.observation_spec
-        self.info: list[tuple[str, str]] = [(INFO, k) for k in spec[INFO].keys()] if INFO in spec.keys() else []
+        self.obs_keys = [k for k in spec.keys() if k != INFO]
+        self._info_names = list(spec[INFO].keys()) if INFO in spec.keys() else []
+        self.info: list[tuple[str, str]] = [(INFO, k) for k in self._info_names]
         """The info entries the env's info reader writes (:mod:`ppo_td.envs.info`), read here from the same infos
         by the same code."""
         self._unreported = {key: torch.full((self.num_envs,), torch.nan) for key in self.info}
@@ -451,9 +452,9 @@ class FastEnv:
 
     def _read_info(self, infos: dict[str, Any], out: Values) -> Values:
         """``out`` with the env's info entries from ``infos`` (as its info reader writes them)."""
-        if not self.info:
+        names = self._info_names
+        if not names:
             return out
-        names = [k for _, k in self.info]
         if any(k in infos for k in names):
             values = info_values(infos, names, self.num_envs, self._asked)
             out.update({(INFO, k): v for k, v in values.items()})

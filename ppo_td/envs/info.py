@@ -49,22 +49,8 @@ def info_values(info_dict: dict[str, Any], keys: Sequence[str], copies: int,
     values = {}
     for key in keys:
         out = np.full(copies, np.nan, dtype=np.float32)
-        if key in info_dict:
-            strict = asked is None or key in asked
-            try:
-                raw = np.asarray(info_dict[key], dtype=np.float64).reshape(-1)
-            except (TypeError, ValueError) as err:
-                if not strict:
-                    values[key] = torch.from_numpy(out)
-                    continue
-                raise ValueError(f"env.info_keys: info[{key!r}] is {info_dict[key]!r}, not a number ppo_td can "
-                                 "record per episode; drop it from env.info_keys (--log-info)") from err
-            if raw.size not in (1, copies):
-                if not strict:
-                    values[key] = torch.from_numpy(out)
-                    continue
-                raise ValueError(f"env.info_keys: info[{key!r}] holds {raw.size} numbers for {copies} env "
-                                 "copies; ppo_td records one number per episode: drop it from env.info_keys")
+        raw = _numbers(info_dict, key, copies, strict=asked is None or key in asked) if key in info_dict else None
+        if raw is not None:
             reported = np.asarray(info_dict.get(f"_{key}", np.ones(raw.shape, bool)), dtype=bool).reshape(-1)
             if raw.size == 1 and copies > 1:  # a plain (non-vector) info: every copy's
                 raw, reported = np.full(copies, raw[0]), np.full(copies, bool(reported[0]))
@@ -73,11 +59,29 @@ def info_values(info_dict: dict[str, Any], keys: Sequence[str], copies: int,
     return values
 
 
+def _numbers(info_dict: dict[str, Any], key: str, copies: int, strict: bool) -> np.ndarray | None:
+    """``info_dict[key]`` as one number, or one per copy; else an error naming it (``strict``) or None."""
+    try:
+        raw = np.asarray(info_dict[key], dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as err:
+        if not strict:
+            return None
+        raise ValueError(f"env.info_keys: info[{key!r}] is {info_dict[key]!r}, not a number ppo_td can record per "
+                         "episode; drop it from env.info_keys (--log-info)") from err
+    if raw.size in (1, copies):
+        return raw
+    if not strict:
+        return None
+    raise ValueError(f"env.info_keys: info[{key!r}] holds {raw.size} numbers for {copies} env copies; ppo_td records "
+                     "one number per episode: drop it from env.info_keys")
+
+
 class InfoReader(BaseInfoDictReader):
-    """``info[key]`` for each of ``keys`` into ``("info", key)``: float32 ``[copies]``, NaN where not reported.
+    """``info[key]`` for each of ``keys`` into ``("info", key)``: float32 ``[copies]``, NaN where not reported
+    (:func:`info_values`; ``asked``: the keys ``env.info_keys`` names, the others recorded only where they are numbers).
 
     Raises (when called):
-        ValueError: an info value that is not a number (naming the key and what it holds).
+        ValueError: an asked-for info value that is not a number (naming the key and what it holds).
     """
 
     def __init__(self, keys: Sequence[str], copies: int, asked: Sequence[str] | None = None) -> None:

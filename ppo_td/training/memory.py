@@ -72,6 +72,15 @@ def check_before_envs(config: TrainConfig) -> None:
                   f"env.num_envs={config.env.num_envs:,} with frames_per_batch={config.frames_per_batch:,}")
 
 
+def _numel(space: ObservationSpace | None, fallback: tuple[int, ...]) -> int:
+    """One observation's numbers (an MLP's inputs)."""
+    if space is None:
+        return math.prod(fallback)
+    if space.entries:
+        return sum(_numel(entry, ()) for _, entry in space.entries)
+    return math.prod(space.shape)
+
+
 def _bytes(space: ObservationSpace | None, fallback: tuple[int, ...]) -> int:
     """One observation's bytes as the batch stores it (its own dtype: an image's uint8 is one byte)."""
     if space is None:
@@ -95,7 +104,7 @@ def check_run(config: TrainConfig, description: EnvDescription, on_host: bool = 
     needs = {"frames_per_batch": config.frames_per_batch * frame}
     hidden = list(config.model.hidden_sizes)
     if on_host and (space is None or not space.images()):  # an MLP reads the observation (images: a CNN first)
-        widths = [obs // 4 or 1, *hidden, 1]
+        widths = [_numel(space, description.observation_shape) * max(description.num_agents, 1), *hidden, 1]
         params = 2 * sum(a * b + b for a, b in zip(widths, widths[1:], strict=False))  # the policy's and the critic's
         minibatch = config.frames_per_batch // config.optim.num_minibatches
         activations = 2 * minibatch * sum(hidden) * 4 * 2  # both networks' layers, kept for the backward pass
