@@ -1,5 +1,6 @@
-"""A small-image env registered when its module is imported (``image_envs:PpoTdTest/SmallImage-v0``), as a user's
-MiniGrid-like env is: a 7x7x3 uint8 image, four actions, rewarded for action 0 (tests/test_cli.py)."""
+"""Small-image envs registered when their module is imported (``image_envs:PpoTdTest/SmallImage-v0``), as a user's
+MiniGrid-like env is: a 7x7x3 uint8 image (or 10x10x4 bool, as MinAtar's), four actions, rewarded for action 0
+(tests/test_cli.py)."""
 
 import gymnasium as gym
 import numpy as np
@@ -18,3 +19,12 @@ class SmallImage(gym.Env):
 
 
 gym.register("PpoTdTest/SmallImage-v0", entry_point=SmallImage, max_episode_steps=20)
+
+
+class BoolGrid(SmallImage):
+    """MinAtar's kind of observation: channels of bool, 10x10x4."""
+
+    observation_space = gym.spaces.Box(0, 1, (10, 10, 4), bool)
+
+
+gym.register("PpoTdTest/BoolGrid-v0", entry_point=BoolGrid, max_episode_steps=20)

@@ -3,6 +3,8 @@
 import csv
 import json
 
+import pytest
+
 from ppo_td.cli import main
 from ppo_td.persist import load_checkpoint
 
@@ -199,3 +201,17 @@ def test_a_small_image_env_a_users_module_registers_starts_from_pixel_defaults(t
                  "--eval-episodes", "1", "--no-progress", "--run-dir", str(tmp_path / "run")]) == 0
     assert "preset 'pixels'" in capsys.readouterr().out  # its threads: tests/test_threads.py
     assert json.loads((tmp_path / "run" / "run.json").read_text())["threads"] == 1
+    assert preset_for("image_envs:PpoTdTest/BoolGrid-v0")[0] == "pixels"  # bool channels are images too (MinAtar's)
+
+
+def test_a_minatar_id_registers_its_game_and_starts_from_its_preset(tmp_path, capsys):
+    pytest.importorskip("minatar")
+    import gymnasium as gym
+
+    from ppo_td.presets import preset_for
+
+    assert preset_for("MinAtar/Breakout-v1") == ("minatar", "MinAtar/Breakout-v1 is a MinAtar game")
+    assert main(["train", "--env.env-id", "MinAtar/SpaceInvaders-v1", "--total-frames", "1024", "--eval-episodes",
+                 "1", "--eval-max-steps", "50", "--no-progress", "--run-dir", str(tmp_path / "run")]) == 0
+    assert "preset 'minatar'" in capsys.readouterr().out
+    assert "MinAtar/SpaceInvaders-v1" in gym.registry  # registered by the run's build, not by importing ppo_td

@@ -75,6 +75,27 @@ def test_a_failed_or_timed_out_run_is_not_stored_and_the_exit_code_says_so(tiny,
     assert returns.read_store(tmp_path) == []
 
 
+def test_a_suite_whose_budget_demands_it_runs_three_seeds_unless_told(tiny, tmp_path, monkeypatch, capsys):
+    started = []
+
+    class Worker:  # records what it was asked to run, then dies (nothing is stored)
+        def __init__(self, command, **kwargs):
+            started.append(json.loads(command[-1])["seed"])
+            self.returncode = 1
+
+        def communicate(self, timeout=None):
+            return "", "stopped by the test"
+
+    monkeypatch.setattr(returns.subprocess, "Popen", Worker)
+    monkeypatch.setitem(returns.SEEDS, tiny, [1, 2, 3])
+    assert returns.main([tiny, "--libraries", "ppo_td", "--store", str(tmp_path)]) == 1
+    assert started == [1, 2, 3] and "3 to run" in capsys.readouterr().out
+    started.clear()
+    assert returns.main([tiny, "--libraries", "ppo_td", "--seeds", "4", "--store", str(tmp_path)]) == 1
+    assert started == [4]
+    assert returns.SEEDS["minatar"] == [1, 2, 3] and "minatar" in SUITES
+
+
 def test_bad_flags_are_refused_naming_the_fix(tiny, capsys):
     with pytest.raises(SystemExit):
         returns.main([tiny, "--jobs", "64"])

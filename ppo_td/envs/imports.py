@@ -34,3 +34,19 @@ def import_attr(path: str, what: str) -> Any:
     if not callable(found):
         raise ValueError(f"{what}: {path} is a {type(found).__name__}, not a wrapper class or function")
     return found
+
+
+def register_minatar(env_id: str) -> None:
+    """Register MinAtar's Gymnasium ids (``MinAtar/Breakout-v1``...) for such an id not registered yet: the
+    ``minatar`` package registers them only when ``minatar.gym.register_envs()`` is called, never on import, so
+    Gymnasium's ``module:EnvId`` form cannot reach them. A clear error without the package."""
+    import gymnasium as gym
+
+    bare = env_id.rpartition(":")[2]
+    if bare in gym.registry or not bare.startswith("MinAtar/"):
+        return
+    try:
+        minatar_gym = importlib.import_module("minatar.gym")
+    except ImportError as err:
+        raise ValueError(f"env {env_id!r} is a MinAtar game: install it with pip install minatar") from err
+    minatar_gym.register_envs()

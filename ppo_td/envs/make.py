@@ -33,7 +33,7 @@ from ppo_td.config import EnvConfig
 from ppo_td.envs.atari import FRAME_SKIP, atari_wrappers, import_ale
 from ppo_td.envs.custom import UserTransform, from_config, initialize_statistics, needing_statistics, with_statistics
 from ppo_td.envs.description import BuiltEnv, describe, observation_space
-from ppo_td.envs.imports import import_attr, import_from_cwd
+from ppo_td.envs.imports import import_attr, import_from_cwd, register_minatar
 from ppo_td.envs.info import InfoReader, watched
 from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
 from ppo_td.envs.torchrl_envs import batched, close, observation_transforms, torchrl_factory
@@ -53,7 +53,7 @@ def _check_env_id(env_id: str) -> None:
     """Known id, Gymnasium's ``module:EnvId`` form whose module registers it when imported (that
     form also reaches worker processes, which do not share this process's registrations), or
     ``module:function``, a factory returning one env copy (see :func:`env_factory`)."""
-    import_ale(env_id)
+    register_packaged(env_id)
     module, sep, name = env_id.rpartition(":")
     if sep:
         try:
@@ -70,6 +70,14 @@ def _check_env_id(env_id: str) -> None:
         "or import the package that registers it before building the env"
         + (f" (or give module:function, a function of {module!r} returning the env)." if sep else ".")
     )
+
+
+def register_packaged(env_id: str) -> None:
+    """Register the ids of a package that does not register them by itself for Gymnasium's ``module:EnvId`` form:
+    Atari's ``ALE/...`` (``ale_py`` registers them on import) and ``MinAtar/...`` (``minatar.gym.register_envs``).
+    Called where an id is first read, so every process (workers, evaluation, a resume) registers them too."""
+    import_ale(env_id)
+    register_minatar(env_id)
 
 
 def env_factory(env_id: str) -> Callable[..., gym.Env] | None:
@@ -97,7 +105,7 @@ def own_step_limit(config: EnvConfig) -> int | None:
     """The steps after which the env ends an episode by itself: its time limit (:func:`episode_limit`), else an
     Atari game's (ALE's ``max_num_frames_per_episode`` over ppo_td's frame skip); None for an env whose episodes
     may never end."""
-    import_ale(config.env_id)  # registers the ALE ids
+    register_packaged(config.env_id)
     limit = episode_limit(config)
     if limit is not None or not config.atari or env_factory(config.env_id) is not None:
         return limit
