@@ -396,6 +396,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         from benchmarks.returns_report import write_report
 
+        if not any(r["suite"] in args.suites for r in read_store(args.store)):
+            parser.error(f"--report: the store {args.store / 'runs.jsonl'} holds no run of {', '.join(args.suites)}; "
+                         f"run them first (python -m benchmarks returns {' '.join(args.suites)}), or give --store")
+
         print(write_report(args.suites, args.store))
         return 0
     before = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM as Ctrl-C: the workers end, the store keeps what

@@ -96,13 +96,17 @@ def test_a_suite_whose_budget_demands_it_runs_three_seeds_unless_told(tiny, tmp_
     assert returns.SEEDS["minatar"] == [1, 2, 3] and "minatar" in SUITES
 
 
-def test_bad_flags_are_refused_naming_the_fix(tiny, capsys):
+def test_bad_flags_are_refused_naming_the_fix(tiny, tmp_path, capsys):
     with pytest.raises(SystemExit):
         returns.main([tiny, "--jobs", "64"])
     assert "--jobs 64: between 1 and this machine's" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         returns.main(["classic", "--envs", "Pong"])
     assert "--envs ['Pong']: not in classic" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        returns.main([tiny, "--report", "--store", str(tmp_path / "nowhere")])
+    assert "holds no run of tiny; run them first" in capsys.readouterr().err
+    assert not (tmp_path / "nowhere").exists()
 
 
 def test_every_suite_task_makes_a_valid_config_that_travels_to_the_worker_whole():
