@@ -413,6 +413,10 @@ def main() -> None:
         from benchmarks import returns
 
         sys.exit(returns.main(sys.argv[2:]))
+    if sys.argv[1:2] == ["env_paths"]:  # a config's path to a built env, per kind (python -m benchmarks env_paths -h)
+        from benchmarks import env_paths
+
+        sys.exit(env_paths.main(sys.argv[2:]))
     if sys.argv[1:2] == ["soak"]:  # memory over a long run: its own options (python -m benchmarks soak --help)
         from benchmarks import soak
 

@@ -1,0 +1,30 @@
+"""``python -m benchmarks env_paths``: the path a config takes to a built env (issue 46's before and after)."""
+
+import json
+
+import torch
+
+from benchmarks import env_paths
+
+torch.set_num_threads(1)
+
+
+def test_the_path_through_build_env_and_load_policy_is_traced_and_counted(tmp_path, capsys):
+    _, path = env_paths.trace(lambda: sorted([3, 1]))
+    assert path == []  # no ppo_td code ran
+    assert env_paths.main(["--kinds", "gym-id-numpy", "--repeats", "1", "--json", str(tmp_path / "p.json")]) == 0
+    numbers = json.loads((tmp_path / "p.json").read_text())
+    built, policy = numbers["gym-id-numpy"], numbers["load_policy"]
+    assert built["path"][0] == "c:ppo_td.envs.make" and built["calls"] <= built["stops"] and built["build_seconds"] > 0
+    assert sum(built["entries"].values()) == built["calls"] and "ppo_td.envs.make" in built["entries"]
+    assert policy["path"][:2] == ["c:ppo_td", "c:ppo_td.deploy.policy"] and policy["modules"] > built["modules"]
+    assert numbers["envs_files"]["make.py"] > 0
+    out = capsys.readouterr().out
+    assert "gym-id-numpy (CartPole-v1):" in out and "load_policy (a cartpole run):" in out
+
+
+def test_a_call_up_a_layer_is_a_climb_a_return_is_not():
+    calls = [("ppo_td.deploy.policy", "call"), ("ppo_td.envs.make", "call"), ("ppo_td.deploy.policy", "return"),
+             ("ppo_td.envs.make", "call"), ("ppo_td.training.evaluation", "call")]
+    numbers = env_paths.summary(calls)
+    assert numbers["climbs"] == 1 and numbers["reentered"] == 1 and numbers["stops"] == 5 and numbers["calls"] == 4
