@@ -15,7 +15,7 @@ from ppo_td.cli.signals import exit_code, signal_name, stop_after_iteration
 from ppo_td.config import TrainConfig, from_dict
 
 if TYPE_CHECKING:
-    from ppo_td.cli.main import TrainCommand
+    from ppo_td.cli.command import TrainCommand
     from ppo_td.persist import RunFolder
 
 

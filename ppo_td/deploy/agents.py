@@ -32,7 +32,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from ppo_td import keys
 from ppo_td.config import TrainConfig
 from ppo_td.envs import MASK_KEY, EnvDescription
-from ppo_td.envs.make import env_kwargs_of
+from ppo_td.envs.imports import env_kwargs_of
 from ppo_td.envs.multiagent import group_map, pettingzoo_maker, runnable_here
 from ppo_td.models.device import resolve_device
 from ppo_td.models.distributions import deterministic_action

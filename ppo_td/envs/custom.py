@@ -14,7 +14,6 @@ worker processes).
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
@@ -23,7 +22,7 @@ from typing import Any
 import torch
 from torchrl.envs import Compose, Transform, TransformedEnv
 
-from ppo_td.envs.imports import import_attr
+from ppo_td.envs.imports import import_attr, keyword_arguments
 
 Maker = Callable[[], Transform]
 
@@ -31,14 +30,7 @@ Maker = Callable[[], Transform]
 def split_entry(entry: str) -> tuple[str, dict[str, Any]]:
     """``"module:factory key=value ..."`` -> (``"module:factory"``, keyword arguments)."""
     path, *items = entry.split()
-    kwargs: dict[str, Any] = {}
-    for item in items:
-        key, _, text = item.partition("=")
-        try:
-            kwargs[key] = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            kwargs[key] = text
-    return path, kwargs
+    return path, keyword_arguments(items)
 
 
 def make_transform(entry: str, setting: str) -> Transform:

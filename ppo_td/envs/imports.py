@@ -1,11 +1,17 @@
-"""Importing the user's code by path: ``module:Name``, the module looked for in the current folder too."""
+"""Importing the user's code by path (``module:Name``, the module looked for in the current folder too), and the
+``KEY=VALUE`` arguments given with it."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import os
 import sys
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ppo_td.config import EnvConfig
 
 
 def import_from_cwd(module: str) -> None:
@@ -50,3 +56,20 @@ def register_minatar(env_id: str) -> None:
     except ImportError as err:
         raise ValueError(f"env {env_id!r} is a MinAtar game: install it with pip install minatar") from err
     minatar_gym.register_envs()
+
+
+def keyword_arguments(items: Iterable[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings as keyword arguments: Python literals where they parse, else text."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, _, text = item.partition("=")
+        try:
+            out[key] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            out[key] = text
+    return out
+
+
+def env_kwargs_of(config: EnvConfig) -> dict[str, Any]:
+    """``config.kwargs`` (KEY=VALUE strings) as the env's keyword arguments."""
+    return keyword_arguments(config.kwargs)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import difflib
 import signal
@@ -33,7 +32,7 @@ from ppo_td.config import EnvConfig
 from ppo_td.envs.atari import FRAME_SKIP, atari_wrappers, import_ale
 from ppo_td.envs.custom import UserTransform, from_config, initialize_statistics, needing_statistics, with_statistics
 from ppo_td.envs.description import BuiltEnv, describe, observation_space
-from ppo_td.envs.imports import import_attr, import_from_cwd, register_minatar
+from ppo_td.envs.imports import env_kwargs_of, import_attr, import_from_cwd, register_minatar
 from ppo_td.envs.info import InfoReader, watched
 from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
 from ppo_td.envs.torchrl_envs import batched, close, observation_transforms, torchrl_factory
@@ -462,18 +461,6 @@ def _multi_discrete_entries(space: gym.Space, key: tuple[str, ...] = ()) -> dict
 
 def _nest_if_needed(env: gym.Env) -> gym.Env:
     return NestObservation(env) if needs_nesting(env.observation_space) else env
-
-
-def env_kwargs_of(config: EnvConfig) -> dict[str, Any]:
-    """``config.kwargs`` (KEY=VALUE strings) as keyword arguments: Python literals where they parse, else text."""
-    out = {}
-    for item in config.kwargs:
-        key, _, text = item.partition("=")
-        try:
-            out[key] = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            out[key] = text
-    return out
 
 
 def _mask_in_info(config: EnvConfig, make_one: Callable[[], gym.Env]) -> bool:

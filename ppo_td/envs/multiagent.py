@@ -35,7 +35,7 @@ from torchrl.envs import Compose, EnvBase, RewardSum, SerialEnv, StepCounter, Tr
 from ppo_td import keys
 from ppo_td.config import EnvConfig
 from ppo_td.envs.description import BuiltEnv, EnvDescription, describe, describe_spec
-from ppo_td.envs.imports import import_from_cwd
+from ppo_td.envs.imports import env_kwargs_of, import_from_cwd
 from ppo_td.envs.masking import MASK_KEY
 
 _INSTALL = {"vmas": "pip install vmas", "pettingzoo": "pip install pettingzoo mpe2"}
@@ -133,8 +133,6 @@ def runnable_here(config: EnvConfig) -> EnvConfig:
 
 
 def _kwargs(config: EnvConfig) -> dict[str, Any]:
-    from ppo_td.envs.make import env_kwargs_of
-
     kwargs = env_kwargs_of(config)
     taken = [k for k in _SET_BY_PPO_TD[config.suite] if k in kwargs]
     if taken:
