@@ -166,6 +166,11 @@ def config_of(task: Task) -> Any:
     return dataclasses.replace(config, env=env, total_frames=task.frames)
 
 
+def with_settings(task: Task, settings: str) -> Task:
+    """``task`` trained on the preset ``settings`` instead of its own (same env, kwargs, limit and budget)."""
+    return dataclasses.replace(task, settings=settings, note=f"on the {settings} preset (the suite's: {task.settings})")
+
+
 def key_of(task: Task, library: str, seed: int) -> str:
     """A run's identity in the store: the library, the env, the preset, the whole config it trains (a digest: a
     preset changed since is run again), the seed."""
@@ -318,12 +323,14 @@ def _eta(done: list[dict[str, Any]], left: list[tuple[str, Task, str, int]], job
 
 
 def run_suites(suites: list[str], seeds: list[int] | None, libraries: list[str], jobs: int, store: Path,
-               timeout: float, envs: list[str] | None = None) -> int:
+               timeout: float, envs: list[str] | None = None, settings: str | None = None) -> int:
     """Every (env, library, seed) of ``suites`` not in the store, ``jobs`` at a time; 0 when all succeeded.
-    ``seeds``: None for each suite's own (:data:`SEEDS`)."""
+    ``seeds``: None for each suite's own (:data:`SEEDS`); ``settings``: another preset for every env (an ablation,
+    stored and reported beside the suite's own)."""
     store.mkdir(parents=True, exist_ok=True)
     finished = {r["key"] for r in read_store(store)}
-    plan = [(suite, task, library, seed) for suite in suites for task in SUITES[suite]
+    plan = [(suite, task, library, seed) for suite in suites
+            for task in (SUITES[suite] if settings is None else [with_settings(t, settings) for t in SUITES[suite]])
             for seed in (seeds or SEEDS.get(suite, DEFAULT_SEEDS))
             for library in libraries if (library == "ppo_td" or task.sb3) and (not envs or task.env_id in envs)]
     # env by env (a finished env has all its seeds), the libraries alternating seed by seed (noise hits both)
@@ -381,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="default: 1-5, or 1-3 where a suite's budget demands it (minatar)")
     parser.add_argument("--libraries", nargs="+", choices=["ppo_td", "sb3"], default=["ppo_td", "sb3"])
     parser.add_argument("--envs", nargs="+", help="only these env ids of the suites")
+    parser.add_argument("--settings", metavar="PRESET",
+                        help="train the envs on this ppo_td preset instead of their own (an ablation: its runs are "
+                             "stored under the preset and reported beside the suite's own)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time (at most the CPU count; one thread each)")
     parser.add_argument("--store", type=Path, default=STORE, help="the result store's folder (runs.jsonl)")
     parser.add_argument("--timeout", type=float, default=6 * 3600, help="seconds one run may take")
@@ -393,6 +403,17 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--envs {unknown}: not in {', '.join(args.suites)} (its envs: "
                      f"{', '.join(t.env_id for s in args.suites for t in SUITES[s])})")
+    if args.settings is not None:
+        from ppo_td.presets import get_preset
+
+        try:
+            preset = get_preset(args.settings)
+        except ValueError as err:
+            parser.error(f"--settings: {err}")
+        agents = [s for s in args.suites if any(get_preset(t.settings).env.multiagent for t in SUITES[s])]
+        if agents or preset.env.multiagent:
+            parser.error(f"--settings {args.settings}: the presets of multi-agent envs name their envs, so they cannot "
+                         f"be swapped ({', '.join(agents) or args.settings}); give one-agent suites and presets")
     if args.report:
         from benchmarks.returns_report import write_report
 
@@ -404,7 +425,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     before = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM as Ctrl-C: the workers end, the store keeps what
     try:  # finished
-        return run_suites(args.suites, args.seeds, args.libraries, args.jobs, args.store, args.timeout, args.envs)
+        return run_suites(args.suites, args.seeds, args.libraries, args.jobs, args.store, args.timeout, args.envs,
+                          args.settings)
     finally:
         signal.signal(signal.SIGTERM, before)
 

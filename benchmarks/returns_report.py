@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.returns import ANCHORS, BEST, SUITES, Task, config_of, key_of, read_store
+from benchmarks.returns import ANCHORS, BEST, SUITES, Task, config_of, key_of, read_store, with_settings
 
 REPS = 2000
 LIBRARIES = ("ppo_td", "sb3")
@@ -127,23 +127,36 @@ def _runs_of(runs: list[dict[str, Any]], task: Task, library: str) -> list[dict[
     return [out[s] for s in sorted(out)]
 
 
+def _row(env: str, label: str, mine: list[dict[str, Any]]) -> str:
+    """One table row: ``mine``'s runs of ``env`` (an empty cell where the row continues the env above)."""
+    last = np.array([r["last100"] for r in mine])
+    evals = [r["eval_mean"] for r in mine if r["eval_mean"] is not None]
+    iqm, low, high = iqm_interval(last[:, None])
+    minutes = statistics.median(r["train_seconds"] for r in mine) / 60
+    cells = [env, label, str(len(mine)), f"{_fmt(float(last.mean()))} +- {_fmt(float(last.std()))}",
+             _fmt(float(np.median(last))), f"{_fmt(iqm)} [{_fmt(low)}, {_fmt(high)}]",
+             f"{_fmt(statistics.fmean(evals)) if evals else '-'} +- {_fmt(statistics.pstdev(evals)) if evals else '-'}",
+             f"{minutes:.1f}"]
+    return ("| " + " | ".join(cells) + " |") if env else ("| | " + " | ".join(cells[1:]) + " |")
+
+
 def env_rows(task: Task, runs: list[dict[str, Any]]) -> tuple[list[str], dict[str, dict[int, float]]]:
-    """The table rows of one env (each library, then its anchors, then P(ppo_td > SB3)), and its scores per
-    library (seed -> the run's last-100 mean)."""
+    """The table rows of one env (each library, the same on other presets where ``--settings`` ran them, then its
+    anchors, then P(ppo_td > SB3)), and its scores per library on its own preset (seed -> the run's last-100
+    mean)."""
     rows, scores = [], {}
     for library in LIBRARIES:
         mine = _runs_of(runs, task, library)
         if not mine:
             continue
-        last = np.array([r["last100"] for r in mine])
         scores[library] = {r["seed"]: r["last100"] for r in mine}
-        evals = [r["eval_mean"] for r in mine if r["eval_mean"] is not None]
-        iqm, low, high = iqm_interval(last[:, None])
-        minutes = statistics.median(r["train_seconds"] for r in mine) / 60
-        rows.append(f"| {task.env_id} | {LABEL[library]} | {len(mine)} | {_fmt(float(last.mean()))} +- "
-                    f"{_fmt(float(last.std()))} | {_fmt(float(np.median(last)))} | {_fmt(iqm)} [{_fmt(low)}, "
-                    f"{_fmt(high)}] | {_fmt(statistics.fmean(evals)) if evals else '-'} +- "
-                    f"{_fmt(statistics.pstdev(evals)) if evals else '-'} | {minutes:.1f} |")
+        rows.append(_row(task.env_id, LABEL[library], mine))
+    others = sorted({r["settings"] for r in runs if r["env"] == task.env_id and r["settings"] != task.settings})
+    for settings in others:  # ablations (--settings): beside, never in the suite's aggregates
+        for library in LIBRARIES:
+            theirs = _runs_of(runs, with_settings(task, settings), library)
+            if theirs:
+                rows.append(_row(task.env_id if not rows else "", f"{LABEL[library]} on `{settings}`", theirs))
     for source, mean, std, what in ANCHORS.get(task.env_id, []):
         rows.append(f"| | {source} | | {mean:,}" + (f" +- {std:,}" if std is not None else "") +  # as published
                     f" | | | | ({what}) |")

@@ -49,6 +49,15 @@ def test_runs_are_stored_once_a_rerun_continues_and_the_report_reads_them(tiny, 
     assert (store / "tiny_curves.png").stat().st_size > 0 and (store / "tiny_profile.png").stat().st_size > 0
     assert "CartPole-v1|" in (store / "random.json").read_text()  # the random policy's score, measured once
 
+    # an ablation: the same env on another preset, stored under it and reported beside, not in the aggregates
+    assert returns.main([tiny, "--seeds", "1", "--libraries", "ppo_td", "--settings", "generic",
+                         "--store", str(store)]) == 0
+    ablation = returns.read_store(store)[-1]
+    assert ablation["settings"] == "generic" and "on the generic preset (the suite's: cartpole)" in ablation["notes"]
+    assert returns.main([tiny, "--report", "--store", str(store)]) == 0
+    text = (store / "report.md").read_text()
+    assert "| | ppo_td on `generic` | 1 |" in text and "| CartPole-v1 | ppo_td | 2 |" in text
+
 
 def test_a_failed_or_timed_out_run_is_not_stored_and_the_exit_code_says_so(tiny, tmp_path, monkeypatch, capsys):
     class Worker:  # a worker process that hangs (communicate times out), then one that dies, then one that prints
@@ -103,6 +112,12 @@ def test_bad_flags_are_refused_naming_the_fix(tiny, tmp_path, capsys):
     with pytest.raises(SystemExit):
         returns.main(["classic", "--envs", "Pong"])
     assert "--envs ['Pong']: not in classic" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        returns.main([tiny, "--settings", "cartpol"])
+    assert "--settings: unknown preset 'cartpol'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        returns.main(["multiagent", "--settings", "generic"])
+    assert "cannot be swapped (multiagent)" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         returns.main([tiny, "--report", "--store", str(tmp_path / "nowhere")])
     assert "holds no run of tiny; run them first" in capsys.readouterr().err
