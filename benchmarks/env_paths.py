@@ -9,7 +9,8 @@ For each kind (a Gymnasium id, a factory, a TorchRL env class, VMAS, PettingZoo,
 is in, one *stop* each time it moves to another module (a call into a function of another module, or a return to
 the caller's); *calls* per module (entered by a call from another module; a walk that visits each module once
 enters each once) and *climbs* (a call into a module of a higher layer than the caller's, by ``pyproject.toml``'s
-import-linter layers). ``load_policy`` is traced the same way on a small CartPole run folder. The time is the
+import-linter layers). ``ppo_td.config`` and ``ppo_td.keys`` are data, read from anywhere, and no stops.
+``load_policy`` is traced the same way on a small CartPole run folder. The time is the
 median of ``--repeats`` builds, each closed after. Files and lines of ``ppo_td/envs`` come first. One process, one
 torch thread.
 """
@@ -51,11 +52,16 @@ def _kinds() -> dict[str, Callable[[], Any]]:
     }
 
 
+DATA = ("ppo_td.config", "ppo_td.keys")
+"""Modules of data the walk reads, not passes through: a config property read from any module is no stop."""
+
+
 def _module(filename: str) -> str | None:
     if not filename.startswith(PACKAGE):
         return None
     parts = ["ppo_td", *filename[len(PACKAGE):].removesuffix(".py").split("/")]
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return None if module in DATA else module
 
 
 def trace(call: Callable[[], Any]) -> tuple[Any, list[tuple[str, str]]]:
@@ -99,8 +105,10 @@ def _layers() -> list[list[str]]:
 
 def summary(path: list[tuple[str, str]]) -> dict[str, Any]:
     """Stops (every move), the modules, the calls into each module from another, the modules entered by a call
-    more than once (a walk that visits each module once has none), and the climbs: calls into a module of a
-    higher layer than the caller's (layer 0 is the top)."""
+    more than once (a walk that visits each module once has none; per-copy work counts), the module call graph's
+    edges (caller module -> called module, each once) and the modules called from more than one module
+    (``shared``: none where the graph is a tree), and the climbs: calls into a module of a higher layer than the
+    caller's (layer 0 is the top)."""
     layers = _layers()
 
     def level(module: str) -> int:
@@ -112,9 +120,15 @@ def summary(path: list[tuple[str, str]]) -> dict[str, Any]:
         return len(layers)
 
     calls = Counter(module for module, how in path if how == "call")
+    callers: dict[str, set[str]] = {}
+    for (a, _), (b, how) in zip(path, path[1:], strict=False):
+        if how == "call":
+            callers.setdefault(b, set()).add(a)
     climbs = sum(how == "call" and level(b) < level(a) for (a, _), (b, how) in zip(path, path[1:], strict=False))
     return {"stops": len(path), "modules": len({m for m, _ in path}), "calls": sum(calls.values()),
             "reentered": sum(n > 1 for n in calls.values()), "climbs": climbs, "entries": dict(calls.most_common()),
+            "edges": sum(len(c) for c in callers.values()),
+            "shared": sorted(m for m, c in callers.items() if len(c) > 1),
             "path": [f"{how[0]}:{module}" for module, how in path]}
 
 
@@ -149,8 +163,8 @@ def load_policy_path() -> dict[str, Any]:
 def _line(r: dict[str, Any]) -> str:
     top = ", ".join(f"{m.removeprefix('ppo_td.')} {n}" for m, n in list(r["entries"].items())[:3])
     return (f"{r['stops']} stops in {r['modules']} modules, {r['calls']} calls into another module, "
-            f"{r['reentered']} modules entered more than once, {r['climbs']} climbs to a higher layer; most entered: "
-            f"{top}")
+            f"{r['reentered']} modules entered more than once, {r['edges']} edges ({len(r['shared'])} modules called "
+            f"from several), {r['climbs']} climbs to a higher layer; most entered: {top}")
 
 
 def main(argv: list[str] | None = None) -> int:

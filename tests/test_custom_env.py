@@ -14,7 +14,7 @@ import ppo_td
 from ppo_td import EnvConfig, get_preset
 from ppo_td.cli.main import main
 from ppo_td.envs import build_env, make_env
-from ppo_td.envs.source import NotRebuildable, env_config_for
+from ppo_td.envs.rebuild import NotRebuildable, env_config_for
 from ppo_td.training import StopTraining, build_pipeline
 
 torch.set_num_threads(1)

@@ -28,3 +28,4 @@ def test_a_call_up_a_layer_is_a_climb_a_return_is_not():
              ("ppo_td.envs.make", "call"), ("ppo_td.training.evaluation", "call")]
     numbers = env_paths.summary(calls)
     assert numbers["climbs"] == 1 and numbers["reentered"] == 1 and numbers["stops"] == 5 and numbers["calls"] == 4
+    assert numbers["edges"] == 2 and numbers["shared"] == []  # make entered twice, from one module

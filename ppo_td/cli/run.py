@@ -265,7 +265,7 @@ def _run_loggers(folder: RunFolder, names: tuple[str, ...], project: str | None)
 def _check_device(config: TrainConfig) -> None:
     """Refuse a device this machine lacks (the networks' or the simulator's) before the run folder is created
     (``auto`` always resolves)."""
-    from ppo_td.envs.multiagent import env_device
+    from ppo_td.envs.sources.vmas import env_device
     from ppo_td.models import resolve_device
 
     resolve_device(config.device)
@@ -276,7 +276,7 @@ def _recordable(config: TrainConfig, parts: dict) -> TrainConfig:
     """``config`` with ``parts["encoder"]`` recorded as its import path (popped from ``parts``): a run folder is
     resumed and evaluated from its config alone, so parts it cannot record are refused, naming the way out."""
     from ppo_td.envs.custom import unrecorded as objects_of
-    from ppo_td.envs.source import NotRebuildable, from_python, import_path
+    from ppo_td.envs.rebuild import NotRebuildable, from_python, import_path
 
     unrecorded = sorted(name for name in ("actor", "critic", "loss", "optimizer") if parts.get(name) is not None)
     if unrecorded:

@@ -33,7 +33,9 @@ from ppo_td import keys
 from ppo_td.config import TrainConfig
 from ppo_td.envs import MASK_KEY, EnvDescription
 from ppo_td.envs.imports import env_kwargs_of
-from ppo_td.envs.multiagent import group_map, pettingzoo_maker, runnable_here
+from ppo_td.envs.multiagent import group_map
+from ppo_td.envs.sources.pettingzoo import pettingzoo_maker
+from ppo_td.envs.sources.vmas import runnable_here
 from ppo_td.models.device import resolve_device
 from ppo_td.models.distributions import deterministic_action
 from ppo_td.models.multiagent import GroupPolicy, group_policy, team_members

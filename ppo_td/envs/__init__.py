@@ -1,22 +1,16 @@
-"""Environments: a Gymnasium id -> a batched TorchRL env with the transforms PPO needs, and its description.
+"""Environments: a config -> a batched TorchRL env with the transforms PPO needs, and its description (a source per
+kind of env, :mod:`ppo_td.envs.sources`, then the standard layers, :mod:`ppo_td.envs.layers`).
 
 The bottom layer: it imports nothing else of ppo_td but ``config`` and ``keys``.
 """
 
 from ppo_td.envs.description import BuiltEnv, EnvDescription, describe
-from ppo_td.envs.make import (
-    build_env,
-    ends_episodes,
-    env_factory,
-    episode_limit,
-    find_transform,
-    gym_env,
-    import_attr,
-    make_env,
-    observation_stats,
-    own_step_limit,
-)
+from ppo_td.envs.ids import env_factory, episode_limit, own_step_limit
+from ppo_td.envs.imports import import_attr
+from ppo_td.envs.make import build_env, find_transform, make_env, observation_stats
 from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
+from ppo_td.envs.sources import ends_episodes
+from ppo_td.envs.sources.gymnasium import gym_env
 from ppo_td.envs.transforms import (
     FiniteCheck,
     IndexObservations,

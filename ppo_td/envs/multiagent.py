@@ -1,9 +1,11 @@
-"""Multi-agent envs as TorchRL gives them: VMAS scenarios and PettingZoo parallel envs, in agent groups.
+"""Agent groups: how multi-agent envs (VMAS scenarios and PettingZoo parallel envs, built by
+:mod:`ppo_td.envs.sources`) put their agents in groups, and the description of one agent of a group.
 
 TorchRL's wrappers put each group's entries under the group's name: ``("agents", "observation")`` of shape
 ``[copies, agents, ...]``, ``("agents", "action")``, ``("agents", "reward")``, and, where the env has them, the
 group's own ``done``/``terminated``/``truncated`` (PettingZoo: agents can finish at different times). The
-env-wide ``done`` at the root ends the episode of every agent of a copy. ppo_td adds two transforms:
+env-wide ``done`` at the root ends the episode of every agent of a copy. ppo_td adds two transforms
+(:func:`ppo_td.envs.layers.agents`):
 ``StepCounter`` (the episode length, and ``env.max_episode_steps`` as a *truncation*, so GAE bootstraps from the
 final observation; VMAS's own ``max_steps`` would mark it as a termination) and ``RewardSum`` over the group's
 reward (each agent's raw episode reward, ``("agents", "episode_reward")``).
@@ -19,56 +21,15 @@ share one prefix (:func:`group_map`). Inside a group the agents' spaces must agr
 from __future__ import annotations
 
 import dataclasses
-import functools
-import importlib
-import importlib.util
-import inspect
-import sys
-import warnings
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import torch
 from torchrl.data import Composite
-from torchrl.envs import Compose, EnvBase, RewardSum, SerialEnv, StepCounter, TransformedEnv
+from torchrl.envs import EnvBase
 
 from ppo_td import keys
-from ppo_td.config import EnvConfig
-from ppo_td.envs.description import BuiltEnv, EnvDescription, describe, describe_spec
-from ppo_td.envs.imports import env_kwargs_of, import_from_cwd
+from ppo_td.envs.description import EnvDescription, describe, describe_spec
 from ppo_td.envs.masking import MASK_KEY
-
-_INSTALL = {"vmas": "pip install vmas", "pettingzoo": "pip install pettingzoo mpe2"}
-
-
-def build_agents_env(config: EnvConfig, seed: int | None = None) -> BuiltEnv:
-    """``config.num_envs`` copies of a multi-agent env (``config.suite``) as one batched TorchRL env.
-
-    A PettingZoo env that has a ``state()`` also gives the env's global state (``"state"``, read by a critic with
-    ``model.critic_scope='state'``).
-
-    Raises:
-        ValueError: the suite is not installed, the id names no scenario or module, the env has several agent groups
-            or a group without an ``"observation"`` (the message says which and what to do).
-    """
-    if not config.multiagent:
-        raise ValueError(f"env.suite={config.suite!r} is a one-agent suite: build it with ppo_td.envs.build_env")
-    kwargs = _kwargs(config)
-    base, simulator = _vmas(config, kwargs, seed) if config.suite == "vmas" else (
-        _pettingzoo(config, kwargs, seed), None)
-    groups = groups_of(base)
-    if not groups:
-        base.close()
-        raise ValueError(f"env {config.env_id!r} gives no agent group with an 'observation' entry")
-    transforms = [StepCounter(max_steps=config.max_episode_steps),
-                  RewardSum(in_keys=[(g, "reward") for g in groups], out_keys=[(g, "episode_reward") for g in groups])]
-    env = TransformedEnv(base, Compose(*transforms))
-    try:
-        description = describe_agents(env)
-    except BaseException:
-        env.close()
-        raise
-    return BuiltEnv(env=env, vector=None, description=description, config=config, simulator=simulator)
 
 
 def group_map(agents: Sequence[str], given: Sequence[str] = ()) -> dict[str, list[str]]:
@@ -100,157 +61,7 @@ def group_map(agents: Sequence[str], given: Sequence[str] = ()) -> dict[str, lis
     return by_prefix if len(by_prefix) > 1 else {"agents": list(agents)}
 
 
-_SET_BY_PPO_TD = {"vmas": ("num_envs", "max_steps", "seed", "device"), "pettingzoo": ()}
 
-
-def env_device(config: EnvConfig) -> torch.device:
-    """Where ``config``'s simulator steps (``env.device`` resolved here; the CPU for any suite but VMAS).
-
-    Raises:
-        ValueError: a CUDA device torch cannot see here, naming the way out.
-    """
-    if config.suite != "vmas" or config.device == "cpu":
-        return torch.device("cpu")
-    if config.device == "auto":
-        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
-    device = torch.device(config.device)
-    if not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count():
-        raise ValueError(f"env.device={config.device!r}, but torch sees {torch.cuda.device_count()} CUDA GPU(s) here: "
-                         "use --env.device cpu, or auto (the GPU when there is one)")
-    return device if device.index is not None else torch.device("cuda", torch.cuda.current_device())
-
-
-def runnable_here(config: EnvConfig) -> EnvConfig:
-    """``config`` with a CUDA ``env.device`` this machine lacks moved to the CPU (evaluating, exporting or acting
-    with a run trained on a GPU elsewhere: the simulator's results do not depend on its device beyond rounding)."""
-    if config.suite != "vmas" or config.device in ("cpu", "auto"):
-        return config
-    try:
-        env_device(config)
-    except ValueError:
-        return dataclasses.replace(config, device="cpu")
-    return config
-
-
-def _kwargs(config: EnvConfig) -> dict[str, Any]:
-    kwargs = env_kwargs_of(config)
-    taken = [k for k in _SET_BY_PPO_TD[config.suite] if k in kwargs]
-    if taken:
-        raise ValueError(f"env.kwargs sets {taken}, which ppo_td sets for env.suite={config.suite!r}: use "
-                         "env.num_envs, env.max_episode_steps, seed and env.device instead")
-    return kwargs
-
-
-def _import(suite: str, module: str) -> Any:
-    try:
-        import_from_cwd(module)  # a module next to the user's script too, as Gymnasium's module:EnvId
-        return sys.modules[module]
-    except ModuleNotFoundError as err:
-        if err.name is not None and module.startswith(err.name.split(".")[0]) and err.name.split(".")[0] in (
-                "vmas", "pettingzoo", "mpe2"):
-            raise ValueError(f"env.suite={suite!r} needs {err.name.split('.')[0]}: {_INSTALL[suite]} "
-                             "(or pip install -e '.[multiagent]')") from err
-        top = (err.name or "").split(".")[0]
-        if top and not module.startswith(top) and importlib.util.find_spec(module.split(".")[0]) is not None:
-            # the env's module exists; a library it imports does not (PettingZoo's butterfly envs need pymunk)
-            raise ValueError(f"env.env_id={module!r} needs {top}, which is not installed: pip install {top} (the "
-                             "multiagent extra installs pymunk, which PettingZoo's butterfly envs need)") from err
-        raise ValueError(f"env.env_id={module!r} with env.suite={suite!r}: no module {err.name!r} (give an "
-                         "importable module with a parallel_env function, e.g. mpe2.simple_spread_v3)") from err
-
-
-def _vmas(config: EnvConfig, kwargs: dict[str, Any], seed: int | None) -> tuple[EnvBase, Any]:
-    """The VMAS scenario's simulator and TorchRL's wrapper of it: what ``VmasEnv`` builds, with the simulator kept
-    (:class:`~ppo_td.collect.AgentsCollector` steps it)."""
-    vmas = _import("vmas", "vmas")
-    from torchrl.envs.libs.vmas import VmasEnv, VmasWrapper
-
-    if config.env_id not in VmasEnv.available_envs:
-        raise ValueError(f"env.env_id={config.env_id!r} is not a VMAS scenario; VMAS has "
-                         f"{', '.join(sorted(VmasEnv.available_envs))}")
-    # Box actions are stored as sampled and clipped to their range by VMAS (env.clip_actions), as for one agent
-    kwargs = {"continuous_actions": True, "clamp_actions": config.clip_actions, **kwargs}
-    if "group_map" in kwargs:
-        raise ValueError("env.kwargs sets group_map: give the agent groups as env.groups NAME=agent,agent ... (what "
-                         "evaluation, load_policy and export read back)")
-    wrapper_kwargs = {k: kwargs.pop(k) for k in ("categorical_actions",) if k in kwargs}  # VmasEnv's own
-    simulator = vmas.make_env(config.env_id, num_envs=config.num_envs, device=env_device(config), max_steps=None,
-                              seed=seed, wrapper=None, **kwargs)
-    if config.groups:  # else TorchRL's own grouping of VMAS agents (by name prefix; one group 'agents' where alike)
-        wrapper_kwargs["group_map"] = group_map([agent.name for agent in simulator.agents], config.groups)
-    return VmasWrapper(simulator, **wrapper_kwargs), simulator
-
-
-def _pettingzoo(config: EnvConfig, kwargs: dict[str, Any], seed: int | None) -> EnvBase:
-    pettingzoo_maker(config.env_id)  # refused here, before any copy, where it names no function
-    make = functools.partial(_pettingzoo_copy, config.env_id, kwargs, config.groups)
-    env = SerialEnv(config.num_envs, make)  # batched [num_envs] even for one copy: the loop reads [env, time]
-    if seed is not None:
-        env.set_seed(seed)
-    return env
-
-
-def pettingzoo_maker(env_id: str) -> Callable[..., Any]:
-    """The function making a PettingZoo env for ``env_id``: a module's ``parallel_env`` (``mpe2.simple_spread_v3``)
-    or a factory ``module:function`` (a function of the user's, recorded as such from Python); the module is
-    looked for in the current folder too.
-
-    Raises:
-        ValueError: no such module or function (naming what to give), or a library it needs is missing.
-    """
-    module, _, name = env_id.partition(":")
-    found = getattr(_import("pettingzoo", module), name or "parallel_env", None)
-    if not callable(found):
-        raise ValueError(f"env.env_id={env_id!r}: {module} has no {name or 'parallel_env'} function: give a "
-                         "PettingZoo env module such as mpe2.simple_spread_v3 (its parallel_env), or module:function "
-                         "returning a pettingzoo.ParallelEnv")
-    return found
-
-
-def _pettingzoo_copy(module: str, kwargs: dict[str, Any], groups: Sequence[str] = ()) -> EnvBase:
-    """One copy of a PettingZoo parallel env, its agents in groups (:func:`group_map`), with its global state
-    where it has one (a module-level function: picklable)."""
-    from pettingzoo import AECEnv
-    from torchrl.envs.libs.pettingzoo import PettingZooWrapper
-
-    make = pettingzoo_maker(module)
-    try:  # the arguments checked first: a TypeError raised inside the env's own code is its own
-        inspect.signature(make).bind(**kwargs)
-    except TypeError as err:
-        raise ValueError(f"env.env_id={module!r}: {getattr(make, '__name__', 'its function')}("
-                         f"{', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) does not fit: {err}. env.kwargs are "
-                         "passed to the env's function: set them to what it takes (env.kwargs=() for none; a preset's "
-                         "are its own env's)") from err
-    except ValueError:  # no signature to read (a builtin): the call says
-        pass
-    probe = make(**kwargs)
-    if isinstance(probe, AECEnv):
-        probe.close()
-        raise ValueError(f"env.env_id={module!r} makes a turn-based PettingZoo env (AECEnv, one agent acting at a "
-                         "time), and ppo_td trains parallel envs, where every agent acts at each step "
-                         "(pettingzoo.ParallelEnv): give its parallel_env, or convert one whose agents act together "
-                         "with pettingzoo.utils.conversions.aec_to_parallel. Turn-based games (chess, go, card "
-                         "games) are not supported yet")
-    spaces = {a: (probe.observation_space(a), probe.action_space(a)) for a in probe.possible_agents}
-    probe.close()
-    mapping = group_map(list(spaces), groups)
-    for name, members in mapping.items():
-        if len({repr(spaces[a]) for a in members}) > 1:
-            listed = "; ".join(f"{a}: observation {spaces[a][0]}, action {spaces[a][1]}" for a in members)
-            raise ValueError(f"the agents of group {name!r} of {module} have different spaces ({listed}); the agents "
-                             "of a group share their spaces (one network for all, or one each of the same shape): "
-                             "put them in groups of their own with --env.groups NAME=agent,agent ... (every agent "
-                             f"in one group; the env's agents: {', '.join(spaces)})")
-    with warnings.catch_warnings():  # TorchRL names the PettingZoo version it was tested with
-        warnings.filterwarnings("ignore", message="PettingZoo in TorchRL is tested")
-        for state in (True, False):
-            try:
-                return PettingZooWrapper(make(**kwargs), group_map=mapping, return_state=state,
-                                         categorical_actions=True, use_mask=False)
-            except NotImplementedError:  # PettingZoo's default state(): the env has no global state
-                if not state:
-                    raise
-    raise AssertionError("unreachable")
 
 
 def groups_of(env: EnvBase) -> list[str]:

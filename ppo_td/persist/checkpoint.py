@@ -16,7 +16,7 @@ from tensordict.nn import TensorDictModule
 from ppo_td.collect import make_collector, push_to_workers, shutdown
 from ppo_td.config import TrainConfig, from_dict, to_dict
 from ppo_td.envs import EnvDescription, build_env
-from ppo_td.envs.multiagent import runnable_here
+from ppo_td.envs.sources.vmas import runnable_here
 from ppo_td.models import make_actor_critic
 from ppo_td.models.recurrent import add_memory, is_recurrent
 from ppo_td.persist.runfolder import current_umask, remove_stale_temporaries

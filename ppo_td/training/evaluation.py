@@ -22,7 +22,8 @@ from ppo_td import keys
 from ppo_td.config import EnvConfig, TrainConfig
 from ppo_td.envs import BuiltEnv, ReturnScaling, RunningObsNorm, build_env, find_transform, own_step_limit
 from ppo_td.envs.custom import UserTransform
-from ppo_td.envs.multiagent import groups_of, runnable_here
+from ppo_td.envs.multiagent import groups_of
+from ppo_td.envs.sources.vmas import runnable_here
 from ppo_td.models import same_device
 from ppo_td.models.recurrent import add_memory
 

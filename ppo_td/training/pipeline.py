@@ -27,7 +27,7 @@ from ppo_td.config import OptimConfig, TrainConfig
 from ppo_td.envs import BuiltEnv, EnvDescription, build_env, observation_stats
 from ppo_td.envs.custom import INIT_SEED, UserTransform, initialize_statistics, unrecorded
 from ppo_td.envs.multiagent import describe_any, groups_of
-from ppo_td.envs.source import env_config_for, from_python
+from ppo_td.envs.rebuild import env_config_for, from_python
 from ppo_td.envs.torchrl_envs import observation_transforms, say
 from ppo_td.models import make_actor_critic, resolve_device, same_device
 from ppo_td.models.recurrent import IS_INIT, add_memory, is_recurrent, memory_spec
@@ -157,7 +157,7 @@ _KINDS = {"env": ((BuiltEnv, EnvBase, gym.Env, gym.vector.VectorEnv, Callable),
 
 
 def adopt_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, BuiltEnv | EnvBase | None]:
-    """``config`` with the env identity of ``env`` (see :mod:`ppo_td.envs.source`), and the env to train on:
+    """``config`` with the env identity of ``env`` (see :mod:`ppo_td.envs.rebuild`), and the env to train on:
     None (build it from the config), a :class:`~ppo_td.envs.BuiltEnv` (its own config) or a TorchRL env."""
     if isinstance(env, EnvBase):
         if config.env.info_keys:
@@ -294,7 +294,7 @@ def build_pipeline(
 
     - a factory (a module-level function or ``gymnasium.Env`` class returning one env copy), a
       Gymnasium env or vector env made by ``gym.make``/``gym.make_vec``: recorded in ``config.env``
-      (:mod:`ppo_td.envs.source`), so ppo_td makes the copies, checkpoints, resumes and evaluates
+      (:mod:`ppo_td.envs.rebuild`), so ppo_td makes the copies, checkpoints, resumes and evaluates
       with that very env stack;
     - a :class:`~ppo_td.envs.BuiltEnv` (what :func:`~ppo_td.envs.build_env` returns): its config is the
       run's ``config.env``;

@@ -26,7 +26,8 @@ from torchrl.envs import Transform
 
 from ppo_td.config import EnvConfig, transform_problem
 from ppo_td.envs.custom import Maker, UserTransform, from_config
-from ppo_td.envs.make import env_factory, import_attr
+from ppo_td.envs.ids import env_factory
+from ppo_td.envs.imports import import_attr
 
 _ASK = ("pass a factory instead: a function at module level returning one env copy "
         "(train(config, env=make_my_env)); ppo_td records its import path to rebuild the env")

@@ -1,0 +1,80 @@
+"""What an env id names: a registered Gymnasium id, Gymnasium's ``module:EnvId`` (importing the module registers
+it), a factory ``module:function``, or a packaged id registered on demand (``ALE/...``, ``MinAtar/...``); and the
+time limit it comes with."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections.abc import Callable
+
+import gymnasium as gym
+
+from ppo_td.config import EnvConfig
+from ppo_td.envs.atari import FRAME_SKIP, import_ale
+from ppo_td.envs.imports import env_kwargs_of, import_from_cwd, register_minatar
+
+
+def register_packaged(env_id: str) -> None:
+    """Register the ids of a package that does not register them by itself for Gymnasium's ``module:EnvId`` form:
+    Atari's ``ALE/...`` (``ale_py`` registers them on import) and ``MinAtar/...`` (``minatar.gym.register_envs``).
+    Called where an id is first read, so every process (workers, evaluation, a resume) registers them too."""
+    import_ale(env_id)
+    register_minatar(env_id)
+
+
+def check_env_id(env_id: str) -> None:
+    """Known id, Gymnasium's ``module:EnvId`` form whose module registers it when imported (that
+    form also reaches worker processes, which do not share this process's registrations), or
+    ``module:function``, a factory returning one env copy (see :func:`env_factory`)."""
+    register_packaged(env_id)
+    module, sep, name = env_id.rpartition(":")
+    if sep:
+        try:
+            import_from_cwd(module)
+        except ImportError as err:
+            raise ValueError(f"env id {module}:{name}: cannot import {module!r} ({err}); it must be importable "
+                             "from the current folder or PYTHONPATH where training runs (and in every worker)") from err
+    if name in gym.registry or env_factory(env_id) is not None:
+        return
+    close = difflib.get_close_matches(name, list(gym.registry), n=3)
+    hint = f" Close matches: {close}." if close else ""
+    raise ValueError(
+        f"unknown Gymnasium env id {name!r}.{hint} Check the spelling and version suffix, "
+        "or import the package that registers it before building the env"
+        + (f" (or give module:function, a function of {module!r} returning the env)." if sep else ".")
+    )
+
+
+def env_factory(env_id: str) -> Callable[..., gym.Env] | None:
+    """The user's env factory when ``env_id`` is ``module:function`` (or ``module:Class``) naming a callable of
+    that module rather than a registered id: each env copy is ``function(**env.kwargs)``. None otherwise."""
+    module, sep, name = env_id.rpartition(":")
+    if not sep or name in gym.registry:
+        return None
+    try:
+        import_from_cwd(module)
+    except ImportError:
+        return None
+    found = getattr(sys.modules[module], name, None)
+    return found if callable(found) and not isinstance(found, gym.Env) else None
+
+
+def episode_limit(config: EnvConfig) -> int | None:
+    """The env's time limit: ``max_episode_steps``, else the registered one (None for a factory without one)."""
+    if config.max_episode_steps is not None or config.multiagent or env_factory(config.env_id) is not None:
+        return config.max_episode_steps
+    return gym.spec(config.env_id.rpartition(":")[2]).max_episode_steps
+
+
+def own_step_limit(config: EnvConfig) -> int | None:
+    """The steps after which the env ends an episode by itself: its time limit (:func:`episode_limit`), else an
+    Atari game's (ALE's ``max_num_frames_per_episode`` over ppo_td's frame skip); None for an env whose episodes
+    may never end."""
+    register_packaged(config.env_id)
+    limit = episode_limit(config)
+    if limit is not None or not config.atari or env_factory(config.env_id) is not None:
+        return limit
+    kwargs = {**gym.spec(config.env_id.rpartition(":")[2]).kwargs, **env_kwargs_of(config)}
+    frames = kwargs.get("max_num_frames_per_episode")
+    return -(-int(frames) // FRAME_SKIP) if frames else None

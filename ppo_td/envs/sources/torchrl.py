@@ -1,0 +1,54 @@
+"""TorchRL envs (a class or module-level factory making one, ``torchrl.envs.custom.pendulum:PendulumEnv``): batched
+as ``env.num_envs`` copies (:mod:`ppo_td.envs.torchrl_envs`), their observation entries read into one
+``"observation"``; no Gymnasium vector env under them (ppo_td's env loop steps them)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from torchrl.envs import EnvBase
+
+from ppo_td.config import EnvConfig
+from ppo_td.envs.custom import with_statistics
+from ppo_td.envs.ids import check_env_id, env_factory
+from ppo_td.envs.imports import env_kwargs_of
+from ppo_td.envs.sources.base import Base
+from ppo_td.envs.torchrl_envs import batched, close, observation_transforms, torchrl_factory
+from ppo_td.envs.transforms import FiniteCheck
+
+NAME = "torchrl"
+
+
+def claim(config: EnvConfig) -> Any:
+    """This source's builder for ``config`` (an id naming a function or class that makes a TorchRL env: called
+    once to see), else None. The id is checked (and a packaged one registered) first, for every one-agent env."""
+    if config.multiagent:
+        return None
+    check_env_id(config.env_id)
+    factory = torchrl_factory(env_factory(config.env_id), env_kwargs_of(config))
+    return None if factory is None else (lambda seed: build(config, factory))
+
+
+def build(config: EnvConfig, factory: Callable[[], EnvBase]) -> Base:
+    """``config.num_envs`` copies of the TorchRL env ``factory`` makes, its observation entries as one
+    ``"observation"``, then the finite check; truncated at ``env.max_episode_steps`` by the standard layers."""
+    said: list[str] = []
+    if config.info_keys:
+        raise ValueError(f"env.info_keys={list(config.info_keys)} reads a Gymnasium env's info; {config.env_id} is a "
+                         "TorchRL env, whose values are in its TensorDict: write them with a transform, or leave "
+                         "env.info_keys empty")
+    env = batched(with_statistics(factory, f"env {config.env_id}", said), config.num_envs, config.env_id)
+    try:
+        first, read = observation_transforms(env, config.observation_keys)
+    except BaseException:
+        close(env)
+        raise
+    if config.check_finite:
+        first.append(FiniteCheck(config.env_id))
+    notes = [*said, *([f"env {config.env_id}: {read}"] if read else [])]
+    if config.max_episode_steps is None:
+        notes.append(f"env {config.env_id} is a TorchRL env without a time limit ppo_td can read: its episodes end "
+                     "only when it says so (set env.max_episode_steps to truncate them)")
+    return Base(env=env, close=lambda: close(env), first=first, limit=config.max_episode_steps, users_first=True,
+                notes=notes)
