@@ -26,8 +26,30 @@ def test_the_first_source_that_claims_a_config_builds_it(config, name):
     assert [s.NAME for s in SOURCES] == ["vmas", "pettingzoo", "torchrl", "envpool", "gymnasium"]
 
 
-def test_a_source_is_a_module_with_a_name_and_a_claim_and_an_unknown_id_is_refused_before_any_is_asked():
+def test_a_source_is_a_module_with_a_name_and_a_claim_and_an_unknown_id_is_refused_naming_close_ones():
     for source in SOURCES:
         assert isinstance(source.NAME, str) and callable(source.claim)
-    with pytest.raises(ValueError, match="unknown Gymnasium env id 'CartPol-v1'"):
+    with pytest.raises(ValueError, match="unknown Gymnasium env id 'CartPol-v1'.*CartPole-v1"):
         source_for(EnvConfig("CartPol-v1"))
+
+
+def test_envpool_refuses_observation_keys_as_every_gymnasium_env_does():
+    from ppo_td.envs.sources import envpool
+
+    config = dataclasses.replace(get_preset("atari").env, vectorization="envpool", observation_keys=("x",))
+    with pytest.raises(ValueError, match="env.observation_keys=\\['x'\\] chooses a TorchRL env's entries"):
+        envpool.build(config)
+
+
+def test_async_copies_leave_the_learners_ctrl_c_alone():
+    import signal
+
+    from ppo_td.envs import build_env
+
+    before = signal.getsignal(signal.SIGINT)
+    built = build_env(EnvConfig("Pendulum-v1", num_envs=2, vectorization="async"), seed=0)
+    try:  # Gymnasium made one copy here to read the spaces: it used to set SIGINT to ignored in the learner
+        assert signal.getsignal(signal.SIGINT) is before
+        assert built.env.rollout(3).shape == (2, 3)
+    finally:
+        built.env.close()

@@ -61,9 +61,6 @@ def group_map(agents: Sequence[str], given: Sequence[str] = ()) -> dict[str, lis
     return by_prefix if len(by_prefix) > 1 else {"agents": list(agents)}
 
 
-
-
-
 def groups_of(env: EnvBase) -> list[str]:
     """The agent groups of ``env``: the top-level observation entries, one agent dimension past the env's batch,
     that hold an ``"observation"`` of their own (TorchRL's multi-agent layout; empty for a one-agent env)."""

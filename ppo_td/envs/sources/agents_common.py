@@ -14,6 +14,7 @@ INSTALL = {"vmas": "pip install vmas", "pettingzoo": "pip install pettingzoo mpe
 
 SET_BY_PPO_TD = {"vmas": ("num_envs", "max_steps", "seed", "device"), "pettingzoo": ()}
 
+
 def checked_kwargs(config: EnvConfig) -> dict[str, Any]:
     kwargs = env_kwargs_of(config)
     taken = [k for k in SET_BY_PPO_TD[config.suite] if k in kwargs]

@@ -10,7 +10,7 @@ from ppo_td.config import EnvConfig
 from ppo_td.envs.envpool import envpool_atari
 from ppo_td.envs.imports import env_kwargs_of
 from ppo_td.envs.sources.base import Base
-from ppo_td.envs.sources.gymnasium import wrap
+from ppo_td.envs.sources.gymnasium import check, wrap
 
 NAME = "envpool"
 
@@ -21,4 +21,5 @@ def claim(config: EnvConfig) -> Any:
 
 
 def build(config: EnvConfig) -> Base:
+    check(config)
     return wrap(config, envpool_atari(config, env_kwargs_of(config)))

@@ -6,7 +6,9 @@ the finite check, the action mask, float64 cast to float32."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import multiprocessing
 import signal
 from collections.abc import Callable
 from functools import partial
@@ -47,11 +49,17 @@ def claim(config: EnvConfig) -> Any:
 
 def build(config: EnvConfig) -> Base:
     """``config.num_envs`` copies as one batched TorchRL env (:func:`vector_env`, then :func:`wrap`)."""
+    check(config)
+    return wrap(config, vector_env(config))
+
+
+def check(config: EnvConfig) -> None:
+    """The id known (a packaged one registered), and no setting that only a TorchRL env reads."""
+    check_env_id(config.env_id)
     if config.observation_keys:
         raise ValueError(f"env.observation_keys={list(config.observation_keys)} chooses a TorchRL env's entries; "
                          f"{config.env_id!r} is a Gymnasium env: choose its Dict entries with a wrapper "
                          "(env.wrappers, e.g. a gymnasium.wrappers.FilterObservation subclass)")
-    return wrap(config, vector_env(config))
 
 
 def wrap(config: EnvConfig, vec: gym.vector.VectorEnv) -> Base:
@@ -158,8 +166,12 @@ def vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
         wrappers.append(lambda e: InfoMaskToObservation(e, _mask_size(e.action_space)))
     wrappers.append(_nest_if_needed)
 
+    # in this process, copies from the id resolved once; in an AsyncVectorEnv's workers, each copy resolves the id
+    # itself (the worker imports the user's module, and no resolved factory or spec has to be pickled to it)
+    user_env = one if config.vectorization != "async" else partial(gym_env, config)
+
     def make_copy() -> gym.Env:
-        env = one()
+        env = user_env()
         for wrapper in wrappers:
             env = wrapper(env)
         return env
@@ -170,9 +182,11 @@ def vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
 
 
 def _in_worker(make_copy: Callable[[], gym.Env]) -> gym.Env:
-    """One env copy in an ``AsyncVectorEnv`` worker process: Ctrl-C is the learner's to handle (it finishes the
-    iteration and checkpoints), so the worker, in the terminal's process group too, ignores it."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """One env copy for an ``AsyncVectorEnv``: in a worker process, Ctrl-C is the learner's to handle (it finishes
+    the iteration and checkpoints), so the worker, in the terminal's process group too, ignores it. Gymnasium also
+    makes one copy in the learner itself (to read the spaces), which keeps its Ctrl-C."""
+    if multiprocessing.parent_process() is not None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     return make_copy()
 
 
@@ -207,10 +221,11 @@ def copy_maker(config: EnvConfig, render_mode: str | None = None) -> Callable[[]
     wrappers = [import_attr(path, "env.wrappers") for path in config.wrappers]
 
     def make() -> gym.Env:
+        own = copy.deepcopy(kwargs)  # each copy its own values (a list an env mutates is not its siblings')
         if factory is None:
-            env = gym.make(spec, disable_env_checker=True, **kwargs)
+            env = gym.make(spec, disable_env_checker=True, **own)
         else:
-            env = factory(**kwargs)
+            env = factory(**own)
             if isinstance(env, EnvBase):
                 env.close()
                 raise ValueError(f"env {config.env_id} is a TorchRL env: this needs a Gymnasium env (one copy as "
