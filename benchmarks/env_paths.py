@@ -104,11 +104,11 @@ def _layers() -> list[list[str]]:
 
 
 def summary(path: list[tuple[str, str]]) -> dict[str, Any]:
-    """Stops (every move), the modules, the calls into each module from another, the modules entered by a call
-    more than once (a walk that visits each module once has none; per-copy work counts), the module call graph's
-    edges (caller module -> called module, each once) and the modules called from more than one module
-    (``shared``: none where the graph is a tree), and the climbs: calls into a module of a higher layer than the
-    caller's (layer 0 is the top)."""
+    """Stops (every move), the modules, the stops in each module (``visits``), the calls into each module from
+    another, the modules entered by a call more than once (a walk that visits each module once has none; per-copy
+    work counts), the module call graph's edges (caller module -> called module, each once) and the modules called
+    from more than one module (``shared``: none where the graph is a tree), and the climbs: calls into a module of a
+    higher layer than the caller's (layer 0 is the top)."""
     layers = _layers()
 
     def level(module: str) -> int:
@@ -127,6 +127,7 @@ def summary(path: list[tuple[str, str]]) -> dict[str, Any]:
     climbs = sum(how == "call" and level(b) < level(a) for (a, _), (b, how) in zip(path, path[1:], strict=False))
     return {"stops": len(path), "modules": len({m for m, _ in path}), "calls": sum(calls.values()),
             "reentered": sum(n > 1 for n in calls.values()), "climbs": climbs, "entries": dict(calls.most_common()),
+            "visits": dict(Counter(module for module, _ in path).most_common()),
             "edges": sum(len(c) for c in callers.values()),
             "shared": sorted(m for m, c in callers.items() if len(c) > 1),
             "path": [f"{how[0]}:{module}" for module, how in path]}
