@@ -91,7 +91,7 @@ SUITES: dict[str, list[Task]] = {
     ],
     "toytext": [  # CleanRL's ppo.py settings (the cleanrl preset); no published PPO numbers exist for these
         Task("Taxi-v4", "cleanrl", 500_000, sb3=False),
-        Task("FrozenLake-v1", "cleanrl", 500_000, kwargs=("map_name='8x8'",), sb3=False, note="8x8, slippery"),
+        Task("FrozenLake8x8-v1", "cleanrl", 500_000, sb3=False, note="slippery, Gymnasium's 200-step limit"),
         Task("CliffWalking-v1", "cleanrl", 500_000, max_episode_steps=500, sb3=False,
              note="a 500-step limit (none is registered)"),
         Task("Blackjack-v1", "cleanrl", 500_000, sb3=False),
@@ -150,9 +150,11 @@ ANCHORS: dict[str, list[tuple[str, float, float | None, str]]] = {
 episodes, not seeds); OpenAI baselines: ``benchmarks_mujoco1M.htm`` (ppo2). Where the version differs from the run's
 env, the source says which it used."""
 
-BEST = {"FrozenLake-v1": 0.91, "Taxi-v4": 8.46, "CliffWalking-v1": -13.0}
-"""A best score where no PPO number is published: the optimum Gymnasium's registration states (FrozenLake 8x8,
-Taxi) or the shortest path (CliffWalking, 13 steps at -1)."""
+BEST = {"FrozenLake8x8-v1": (0.85, "Gymnasium's solved threshold"), "Taxi-v4": (8.0, "Gymnasium's solved threshold"),
+        "CliffWalking-v1": (-13.0, "the shortest path")}
+"""A best score where no PPO number is published: Gymnasium's ``reward_threshold`` for the id (FrozenLake8x8-v1
+0.85, Taxi-v4 8: what it registers as solved, not an optimum), or the shortest path (CliffWalking, 13 steps at
+-1)."""
 
 
 def config_of(task: Task) -> Any:
