@@ -6,9 +6,9 @@
     python -m benchmarks returns classic --report        # tables, intervals and plots from what the store holds
 
 Every finished run is one JSON line in the result store (``--store``, default ``benchmarks/results/returns``:
-``runs.jsonl``) with its command, commit, seed, training episodes (the curve) and final numbers; a run already in
-the store is skipped, so the same command continues a suite after Ctrl-C, a crash or the next day. A run is a
-``benchmarks.worker`` process (``torch.set_num_threads(1)``), killed after ``--timeout`` seconds.
+``runs.jsonl``) with its command, commit, seed, training episodes (past 2,000, their curve) and final numbers; a
+run already in the store is skipped, so the same command continues a suite after Ctrl-C, a crash or the next day.
+A run is a ``benchmarks.worker`` process (``torch.set_num_threads(1)``), killed after ``--timeout`` seconds.
 
 Per run: the mean of the last 100 training episodes (the statistic of CleanRL's tables and of the PPO paper) and a
 deterministic evaluation of 10 episodes after training (RL Zoo's kind of number). ``--report`` gives per env: mean
@@ -225,6 +225,28 @@ def last_mean(returns: list[float], n: int = 100) -> float:
     return statistics.fmean(tail) if tail else math.nan
 
 
+CURVE_POINTS = 2_000
+"""A run with more training episodes keeps its curve, not each episode: the mean of the last 100 episodes at
+2,000 evenly spaced episodes (the last included), what the report plots (a toy-text run ends 100,000+ episodes)."""
+
+
+def compact(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with ``episodes`` ([frames, seconds, return] each) replaced by ``curve`` ([frames, seconds, mean of
+    the last 100 returns] at :data:`CURVE_POINTS` episodes) and ``episodes_total``, where it has more episodes."""
+    episodes = record.get("episodes")
+    if episodes is None or len(episodes) <= CURVE_POINTS:
+        return record
+    n = len(episodes)
+    sums = [0.0]
+    for e in episodes:
+        sums.append(sums[-1] + e[2])
+    picks = sorted({round(i * (n - 1) / (CURVE_POINTS - 1)) for i in range(CURVE_POINTS)})
+    curve = [[episodes[i][0], episodes[i][1], round((sums[i + 1] - sums[max(0, i + 1 - 100)]) / min(100, i + 1), 4)]
+             for i in picks]
+    out = {k: v for k, v in record.items() if k != "episodes"}
+    return {**out, "curve": curve, "episodes_total": n}
+
+
 def run_one(suite: str, task: Task, library: str, seed: int, timeout: float) -> dict[str, Any]:
     """One run in its own worker process; its store record.
 
@@ -256,7 +278,7 @@ def run_one(suite: str, task: Task, library: str, seed: int, timeout: float) -> 
     except (IndexError, json.JSONDecodeError) as err:
         raise RuntimeError(f"{what}: the worker printed no result line (stdout ends {stdout[-500:]!r})") from err
     returns = [e[2] for e in out["episodes"]]
-    return {
+    return compact({
         "key": key_of(task, library, seed), "suite": suite, "env": task.env_id, "library": library,
         "settings": task.settings, "seed": seed, "frames": out["frames"], "budget": task.frames,
         "last100": last_mean(returns), "eval_returns": out["eval_returns"], "eval_mean": out["eval_mean"],
@@ -265,7 +287,7 @@ def run_one(suite: str, task: Task, library: str, seed: int, timeout: float) -> 
         "command": "python -m benchmarks.worker " + shlex.quote(json.dumps(spec)), "commit": _commit(),
         "versions": _versions(), "host": platform.node(), "cpus": os.cpu_count(),
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-    }
+    })
 
 
 _RUNNING: set[subprocess.Popen] = set()

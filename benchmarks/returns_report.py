@@ -168,17 +168,19 @@ def env_rows(task: Task, runs: list[dict[str, Any]]) -> tuple[list[str], dict[st
     return rows, scores
 
 
-def _curve(episodes: list[list[float]], grid: np.ndarray, axis: int) -> np.ndarray:
-    """The mean of the last 100 training episodes ended by each grid point (frames: ``axis`` 0; seconds: 1)."""
-    if not episodes:
+def _curve(run: dict[str, Any], grid: np.ndarray, axis: int) -> np.ndarray:
+    """The mean of the last 100 training episodes ended by each grid point (frames: ``axis`` 0; seconds: 1): from
+    the run's episodes, or its stored curve of those means (:func:`benchmarks.returns.compact`)."""
+    points = run.get("curve") or run.get("episodes") or []
+    if not points:
         return np.full(len(grid), np.nan)
-    at = np.array([e[axis] for e in episodes], dtype=float)
-    returns = np.array([e[2] for e in episodes], dtype=float)
+    at = np.array([e[axis] for e in points], dtype=float)
+    values = np.array([e[2] for e in points], dtype=float)
     out = np.full(len(grid), np.nan)
     for i, g in enumerate(grid):
         n = int(np.searchsorted(at, g, side="right"))
         if n:
-            out[i] = returns[max(0, n - 100):n].mean()
+            out[i] = values[n - 1] if "curve" in run else values[max(0, n - 100):n].mean()
     return out
 
 
@@ -214,7 +216,7 @@ def plot_curves(suite: str, tasks: list[Task], runs: list[dict[str, Any]], path:
                 continue
             for row, (axis, limit) in enumerate(((0, task.frames), (1, max(r["train_seconds"] for r in mine)))):
                 grid = np.linspace(0, limit, 60)[1:]
-                curves = np.stack([_curve(r["episodes"], grid, axis) for r in mine])
+                curves = np.stack([_curve(r, grid, axis) for r in mine])
                 median, low, high = _median_band(curves)
                 ax = axes[row, col]
                 ax.plot(grid, median, color=color, label=f"{LABEL[library]} ({len(mine)} seeds)")

@@ -105,6 +105,23 @@ def test_a_suite_whose_budget_demands_it_runs_three_seeds_unless_told(tiny, tmp_
     assert returns.SEEDS["minatar"] == [1, 2, 3] and "minatar" in SUITES
 
 
+def test_a_run_of_many_episodes_keeps_its_curve_and_the_report_plots_the_same_means():
+    import numpy as np
+
+    from benchmarks.returns_report import _curve
+
+    rng = np.random.default_rng(0)
+    episodes = [[10 * (i + 1), 0.01 * (i + 1), float(r)] for i, r in enumerate(rng.normal(size=9_000).round(4))]
+    raw = {"episodes": episodes, "last100": returns.last_mean([e[2] for e in episodes])}
+    kept = returns.compact(dict(raw))
+    assert "episodes" not in kept and kept["episodes_total"] == 9_000 and len(kept["curve"]) == returns.CURVE_POINTS
+    assert kept["curve"][-1][:2] == episodes[-1][:2] and kept["curve"][-1][2] == pytest.approx(raw["last100"], abs=1e-4)
+    grid = np.array([point[0] for point in kept["curve"][::97]], dtype=float)  # where a kept point ends
+    assert np.allclose(_curve(kept, grid, 0), _curve(raw, grid, 0), atol=1e-4)
+    few = {"episodes": episodes[:50]}
+    assert returns.compact(few) is few  # 2,000 or fewer: every episode kept
+
+
 def test_bad_flags_are_refused_naming_the_fix(tiny, tmp_path, capsys):
     with pytest.raises(SystemExit):
         returns.main([tiny, "--jobs", "64"])
