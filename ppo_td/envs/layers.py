@@ -49,7 +49,7 @@ def _plain(config: EnvConfig, base: Base, seed: int | None, gamma: float) -> Bui
                                  "in the encoder), or flatten the observation in a wrapper")
             obs_norm = RunningObsNorm(spec.shape[-1], clip=config.obs_clip)
             stack.append(obs_norm)
-        stack += [StepCounter(max_steps=base.limit) if base.limit is not None else StepCounter(), RewardSum()]
+        stack += [StepCounter(max_steps=base.limit), RewardSum()]
         if config.atari:  # after RewardSum: returns count the raw score
             stack.append(RewardClipping(-1.0, 1.0))
         if config.normalize_rewards:
