@@ -10,7 +10,9 @@ is in, one *stop* each time it moves to another module (a call into a function o
 the caller's); *calls* per module (entered by a call from another module; a walk that visits each module once
 enters each once) and *climbs* (a call into a module of a higher layer than the caller's, by ``pyproject.toml``'s
 import-linter layers). ``ppo_td.config`` and ``ppo_td.keys`` are data, read from anywhere, and no stops.
-``load_policy`` is traced the same way on a small CartPole run folder. The time is the
+``load_policy`` is traced the same way on a small CartPole run folder. Each is traced twice: all of it, and *the
+walk alone*: one env copy (so each copy's work shows once), without the env's own code that the build runs (the
+``reset``, ``step`` and spaces of envs, wrappers and transforms, and all they call). The time is the
 median of ``--repeats`` builds, each closed after. Files and lines of ``ppo_td/envs`` come first. One process, one
 torch thread.
 """
@@ -64,10 +66,25 @@ def _module(filename: str) -> str | None:
     return None if module in DATA else module
 
 
-def trace(call: Callable[[], Any]) -> tuple[Any, list[tuple[str, str]]]:
+def _runs_the_env(frame: Any) -> bool:
+    """Whether ``frame`` is the env running rather than the config's walk: a method other than ``__init__`` of a
+    Gymnasium env or wrapper, a TorchRL env or transform, or an info reader (their ``reset``, ``step``, spaces and
+    specs, which a build calls while it reads them)."""
+    import gymnasium as gym
+    from torchrl.envs import EnvBase, Transform
+    from torchrl.envs.gym_like import BaseInfoDictReader
+
+    owner = frame.f_locals.get("self") if frame.f_code.co_argcount else None
+    return frame.f_code.co_name != "__init__" and isinstance(
+        owner, (gym.Env, gym.vector.VectorEnv, EnvBase, Transform, BaseInfoDictReader))
+
+
+def trace(call: Callable[[], Any], *, walk_only: bool = False) -> tuple[Any, list[tuple[str, str]]]:
     """``call()``'s result and the ppo_td modules its code moved through: one ``(module, how)`` per move, ``how``
-    'call' (a function of another module called) or 'return' (back in a caller's module)."""
+    'call' (a function of another module called) or 'return' (back in a caller's module). ``walk_only`` leaves out
+    the env's own code run inside the walk (:func:`_runs_the_env`, and everything it calls)."""
     path: list[tuple[str, str]] = []
+    inside: list[Any] = []  # the env-running frame being skipped (walk_only)
 
     def current(frame: Any) -> str | None:
         while frame is not None:
@@ -78,7 +95,17 @@ def trace(call: Callable[[], Any]) -> tuple[Any, list[tuple[str, str]]]:
         return None
 
     def profile(frame: Any, event: str, arg: Any) -> None:
-        if event not in ("call", "return") or _module(frame.f_code.co_filename) is None:
+        if event not in ("call", "return"):
+            return
+        if walk_only:
+            if inside:
+                if event == "return" and frame is inside[0]:
+                    inside.clear()
+                return
+            if event == "call" and _module(frame.f_code.co_filename) is not None and _runs_the_env(frame):
+                inside.append(frame)
+                return
+        if _module(frame.f_code.co_filename) is None:
             return
         here = _module(frame.f_code.co_filename) if event == "call" else current(frame.f_back)
         if here is not None and (not path or path[-1][0] != here):
@@ -158,7 +185,8 @@ def load_policy_path() -> dict[str, Any]:
         ppo_td.train(config, run_dir=str(Path(folder) / "run"))
         ppo_td.load_policy(Path(folder) / "run")  # the imports
         _, path = trace(lambda: ppo_td.load_policy(Path(folder) / "run"))
-    return summary(path)
+        _, walk = trace(lambda: ppo_td.load_policy(Path(folder) / "run"), walk_only=True)
+    return {**summary(path), "walk": summary(walk)}
 
 
 def _line(r: dict[str, Any]) -> str:
@@ -193,11 +221,16 @@ def main(argv: list[str] | None = None) -> int:
             continue
         built, path = trace(lambda config=config: build_env(config, seed=1))
         built.env.close()
-        results[kind] = {**summary(path), "build_seconds": build_time(config, args.repeats)}
+        one = dataclasses.replace(config, num_envs=1)
+        built, walk = trace(lambda one=one: build_env(one, seed=1), walk_only=True)
+        built.env.close()
+        results[kind] = {**summary(path), "walk": summary(walk), "build_seconds": build_time(config, args.repeats)}
         print(f"{kind} ({config.env_id}): {_line(results[kind])}; build {results[kind]['build_seconds'] * 1000:.0f} ms "
-              f"(median of {args.repeats})")
+              f"(median of {args.repeats})\n    the walk alone (one copy, the env's own code left out): "
+              f"{_line(results[kind]['walk'])}")
     results["load_policy"] = load_policy_path()
-    print(f"load_policy (a cartpole run): {_line(results['load_policy'])}")
+    print(f"load_policy (a cartpole run): {_line(results['load_policy'])}\n    the walk alone (the env's own code "
+          f"left out): {_line(results['load_policy']['walk'])}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
     return 0

@@ -29,3 +29,24 @@ def test_a_call_up_a_layer_is_a_climb_a_return_is_not():
     numbers = env_paths.summary(calls)
     assert numbers["climbs"] == 1 and numbers["reentered"] == 1 and numbers["stops"] == 5 and numbers["calls"] == 4
     assert numbers["edges"] == 2 and numbers["shared"] == []  # make entered twice, from one module
+
+
+def test_the_walk_of_a_config_enters_each_stage_once_and_no_source_but_its_own():
+    """build_env's stages (make, the source table, the id read, the chosen source, the layers) are each entered
+    once; the other sources are never entered (the table is read, not asked)."""
+    import dataclasses
+
+    from ppo_td.envs import build_env
+    from ppo_td.envs.sources import SOURCES
+
+    kinds = env_paths._kinds()
+    for kind, source in (("gym-id", "gymnasium"), ("factory", "gymnasium"), ("torchrl-class", "torchrl")):
+        config = dataclasses.replace(kinds[kind](), num_envs=1)
+        build_env(config, seed=1).env.close()  # the imports
+        built, walk = env_paths.trace(lambda config=config: build_env(config, seed=1), walk_only=True)
+        built.env.close()
+        entries = env_paths.summary(walk)["entries"]
+        stages = ["make", "sources", "ids", f"sources.{source}", "layers"]
+        assert {s: entries.get(f"ppo_td.envs.{s}") for s in stages} == dict.fromkeys(stages, 1), (kind, entries)
+        others = {f"ppo_td.envs.sources.{s.name}" for s in SOURCES} - {f"ppo_td.envs.sources.{source}"}
+        assert not others & set(entries), (kind, entries)

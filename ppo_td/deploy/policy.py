@@ -467,20 +467,23 @@ def load_policy(path: str | os.PathLike, *, device: str | torch.device = "cpu",
         from ppo_td.deploy.agents import load_agents_policy
 
         return load_agents_policy(state, config, device=device, deterministic=deterministic)
-    built = build_env(dataclasses.replace(config.env, num_envs=1))
+    one = dataclasses.replace(config.env, num_envs=1)
+    built = build_env(one)
     try:
         check_compatible(state, built.description)
         actor, _ = make_actor_critic(built.description, config.model)
         layout = Layout.of(built, config)
+        # acting keeps env.transforms only: a second env without env.train_transforms where the run has some
+        evaluation = build_env(one, training=False) if config.env.train_transforms else built
+        try:
+            load_transform_states(evaluation, state.get("transform_states", []))
+            transforms = [made.clone() for made in observation_transforms(evaluation)]  # without the closed env
+        finally:
+            if evaluation is not built:
+                evaluation.close()
     finally:
         built.close()
     load_weights(actor, state, "actor")
-    evaluation = build_env(dataclasses.replace(config.env, num_envs=1), training=False)  # env.transforms only
-    try:
-        load_transform_states(evaluation, state.get("transform_states", []))
-        transforms = [made.clone() for made in observation_transforms(evaluation)]  # without the closed env
-    finally:
-        evaluation.close()
     return Policy(actor, config, layout, state["obs_stats"], device=device, deterministic=deterministic,
                   inference=inference, transforms=transforms)
 

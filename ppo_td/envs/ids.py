@@ -4,15 +4,36 @@ time limit it comes with."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
+from torchrl.envs import EnvBase
 
 from ppo_td.config import EnvConfig
 from ppo_td.envs.atari import FRAME_SKIP, import_ale
 from ppo_td.envs.imports import env_kwargs_of, import_from_cwd, register_minatar
+from ppo_td.envs.torchrl_envs import torchrl_factory
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvId:
+    """What a one-agent config's env id names, read once per build (:func:`resolve`): what every source needs of it."""
+
+    env_id: str
+    factory: Callable[..., Any] | None
+    """The user's factory (``module:function`` or ``module:Class``), None for a registered id."""
+    spec: gym.envs.registration.EnvSpec | None
+    """A registered id's spec without its time limit (:class:`~ppo_td.envs.wrappers.StepLimit` takes its place)."""
+    limit: int | None
+    """The time limit: ``env.max_episode_steps``, else the registered one (:func:`episode_limit`)."""
+    kwargs: dict[str, Any]
+    """``env.kwargs`` as keyword arguments."""
+    torchrl: Callable[[], EnvBase] | None = None
+    """The factory with its arguments where it makes TorchRL envs (looked at only when asked: one env is made)."""
 
 
 def register_packaged(env_id: str) -> None:
@@ -23,10 +44,22 @@ def register_packaged(env_id: str) -> None:
     register_minatar(env_id)
 
 
-def check_env_id(env_id: str) -> None:
+def resolve(config: EnvConfig, *, look_for_torchrl: bool = True) -> EnvId:
+    """``config``'s env id checked (:func:`check_env_id`) and read once: factory, spec, limit, arguments, and with
+    ``look_for_torchrl`` whether the factory makes TorchRL envs (one is made to see, and closed)."""
+    factory = check_env_id(config.env_id)
+    kwargs = env_kwargs_of(config)
+    spec = None if factory is not None else gym.spec(config.env_id.rpartition(":")[2])
+    limit = config.max_episode_steps if config.max_episode_steps is not None or spec is None else spec.max_episode_steps
+    return EnvId(config.env_id, factory, None if spec is None else dataclasses.replace(spec, max_episode_steps=None),
+                 limit, kwargs, torchrl_factory(factory, kwargs) if look_for_torchrl else None)
+
+
+def check_env_id(env_id: str) -> Callable[..., gym.Env] | None:
     """Known id, Gymnasium's ``module:EnvId`` form whose module registers it when imported (that
     form also reaches worker processes, which do not share this process's registrations), or
-    ``module:function``, a factory returning one env copy (see :func:`env_factory`)."""
+    ``module:function``, a factory returning one env copy (see :func:`env_factory`). Returns the factory (None for
+    a registered id)."""
     register_packaged(env_id)
     module, sep, name = env_id.rpartition(":")
     if sep:
@@ -35,8 +68,11 @@ def check_env_id(env_id: str) -> None:
         except ImportError as err:
             raise ValueError(f"env id {module}:{name}: cannot import {module!r} ({err}); it must be importable "
                              "from the current folder or PYTHONPATH where training runs (and in every worker)") from err
-    if name in gym.registry or env_factory(env_id) is not None:
-        return
+    if name in gym.registry:
+        return None
+    factory = _callable_in(module, name) if sep else None
+    if factory is not None:
+        return factory
     close = difflib.get_close_matches(name, list(gym.registry), n=3)
     hint = f" Close matches: {close}." if close else ""
     raise ValueError(
@@ -44,6 +80,11 @@ def check_env_id(env_id: str) -> None:
         "or import the package that registers it before building the env"
         + (f" (or give module:function, a function of {module!r} returning the env)." if sep else ".")
     )
+
+
+def _callable_in(module: str, name: str) -> Callable[..., gym.Env] | None:
+    found = getattr(sys.modules[module], name, None)
+    return found if callable(found) and not isinstance(found, gym.Env) else None
 
 
 def env_factory(env_id: str) -> Callable[..., gym.Env] | None:
@@ -56,8 +97,7 @@ def env_factory(env_id: str) -> Callable[..., gym.Env] | None:
         import_from_cwd(module)
     except ImportError:
         return None
-    found = getattr(sys.modules[module], name, None)
-    return found if callable(found) and not isinstance(found, gym.Env) else None
+    return _callable_in(module, name)
 
 
 def episode_limit(config: EnvConfig) -> int | None:

@@ -89,6 +89,11 @@ class InfoReader(BaseInfoDictReader):
         entries = {key: Unbounded((copies,), dtype=torch.float32) for key in self.keys}
         self._spec = Composite({INFO: Composite(entries, shape=(copies,))}, shape=(copies,))
 
+    @classmethod
+    def for_env(cls, info_keys: Sequence[str], copies: int) -> InfoReader:
+        """The reader of a Gymnasium env's step: the keys ``env.info_keys`` asks for, then :data:`UNASKED`."""
+        return cls(watched(info_keys), copies, asked=info_keys)
+
     @property
     def info_spec(self) -> Composite:
         return self._spec

@@ -11,7 +11,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ppo_td.envs.masking import MASK_KEY
+from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation
 
 
 class EnvStepError(RuntimeError):
@@ -101,6 +101,21 @@ class ClipToBounds(gym.ActionWrapper):
 def clip_box_actions(env: gym.Env) -> gym.Env:
     """``env`` wrapped in :class:`ClipToBounds` when its actions are a Box; else ``env``."""
     return ClipToBounds(env) if isinstance(env.action_space, gym.spaces.Box) else env
+
+
+def adapted(env: gym.Env, env_id: str, *, clip_actions: bool, lift_mask: bool) -> gym.Env:
+    """One copy of the user's env as ppo_td's vector env steps it, in this order: its errors name ``env_id`` and
+    the step (:class:`StepErrorContext`), Box actions clipped to their bounds (``clip_actions``), ``info``'s action
+    mask lifted into the observation (``lift_mask``), a nested or non-dict observation made a flat Dict
+    (:class:`NestObservation`, where it needs one)."""
+    env = StepErrorContext(env, env_id=env_id)
+    if clip_actions:
+        env = clip_box_actions(env)
+    if lift_mask:
+        space = env.action_space
+        size = int(space.n) if isinstance(space, gym.spaces.Discrete) else int(sum(space.nvec))
+        env = InfoMaskToObservation(env, size)
+    return NestObservation(env) if needs_nesting(env.observation_space) else env
 
 
 class NestObservation(gym.ObservationWrapper):

@@ -4,22 +4,14 @@ vector env, its preprocessing set to ppo_td's, wrapped as a Gymnasium vector env
 
 from __future__ import annotations
 
-from typing import Any
-
 from ppo_td.config import EnvConfig
 from ppo_td.envs.envpool import envpool_atari
-from ppo_td.envs.imports import env_kwargs_of
+from ppo_td.envs.ids import EnvId
 from ppo_td.envs.sources.base import Base
 from ppo_td.envs.sources.gymnasium import check, wrap
 
-NAME = "envpool"
 
-
-def claim(config: EnvConfig) -> Any:
-    """This source's builder for ``config`` (``env.vectorization='envpool'``), else None."""
-    return (lambda seed: build(config)) if config.vectorization == "envpool" and not config.multiagent else None
-
-
-def build(config: EnvConfig) -> Base:
+def build(config: EnvConfig, env_id: EnvId, seed: int | None) -> Base:
+    """EnvPool's ``env.num_envs`` copies of the Atari game ``env_id`` names, as a Gymnasium vector env is wrapped."""
     check(config)
-    return wrap(config, envpool_atari(config, env_kwargs_of(config)))
+    return wrap(config, envpool_atari(config, env_id.kwargs))

@@ -7,12 +7,10 @@ the finite check, the action mask, float64 cast to float32."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 import multiprocessing
 import signal
 from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -23,39 +21,26 @@ from torchrl.envs import ActionMask, DoubleToFloat, EnvBase, GymWrapper
 from ppo_td import keys
 from ppo_td.config import EnvConfig
 from ppo_td.envs.atari import atari_wrappers
-from ppo_td.envs.ids import check_env_id, env_factory, episode_limit
+from ppo_td.envs.ids import EnvId, env_factory, resolve
 from ppo_td.envs.imports import env_kwargs_of, import_attr
-from ppo_td.envs.info import InfoReader, watched
-from ppo_td.envs.masking import MASK_KEY, InfoMaskToObservation, MaskCheck
+from ppo_td.envs.info import InfoReader
+from ppo_td.envs.masking import MASK_KEY, MaskCheck
 from ppo_td.envs.sources.base import Base
 from ppo_td.envs.transforms import FiniteCheck, IndexObservations
 from ppo_td.envs.vector import PartialResetCartPole, numpy_vectorized
-from ppo_td.envs.wrappers import (
-    NestObservation,
-    StepErrorContext,
-    StepLimit,
-    clip_box_actions,
-    needs_nesting,
-    unencodable,
-)
-
-NAME = "gymnasium"
+from ppo_td.envs.wrappers import StepLimit, adapted, unencodable
 
 
-def claim(config: EnvConfig) -> Any:
-    """This source's builder for any one-agent ``config`` not claimed before it (the last source of the table)."""
-    return None if config.multiagent else (lambda seed: build(config))
-
-
-def build(config: EnvConfig) -> Base:
-    """``config.num_envs`` copies as one batched TorchRL env (:func:`vector_env`, then :func:`wrap`)."""
+def build(config: EnvConfig, env_id: EnvId, seed: int | None) -> Base:
+    """``config.num_envs`` copies of the env ``env_id`` names as one batched TorchRL env (:func:`vector_env`, then
+    :func:`wrap`; ``seed`` is the standard layers')."""
     check(config)
-    return wrap(config, vector_env(config))
+    return wrap(config, vector_env(config, env_id))
 
 
 def check(config: EnvConfig) -> None:
-    """The id known (a packaged one registered), and no setting that only a TorchRL env reads."""
-    check_env_id(config.env_id)
+    """No setting that only a TorchRL env reads (the id itself is checked where it is read, :func:`~ppo_td.envs.ids.
+    resolve`)."""
     if config.observation_keys:
         raise ValueError(f"env.observation_keys={list(config.observation_keys)} chooses a TorchRL env's entries; "
                          f"{config.env_id!r} is a Gymnasium env: choose its Dict entries with a wrapper "
@@ -68,7 +53,7 @@ def wrap(config: EnvConfig, vec: gym.vector.VectorEnv) -> Base:
     try:
         _check_spaces(config.env_id, vec)
         base = GymWrapper(vec, categorical_action_encoding=True)
-        base.set_info_dict_reader(InfoReader(watched(config.info_keys), config.num_envs, asked=config.info_keys))
+        base.set_info_dict_reader(InfoReader.for_env(config.info_keys, config.num_envs))
         stack: list = [FiniteCheck(config.env_id)] if config.check_finite else []
         indices = _multi_discrete_entries(vec.single_observation_space)
         if indices:
@@ -94,8 +79,8 @@ def ends_by_itself(config: EnvConfig) -> bool:
     """Whether a factory's env ends its episodes by itself: Gymnasium's ``TimeLimit`` (or ppo_td's ``StepLimit``)
     in its wrappers, or a spec with a limit (one copy is made to look). False for a registered id (its limit is
     read from the registry) and for a factory making a TorchRL env."""
-    factory = env_factory(config.env_id)
-    if factory is None or config.multiagent:
+    factory = None if config.multiagent else env_factory(config.env_id)
+    if factory is None:
         return False
     env = factory(**env_kwargs_of(config))
     try:
@@ -138,19 +123,18 @@ def _nvec_of(space: gym.Space) -> list[int]:
     return [int(space.n)] if isinstance(space, gym.spaces.Discrete) else [int(n) for n in space.nvec]
 
 
-def _mask_size(space: gym.Space) -> int:
-    return sum(_nvec_of(space))
-
-
-def vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
+def vector_env(config: EnvConfig, env_id: EnvId | None = None) -> gym.vector.VectorEnv:
     """Gymnasium's numpy-vectorized implementation where ppo_td can step it (``vectorization``), else
     a synchronous vector env of per-copy envs, each wrapped for error context and action clipping.
 
     The per-copy envs are made without Gymnasium's ``TimeLimit``: :class:`StepLimit` takes its place (same
-    semantics, public step count), so a checkpoint can record where each episode is.
+    semantics, public step count), so a checkpoint can record where each episode is. ``env_id`` is the id read
+    (:func:`~ppo_td.envs.ids.resolve`; read here when not given).
     """
-    if config.vectorization == "numpy" or (config.vectorization == "auto" and _plain_numpy(config)):
-        if not _plain_numpy(config):
+    env_id = env_id if env_id is not None else resolve(config, look_for_torchrl=False)
+    plain_numpy = _plain_numpy(config, env_id)
+    if config.vectorization == "numpy" or (config.vectorization == "auto" and plain_numpy):
+        if not plain_numpy:
             raise ValueError(f"env {config.env_id!r} has no numpy-vectorized implementation ppo_td can step "
                              "(Gymnasium 1.x has one for CartPole-v1, without env.kwargs or env.wrappers); use "
                              "env.vectorization='sync'")
@@ -158,23 +142,14 @@ def vector_env(config: EnvConfig) -> gym.vector.VectorEnv:
         vec = gym.make_vec(config.env_id, num_envs=config.num_envs, vectorization_mode="vector_entry_point",
                            **kwargs)
         return PartialResetCartPole(vec)
-    wrappers: list = [partial(StepErrorContext, env_id=config.env_id)]  # ppo_td's, around the user's env
-    if config.clip_actions:
-        wrappers.append(clip_box_actions)
-    one = copy_maker(config)
-    if config.action_mask in ("auto", "info") and _mask_in_info(config, one):
-        wrappers.append(lambda e: InfoMaskToObservation(e, _mask_size(e.action_space)))
-    wrappers.append(_nest_if_needed)
-
+    one = copy_maker(config, env_id=env_id)
+    lift_mask = config.action_mask in ("auto", "info") and _mask_in_info(config, one)
     # in this process, copies from the id resolved once; in an AsyncVectorEnv's workers, each copy resolves the id
     # itself (the worker imports the user's module, and no resolved factory or spec has to be pickled to it)
     user_env = one if config.vectorization != "async" else partial(gym_env, config)
 
-    def make_copy() -> gym.Env:
-        env = user_env()
-        for wrapper in wrappers:
-            env = wrapper(env)
-        return env
+    def make_copy() -> gym.Env:  # ppo_td's adapters around the user's env
+        return adapted(user_env(), config.env_id, clip_actions=config.clip_actions, lift_mask=lift_mask)
     if config.vectorization == "async":
         return gym.vector.AsyncVectorEnv([partial(_in_worker, make_copy)] * config.num_envs, shared_memory=True,
                                          autoreset_mode=AutoresetMode.DISABLED)
@@ -190,9 +165,9 @@ def _in_worker(make_copy: Callable[[], gym.Env]) -> gym.Env:
     return make_copy()
 
 
-def _plain_numpy(config: EnvConfig) -> bool:
+def _plain_numpy(config: EnvConfig, env_id: EnvId) -> bool:
     """Gymnasium's numpy-vectorized env applies: an id it has one for, without kwargs, wrappers or a factory."""
-    return (not (config.kwargs or config.wrappers or config.atari) and env_factory(config.env_id) is None
+    return (not (config.kwargs or config.wrappers or config.atari) and env_id.factory is None
             and numpy_vectorized(config.env_id))
 
 
@@ -207,17 +182,16 @@ def gym_env(config: EnvConfig, render_mode: str | None = None) -> gym.Env:
     return copy_maker(config, render_mode)()
 
 
-def copy_maker(config: EnvConfig, render_mode: str | None = None) -> Callable[[], gym.Env]:
-    """A function making copies of :func:`gym_env`, the id, factory, limit and wrappers resolved once (not per
-    copy); picklable by cloudpickle, as Gymnasium's ``AsyncVectorEnv`` sends it to its workers."""
-    check_env_id(config.env_id)
-    factory = env_factory(config.env_id)
-    limit = episode_limit(config)
-    kwargs = env_kwargs_of(config)
+def copy_maker(config: EnvConfig, render_mode: str | None = None, env_id: EnvId | None = None
+               ) -> Callable[[], gym.Env]:
+    """A function making copies of :func:`gym_env`, the id (``env_id``: read here when not given), factory, limit
+    and wrappers resolved once (not per copy); picklable by cloudpickle, as Gymnasium's ``AsyncVectorEnv`` sends it
+    to its workers."""
+    env_id = env_id if env_id is not None else resolve(config, look_for_torchrl=False)
+    factory, spec, limit = env_id.factory, env_id.spec, env_id.limit
+    kwargs = dict(env_id.kwargs)
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
-    spec = None if factory is not None else dataclasses.replace(gym.spec(config.env_id.rpartition(":")[2]),
-                                                                max_episode_steps=None)
     wrappers = [import_attr(path, "env.wrappers") for path in config.wrappers]
 
     def make() -> gym.Env:
@@ -253,10 +227,6 @@ def _multi_discrete_entries(space: gym.Space, key: tuple[str, ...] = ()) -> dict
         name = key if key else (keys.OBSERVATION,)
         return {name[0] if len(name) == 1 else name: tuple(int(n) for n in space.nvec)}
     return {}
-
-
-def _nest_if_needed(env: gym.Env) -> gym.Env:
-    return NestObservation(env) if needs_nesting(env.observation_space) else env
 
 
 def _mask_in_info(config: EnvConfig, make_one: Callable[[], gym.Env]) -> bool:

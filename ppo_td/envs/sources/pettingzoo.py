@@ -18,15 +18,9 @@ from ppo_td.envs.multiagent import group_map
 from ppo_td.envs.sources.agents_common import checked_kwargs, import_suite
 from ppo_td.envs.sources.base import Base
 
-NAME = "pettingzoo"
 
-
-def claim(config: EnvConfig) -> Any:
-    """This source's builder for ``config`` (a PettingZoo env), else None."""
-    return (lambda seed: build(config, seed)) if config.suite == "pettingzoo" else None
-
-
-def build(config: EnvConfig, seed: int | None) -> Base:
+def build(config: EnvConfig, env_id: None, seed: int | None) -> Base:
+    """``env.num_envs`` copies of the parallel env in a ``SerialEnv`` (``env_id`` is None: no Gymnasium id)."""
     env = _serial(config, checked_kwargs(config), seed)
     return Base(env=env, close=env.close, limit=config.max_episode_steps)
 

@@ -4,35 +4,19 @@ as ``env.num_envs`` copies (:mod:`ppo_td.envs.torchrl_envs`), their observation 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-from torchrl.envs import EnvBase
-
 from ppo_td.config import EnvConfig
 from ppo_td.envs.custom import with_statistics
-from ppo_td.envs.ids import check_env_id, env_factory
-from ppo_td.envs.imports import env_kwargs_of
+from ppo_td.envs.ids import EnvId
 from ppo_td.envs.sources.base import Base
-from ppo_td.envs.torchrl_envs import batched, close, observation_transforms, torchrl_factory
+from ppo_td.envs.torchrl_envs import batched, close, observation_transforms
 from ppo_td.envs.transforms import FiniteCheck
 
-NAME = "torchrl"
 
-
-def claim(config: EnvConfig) -> Any:
-    """This source's builder for ``config`` (an id naming a function or class that makes a TorchRL env: called
-    once to see), else None. The id is checked (and a packaged one registered) first, for every one-agent env."""
-    if config.multiagent:
-        return None
-    check_env_id(config.env_id)
-    factory = torchrl_factory(env_factory(config.env_id), env_kwargs_of(config))
-    return None if factory is None else (lambda seed: build(config, factory))
-
-
-def build(config: EnvConfig, factory: Callable[[], EnvBase]) -> Base:
-    """``config.num_envs`` copies of the TorchRL env ``factory`` makes, its observation entries as one
+def build(config: EnvConfig, env_id: EnvId, seed: int | None) -> Base:
+    """``config.num_envs`` copies of the TorchRL env ``env_id.torchrl`` makes, its observation entries as one
     ``"observation"``, then the finite check; truncated at ``env.max_episode_steps`` by the standard layers."""
+    factory = env_id.torchrl
+    assert factory is not None, "the torchrl source takes ids whose factory makes TorchRL envs"
     said: list[str] = []
     if config.info_keys:
         raise ValueError(f"env.info_keys={list(config.info_keys)} reads a Gymnasium env's info; {config.env_id} is a "

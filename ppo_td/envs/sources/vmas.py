@@ -14,15 +14,10 @@ from ppo_td.envs.multiagent import group_map
 from ppo_td.envs.sources.agents_common import checked_kwargs, import_suite
 from ppo_td.envs.sources.base import Base
 
-NAME = "vmas"
 
-
-def claim(config: EnvConfig) -> Any:
-    """This source's builder for ``config`` (a VMAS scenario), else None."""
-    return (lambda seed: build(config, seed)) if config.suite == "vmas" else None
-
-
-def build(config: EnvConfig, seed: int | None) -> Base:
+def build(config: EnvConfig, env_id: None, seed: int | None) -> Base:
+    """The scenario's ``env.num_envs`` copies, vectorized by VMAS (``env_id`` is None: a scenario is no Gymnasium
+    id)."""
     env, simulator = _wrapped(config, checked_kwargs(config), seed)
     return Base(env=env, close=env.close, simulator=simulator, limit=config.max_episode_steps)
 
