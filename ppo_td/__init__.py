@@ -2,7 +2,8 @@
 
 Layers, each importing only the ones below it (``docs/architecture.md``)::
 
-    cli                 ppo-td train / eval / export / doctor
+    cli                 ppo-td train / tune / eval / export / doctor
+    tuning              hyper-parameter search on Optuna: several seeds a trial, winners confirmed
     deploy              a trained policy in use: Policy, exports, videos
     doctor | persist    the autograd audit | checkpoints, run folders, logs
     training            objective (GAE + ClipPPOLoss), pipeline, the one loop, evaluation
@@ -67,6 +68,19 @@ def train(config: TrainConfig, *, callbacks: Any = (), run_dir: str | None = Non
                            **parts)
 
 
+def tune(config: TrainConfig, **kwargs: Any) -> Any:
+    """Search ``config``'s hyper-parameters with Optuna, as ``ppo-td tune`` does (the same defaults and checks):
+    each trial trains on several seeds, each run a run folder; the top trials are trained again on fresh seeds
+    beside ``config`` before a winner is named. Keyword arguments as :func:`ppo_td.tuning.tune` (``trials``,
+    ``seeds``, ``frames``, ``score``, ``envs``, ``ranges``, ``space``, ``sampler``, ``pruner``, ``workers``,
+    ``storage``, ``folder``, ``confirm``, ``confirm_seeds``...). Returns a :class:`~ppo_td.tuning.TuneResult`
+    (``best_config``, the confirmation table); the study folder holds ``best_config.json`` and ``report.md``."""
+    from ppo_td.cli.run import train_in_folder
+    from ppo_td.tuning import tune as run_study
+
+    return run_study(config, train=train_in_folder, **kwargs)
+
+
 def load_policy(path: str, **kwargs: Any) -> Any:
     """The trained policy of a run folder or checkpoint as a :class:`ppo_td.deploy.Policy`: raw observations in,
     actions for the env out (a multi-agent run's :class:`ppo_td.deploy.AgentsPolicy`, or with several agent groups
@@ -102,5 +116,6 @@ __all__ = [
     "get_preset",
     "load_policy",
     "train",
+    "tune",
 ]
 __version__ = "0.2.0"

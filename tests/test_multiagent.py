@@ -573,7 +573,7 @@ def test_a_multi_agent_preset_pointed_at_another_env_leaves_its_env_kwargs_behin
     """--preset mpe-spread --env.env-id mpe2.simple_tag_v3: simple_spread's N=3 is not handed to simple_tag (it
     failed inside PettingZoo with "unexpected keyword argument 'N'"); one line says so. One-agent presets keep
     theirs (Atari's frame skip holds for every game)."""
-    from ppo_td.cli.main import _for_env
+    from ppo_td.cli.parse import _for_env
 
     config = _for_env(get_preset("mpe-spread"), "mpe-spread", "mpe2.simple_tag_v3")
     assert config.env.kwargs == ()
@@ -590,7 +590,7 @@ def test_vmas_scenarios_build_without_vmas_warnings_from_ppo_tds_arguments():
     from contextlib import redirect_stdout
 
     pytest.importorskip("vmas")
-    from ppo_td.cli.main import _for_env
+    from ppo_td.cli.parse import _for_env
 
     for scenario in ("balance", "transport", "give_way", "wheel", "dispersion"):
         with redirect_stdout(io.StringIO()):

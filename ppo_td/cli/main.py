@@ -11,17 +11,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import tyro
-
-from ppo_td.cli.command import RESUME_FLAGS, TrainCommand
+from ppo_td.cli.command import RESUME_FLAGS
+from ppo_td.cli.parse import train_command
 from ppo_td.cli.signals import exit_code, interrupt_on_signals, signal_name
-from ppo_td.config import MAX_EVAL_EPISODES, TrainConfig
-from ppo_td.presets import DEFAULT_PRESET, fit_recurrent, get_preset, preset_for
+from ppo_td.config import MAX_EVAL_EPISODES
+from ppo_td.presets import DEFAULT_PRESET, get_preset
 
 USAGE = """usage: ppo-td COMMAND [ARGS]
 
 commands:
   train   train PPO (no arguments: the tuned CartPole-v1 preset); --help lists every field
+  tune    search hyper-parameters with Optuna: several seeds a trial, the top trials confirmed on fresh seeds
   eval    run deterministic (or --sampled) episodes of a checkpoint and print mean +- std; --video records them
   export  write a trained policy as a file that runs without ppo_td (--format torchscript|export|onnx)
   doctor  audit your PPO script (SCRIPT.py [ARGS] [--steps N] [--json]), or one update of a pipeline,
@@ -30,6 +30,8 @@ commands:
 examples:
   ppo-td train
   ppo-td train --preset cleanrl --optim.lr 3e-4 --env.num-envs 8 --frames-per-batch 1024
+  ppo-td tune --env.env-id FrozenLake8x8-v1 --trials 40 --seeds 3 --frames 200000 --workers 2
+  ppo-td train --config tune/FrozenLake8x8-v1-1a2b3c4d/best_config.json
   ppo-td eval runs/cartpole-seed1 --episodes 20
   ppo-td eval runs/cartpole-seed1 --video
   ppo-td export runs/cartpole-seed1 --format onnx
@@ -45,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0
     command, rest = argv[0], argv[1:]
-    commands = {"train": _train, "eval": _eval, "export": _export, "doctor": _doctor}
+    commands = {"train": _train, "tune": _tune, "eval": _eval, "export": _export, "doctor": _doctor}
     if command not in commands:
         print(f"ppo-td: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         return 2
@@ -91,26 +93,7 @@ def _quiet_torchrl() -> None:
 def _train(args: list[str]) -> int:
     from ppo_td.cli.run import run_training
 
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--preset")
-    pre.add_argument("--env.env-id", "--env.env_id", dest="env_id")
-    pre.add_argument("--from-zoo", "--from_zoo", dest="from_zoo")
-    known = pre.parse_known_args(args)[0]
-    preset_name = known.preset or DEFAULT_PRESET
-    if known.from_zoo:
-        default = _zoo_command(known.from_zoo, known.env_id, known.preset)
-    else:
-        if known.preset is None and known.env_id and not any(a.startswith("--resume") for a in args):
-            preset_name, why = preset_for(known.env_id)  # not CartPole's tuned values for another env
-            print(f"defaults: preset {preset_name!r}, {why} (--preset NAME to choose)")
-        default = TrainCommand(config=_for_env(get_preset(preset_name), preset_name, known.env_id),
-                               preset=preset_name)
-    recurrent, args = _recurrent_to_fit(args, default.config)
-    cmd = tyro.cli(TrainCommand, default=default, args=args, prog="ppo-td train")  # validated: now the libraries
-    if recurrent is not None:
-        fitted, note = fit_recurrent(cmd.config, recurrent)
-        print(f"note: {note}")
-        cmd = dataclasses.replace(cmd, config=fitted)
+    cmd, args = train_command(args, "ppo-td train")
     from ppo_td.persist.loggers import check_loggers
 
     check_loggers(cmd.logger)  # an unknown name, or its library missing: before anything is built
@@ -132,54 +115,10 @@ def _train(args: list[str]) -> int:
     return run_training(dataclasses.replace(cmd, config=cmd.resolved_config()))
 
 
-def _for_env(config: TrainConfig, preset: str, env_id: str | None) -> TrainConfig:
-    """A multi-agent preset pointed at another env (``--env.env-id``): the preset's env keyword arguments are its
-    own env's (``N=3`` for simple_spread, VMAS navigation's lidar), so the other env starts from its own defaults,
-    said in one line (``--env.kwargs`` sets any). One-agent presets keep theirs: they hold for the suite (Atari's
-    frame skip)."""
-    if env_id is None or env_id == config.env.env_id or not config.env.multiagent or not config.env.kwargs:
-        return config
-    print(f"note: preset {preset!r} sets env.kwargs {' '.join(config.env.kwargs)} for {config.env.env_id}; "
-          f"{env_id} starts from its own defaults (--env.kwargs KEY=VALUE to set some)")
-    return dataclasses.replace(config, env=dataclasses.replace(config.env, kwargs=()))
+def _tune(args: list[str]) -> int:
+    from ppo_td.cli.tune import tune_command
 
-
-def _recurrent_to_fit(args: list[str], default: TrainConfig) -> tuple[str | None, list[str]]:
-    """``--model.recurrent lstm|gru`` given without ``--optim.sequence-length`` or ``--optim.num-minibatches`` (nor a
-    preset made recurrent): the model to fit to the batch once the other flags are parsed, and ``args`` without
-    it; else (None, ``args``)."""
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--model.recurrent", dest="recurrent")
-    known, _ = pre.parse_known_args(args)
-    chosen = {a.split("=")[0].replace("_", "-") for a in args if a.startswith("--optim.")}
-    resuming = any(a.startswith("--resume") for a in args)
-    if (known.recurrent in (None, "none") or default.model.recurrent != "none" or resuming
-            or chosen & {"--optim.sequence-length", "--optim.num-minibatches"}):
-        return None, args
-    rest, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-        elif a == "--model.recurrent":
-            skip = True
-        elif not a.startswith("--model.recurrent="):
-            rest.append(a)
-    return known.recurrent, rest
-
-
-def _zoo_command(path: str, env_id: str | None, preset: str | None) -> TrainCommand:
-    """The defaults of ``ppo-td train --from-zoo PATH --env.env-id ID``: the RL Zoo entry of ID over ``preset``
-    (default generic: SB3's defaults, which RL Zoo's entries change); every key it cannot map is printed."""
-    from ppo_td.zoo import from_zoo, zoo_entry
-
-    if not env_id:
-        raise ValueError(f"--from-zoo {path}: give the env with --env.env-id ID; its entry in the file is read")
-    key, entry = zoo_entry(path, env_id)
-    config, notes = from_zoo(entry, env_id, get_preset(preset or "generic"))
-    print(f"defaults: RL Zoo entry {key!r} of {path}, over preset {preset or 'generic'!r}")
-    for note in notes:
-        print(f"note: RL Zoo {note}")
-    return TrainCommand(config=config, preset="zoo", from_zoo=path)
+    return tune_command(args, _quiet_torchrl)
 
 
 def _eval(args: list[str]) -> int:

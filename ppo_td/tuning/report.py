@@ -1,0 +1,174 @@
+"""What a tuning run leaves to use: ``best_config.json`` (``ppo-td train --config`` runs it), ``trials.csv`` (every
+trial: state, value, parameters, why it was pruned, skipped or failed), ``report.md`` (the confirmation table and
+the cost), and the plots: the optimization history, the parameters' importances (Optuna's default evaluator,
+PED-ANOVA) and the confirmed rows' return curves."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import warnings
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from ppo_td.config import TrainConfig, to_dict
+from ppo_td.tuning.study import Settings, counts
+from ppo_td.tuning.trial import SCORES, Plan
+
+
+def write_report(study: Any, plan: Plan, settings: Settings, confirmed: list[dict[str, Any]], best_name: str | None,
+                 best_config: TrainConfig | None, say: Callable[[str], None]) -> None:
+    folder = plan.folder
+    _trials_csv(study, folder / "trials.csv")
+    if best_config is not None:
+        (folder / "best_config.json").write_text(json.dumps(to_dict(best_config), indent=2) + "\n")
+    plots = _plots(study, confirmed, plan)
+    seconds = _trial_seconds(study)
+    confirm_seconds = _confirm_seconds(folder)
+    c = counts(study)
+    lines = [
+        f"# Tuning {', '.join(plan.env_ids)} ({date.today().isoformat()})", "",
+        f"{c['done']} trials ({c['complete']} complete, {c['pruned']} pruned; {c['fail']} failed), each "
+        f"{plan.seeds} seed(s) x {len(plan.env_ids)} env(s) of {plan.frames} frames; sampler {settings.sampler}, "
+        f"pruner {settings.pruner}, {settings.workers} worker(s). Score: {SCORES[plan.score]}"
+        + (", normalized per env by " + ", ".join(f"{e} [{lo}, {hi}]" for e, (lo, hi) in plan.ranges.items())
+           if plan.ranges else "") + ", averaged over the seeds.", "",
+        f"Cost: {_hours(seconds)} of trials and {_hours(confirm_seconds)} of confirmation, in core-hours (each run "
+        "one process of one torch thread; the sum of their wall times).", "",
+    ]
+    if confirmed:
+        lines += [f"## Confirmed on {len(confirmed[0]['seeds'])} fresh seed(s)", "",
+                  "| | search value | confirmed mean +- std | per seed |", "|---|---|---|---|"]
+        for row in confirmed:
+            search = "-" if row["search_value"] is None else f"{row['search_value']:.4g}"
+            seeds = ", ".join(f"{s:.4g}" for s in row["seeds"])
+            lines.append(f"| {row['name']} | {search} | {row['mean']:.4g} +- {row['std']:.4g} | {seeds} |")
+        lines += ["", f"Best on the fresh seeds: **{best_name}**, written to `best_config.json` (run it with "
+                      f"`ppo-td train --config {folder / 'best_config.json'}`; its total_frames is the tuning budget, "
+                      f"{plan.frames}: set --total-frames to train longer)."]
+        if best_name is not None and best_name.startswith("base"):
+            lines.append("No tuned config beat the base config on the fresh seeds.")
+    else:
+        lines.append("No trial completed, so nothing was confirmed.")
+    lines += ["", "Files: `trials.csv`, `study.log` (`optuna-dashboard study.log` shows it), `trials/` and "
+                  "`confirm/` (the run folders)" + "".join(f", `{p.name}`" for p in plots) + "."]
+    (folder / "report.md").write_text("\n".join(lines) + "\n")
+    if confirmed:
+        for row in confirmed:
+            say(f"{row['name']}: {row['mean']:.4g} +- {row['std']:.4g} on {len(row['seeds'])} fresh seed(s)"
+                + ("" if row["search_value"] is None else f" (search: {row['search_value']:.4g})"))
+        say(f"best: {best_name}; config: {folder / 'best_config.json'}")
+    say(f"report: {folder / 'report.md'}")
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h" if seconds >= 360 else f"{seconds / 60:.1f} min"
+
+
+def _trials_csv(study: Any, path: Path) -> None:
+    """Every trial: number, state, value, seconds, its parameters (Optuna's names) and the reasons kept with it."""
+    trials = study.get_trials(deepcopy=False)
+    params = sorted({p for t in trials for p in t.params})
+    reasons = ["pruned", "skipped", "diverged", "repaired", "interrupted", "retry_of", "seed_scores"]
+    with path.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["number", "state", "value", "seconds", *params, *reasons])
+        for t in trials:
+            if t.user_attrs.get("over_budget"):
+                continue
+            seconds = (t.datetime_complete - t.datetime_start).total_seconds() if t.datetime_complete and \
+                t.datetime_start else ""
+            writer.writerow([t.number, t.state.name, "" if t.value is None else t.value, seconds,
+                             *(t.params.get(p, "") for p in params),
+                             *(json.dumps(t.user_attrs[r]) if r in t.user_attrs else "" for r in reasons)])
+
+
+def _trial_seconds(study: Any) -> float:
+    return sum((t.datetime_complete - t.datetime_start).total_seconds() for t in study.get_trials(deepcopy=False)
+               if t.datetime_complete and t.datetime_start)
+
+
+def _confirm_seconds(folder: Path) -> float:
+    path = folder / "confirm.jsonl"
+    if not path.exists():
+        return 0.0
+    return sum(json.loads(line)["seconds"] for line in path.read_text().splitlines() if line.strip())
+
+
+def _plots(study: Any, confirmed: list[dict[str, Any]], plan: Plan) -> list[Path]:
+    """The PNGs written (the history and importances need complete trials; importances two or more)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import optuna
+    from optuna.trial import TrialState
+
+    written = []
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        warnings.filterwarnings("ignore", message="Target and region quantiles")  # few trials: equal importances
+        if complete:
+            ax = optuna.visualization.matplotlib.plot_optimization_history(study)
+            written.append(_save(ax.figure, plan.folder / "history.png", plt))
+        if len(complete) >= 2 and len({p for t in complete for p in t.params}) >= 1:
+            try:
+                ax = optuna.visualization.matplotlib.plot_param_importances(study)
+                written.append(_save(ax.figure, plan.folder / "importances.png", plt))
+            except (ValueError, RuntimeError):  # too few distinct values to rank
+                pass
+    if confirmed:
+        written.append(_curves(confirmed, plan, plt))
+    return written
+
+
+def _save(figure: Any, path: Path, plt: Any) -> Path:
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def _curves(confirmed: list[dict[str, Any]], plan: Plan, plt: Any) -> Path:
+    """Each confirmed row's return against frames on its fresh seeds: the seeds faint, their mean bold (one panel
+    per env)."""
+    envs = plan.env_ids
+    figure, axes = plt.subplots(1, len(envs), figsize=(6 * len(envs), 4), squeeze=False)
+    for e, env_id in enumerate(envs):
+        ax = axes[0][e]
+        for i, row in enumerate(confirmed):
+            color = f"C{i}"
+            label = row["name"].replace(" ", "-")
+            curves = []
+            for folder in sorted((plan.folder / "confirm" / label).glob(
+                    "seed*" if len(envs) == 1 else f"{env_id.replace('/', '_').replace(':', '_')}-seed*")):
+                frames, returns = _curve(folder / "metrics.csv")
+                if frames:
+                    ax.plot(frames, returns, color=color, alpha=0.25, linewidth=0.8)
+                    curves.append((frames, returns))
+            if curves:
+                n = min(len(c[0]) for c in curves)
+                mean = [sum(c[1][j] for c in curves) / len(curves) for j in range(n)]
+                ax.plot(curves[0][0][:n], mean, color=color, linewidth=2, label=row["name"])
+        ax.set_title(env_id)
+        ax.set_xlabel("frames")
+        ax.set_ylabel("episode return (iteration mean)")
+        ax.legend()
+    return _save(figure, plan.folder / "curves.png", plt)
+
+
+def _curve(path: Path) -> tuple[list[float], list[float]]:
+    if not path.exists():
+        return [], []
+    frames, returns = [], []
+    with path.open() as f:
+        for row in csv.DictReader(f):
+            value = float(row["episode_return"]) if row.get("episode_return") not in (None, "") else math.nan
+            if not math.isnan(value):
+                frames.append(float(row["frames"]))
+                returns.append(value)
+    return frames, returns

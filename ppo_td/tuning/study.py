@@ -1,0 +1,395 @@
+"""The Optuna study a tuning run shares with its workers: storage, sampler and pruner from their names, the worker
+processes, a worker that dies, and a study stopped and continued.
+
+- Storage: a journal file (Optuna's ``JournalFileBackend``) in the study folder by default, which several processes
+  on one machine share; ``storage=URL`` an RDB database other machines can join (the storage is what distributes the
+  work). SQLite with several workers is refused with Optuna's own reason.
+- Workers: ``workers`` processes (never threads), each running trials until the study has ``trials`` finished ones
+  (complete or pruned). A worker that dies (a signal, the machine's out-of-memory killer) leaves its trial failed,
+  named so, and another takes its place; an error in a trial (an exception) stops the study and names it.
+- Stopped and continued: Ctrl-C fails the running trials as interrupted (Optuna fails a trial on ``SIGINT``; a
+  trial of a process that is gone is failed here); the same command loads the study and runs each interrupted
+  trial's parameters again first, then goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import multiprocessing
+import os
+import socket
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+SAMPLERS = {
+    "tpe": "Optuna's TPESampler, multivariate (RL Zoo's choice), after 10 random trials (the default)",
+    "random": "RandomSampler",
+    "cmaes": "CmaEsSampler (pip install cmaes)",
+    "gp": "GPSampler, a Gaussian process (scipy; torch is there already)",
+    "qmc": "QMCSampler, Sobol points (scipy)",
+}
+PRUNERS = {
+    "median": "MedianPruner: stops a trial whose value is below the median of earlier trials at the same step "
+              "(after 5 trials and the first third of a run; the default)",
+    "hyperband": "HyperbandPruner over the frames a trial trains",
+    "halving": "SuccessiveHalvingPruner over the frames a trial trains",
+    "wilcoxon": "WilcoxonPruner between seeds: a signed-rank test of the trial's seeds against the best trial's "
+                "same seeds (scipy)",
+    "none": "NopPruner: every trial runs all its seeds",
+}
+
+SQLITE_REASON = ("Optuna: \"We would never recommend SQLite3 for parallel optimization\": SQLite does not support "
+                 "the SELECT ... FOR UPDATE that concurrent trials need, and it gives 'database is locked' errors "
+                 "under concurrent writers (Optuna's FAQ, sqlite_concurrency)")
+
+INTERRUPTED = "interrupted"
+"""A failed trial's user attribute: the trial was stopped (Ctrl-C, its process gone) and is run again."""
+
+WORKER_ERROR = 3
+"""A worker's exit code when a trial raised an error (not a pruning, a divergence or an interrupt)."""
+
+
+class StudyError(RuntimeError):
+    """A trial raised an error: the study stops, naming it and the worker's log."""
+
+
+def storage_for(folder: Path, storage: str | None, workers: int) -> Any:
+    """The study's storage: a journal file (``folder/study.log``, or ``storage`` ending ``.log``) or an RDB URL.
+
+    Raises:
+        ValueError: SQLite with several workers (Optuna's reason quoted), or a storage that is neither.
+    """
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    if storage is None or storage.endswith((".log", ".journal")):
+        path = folder / "study.log" if storage is None else Path(storage)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(JournalFileBackend(str(path)))
+    if "://" not in storage:
+        raise ValueError(f"--storage {storage}: give a journal file (a path ending .log) or an RDB URL "
+                         "(postgresql://user:password@host/db, mysql://..., sqlite:///file.db)")
+    if storage.startswith("sqlite") and workers > 1:
+        raise ValueError(f"--storage {storage} with --workers {workers}: {SQLITE_REASON}. Leave --storage out (a "
+                         "journal file in the study folder, which processes on one machine share) or give a "
+                         "PostgreSQL or MySQL URL for several machines")
+    return storage
+
+
+def make_sampler(name: str, seed: int | None) -> Any:
+    import optuna
+
+    samplers = {
+        "tpe": lambda: optuna.samplers.TPESampler(multivariate=True, n_startup_trials=10, seed=seed),
+        "random": lambda: optuna.samplers.RandomSampler(seed=seed),
+        "cmaes": lambda: optuna.samplers.CmaEsSampler(seed=seed),
+        "gp": lambda: optuna.samplers.GPSampler(seed=seed),
+        "qmc": lambda: optuna.samplers.QMCSampler(seed=seed),
+    }
+    if name not in samplers:
+        raise ValueError(f"--sampler {name}: choose one of {', '.join(SAMPLERS)}")
+    if name == "cmaes":
+        _needs("cmaes", "--sampler cmaes", "pip install cmaes")
+    if name in ("gp", "qmc"):
+        _needs("scipy", f"--sampler {name}", "pip install scipy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # QMC's
+        return samplers[name]()
+
+
+def make_pruner(name: str, frames: int, seeds: int, runs_per_seed: int) -> Any:
+    """The pruner: trials are measured in frames trained (``seeds`` x ``runs_per_seed`` runs of ``frames``)."""
+    import optuna
+
+    total = frames * seeds * runs_per_seed
+    if name == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=frames // 3)
+    if name == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=max(1, frames // 10), max_resource=total)
+    if name == "halving":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=max(1, frames // 10))
+    if name == "wilcoxon":
+        _needs("scipy", "--pruner wilcoxon", "pip install scipy")
+        if seeds < 2:
+            raise ValueError("--pruner wilcoxon pairs a trial's seeds with the best trial's: give --seeds 2 or more")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=2)
+    if name == "none":
+        return optuna.pruners.NopPruner()
+    raise ValueError(f"--pruner {name}: choose one of {', '.join(PRUNERS)}")
+
+
+def _needs(module: str, what: str, install: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise ValueError(f"{what} needs {module}: {install}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """How the study runs (what the trials run is the :class:`~ppo_td.tuning.trial.Plan`)."""
+
+    trials: int = 30
+    workers: int = 1
+    sampler: str = "tpe"
+    pruner: str = "median"
+    storage: str | None = None
+    study_name: str = "ppo_td"
+    seed: int | None = 0
+    """The sampler's seed (each worker adds its index); None for an unseeded sampler."""
+    timeout: float | None = None
+    """Seconds after which no new trial starts (the running ones finish)."""
+
+
+def counts(study: Any) -> dict[str, int]:
+    """Trials by state; ``done`` is the finished ones that count toward the budget (complete and pruned)."""
+    from optuna.trial import TrialState
+
+    trials = study.get_trials(deepcopy=False)
+    out = {state.name.lower(): sum(t.state == state for t in trials) for state in TrialState}
+    out["done"] = out["complete"] + out["pruned"]
+    return out
+
+
+def recover(storage: Any, study: Any) -> list[int]:
+    """Make a study that was stopped whole again: a RUNNING trial of a process of this machine that is gone fails
+    as interrupted, and each interrupted trial not run again yet is queued with its parameters. Returns the numbers
+    queued."""
+    from optuna.trial import TrialState
+
+    host = socket.gethostname()
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if t.user_attrs.get("host") == host and not _alive(t.user_attrs.get("pid")):
+            fail(storage, study, t.number, INTERRUPTED, "its process is gone")
+    retried = {t.user_attrs.get("retry_of") for t in study.get_trials(deepcopy=False)}
+    queued = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
+        if t.user_attrs.get(INTERRUPTED) and t.number not in retried and t.params:
+            study.enqueue_trial(t.params, user_attrs={"retry_of": t.number})
+            queued.append(t.number)
+    return queued
+
+
+def fail(storage: Any, study: Any, number: int, key: str, why: str) -> None:
+    """Fail trial ``number`` (RUNNING), saying why in its user attribute ``key``."""
+    from optuna.trial import TrialState
+
+    trial_id = storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study.study_name),
+                                                               number)
+    storage.set_trial_user_attr(trial_id, key, why)
+    study.tell(number, state=TrialState.FAIL, skip_if_finished=True)
+
+
+def _alive(pid: Any) -> bool:
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def quiet_optuna() -> Any:
+    """Optuna's INFO lines (one per trial) off: the study prints its own progress."""
+    import optuna
+
+    level = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(level)
+
+
+@dataclasses.dataclass(frozen=True)
+class StudySpec:
+    """What a process needs to open the study (picklable: each worker opens it itself)."""
+
+    folder: Path
+    settings: Settings
+    frames: int
+    seeds: int
+    runs_per_seed: int
+
+    def storage(self) -> Any:
+        """The storage object (:func:`storage_for`; an RDB URL through Optuna's ``get_storage``)."""
+        from optuna.storages import get_storage
+
+        found = storage_for(self.folder, self.settings.storage, self.settings.workers)
+        return get_storage(found) if isinstance(found, str) else found
+
+    def load(self, index: int = 0) -> Any:
+        """The study, created if it is not there yet (several processes may race to: Optuna takes that); its
+        sampler seeded with the settings' seed plus ``index`` (the worker's), so workers do not sample alike."""
+        import optuna
+
+        s = self.settings
+        with quiet_optuna():
+            return optuna.create_study(
+                study_name=s.study_name, storage=self.storage(), direction="maximize", load_if_exists=True,
+                sampler=make_sampler(s.sampler, None if s.seed is None else s.seed + index),
+                pruner=make_pruner(s.pruner, self.frames, self.seeds, self.runs_per_seed))
+
+
+class OverBudget(Exception):  # noqa: N818 - a trial that found the study's budget spent when it started
+    """Raised at a trial's start when the study already has its trials (several workers started at once)."""
+
+
+def objective_for(settings: Settings, run: Callable[[Any], float]) -> Callable[[Any], float]:
+    """``run(trial)`` with the study's rules around it: the budget checked at the start, a pruning reason kept, an
+    interrupt marked so the trial is run again."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from ppo_td.tuning.trial import Pruned
+
+    def objective(trial: Any) -> float:
+        started = trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
+                                                                 TrialState.RUNNING))
+        if len(started) > settings.trials:
+            trial.set_user_attr("over_budget", True)
+            trial.study.stop()
+            raise OverBudget
+        try:
+            return run(trial)
+        except Pruned as err:
+            trial.set_user_attr("pruned", str(err))
+            raise optuna.TrialPruned(str(err)) from err
+        except KeyboardInterrupt:
+            trial.set_user_attr(INTERRUPTED, "Ctrl-C")
+            raise
+
+    return objective
+
+
+def optimize_here(study: Any, settings: Settings, objective: Callable[[Any], float],
+                  after_each: Callable[[Any, Any], None] | None = None) -> None:
+    """Run trials in this process until the study has ``settings.trials`` finished ones (or the timeout);
+    ``after_each(study, trial)`` after each."""
+    from optuna.study import MaxTrialsCallback
+    from optuna.trial import TrialState
+
+    if counts(study)["done"] >= settings.trials:
+        return
+    with quiet_optuna():
+        study.optimize(objective, timeout=settings.timeout, catch=(OverBudget,),
+                       callbacks=[MaxTrialsCallback(settings.trials, states=(TrialState.COMPLETE, TrialState.PRUNED)),
+                                  *([after_each] if after_each else [])])
+
+
+def worker_main(spec: StudySpec, settings: Settings, run: Callable[[Any], float], index: int, log: str) -> None:
+    """A worker process: its output into ``log``; trials until the budget is spent. An error in a trial exits
+    with :data:`WORKER_ERROR`, its traceback at the end of the log."""
+    import sys
+
+    with open(log, "a") as out:
+        sys.stdout = sys.stderr = out
+        logging.basicConfig(stream=out, level=logging.WARNING, force=True)
+        try:
+            study = spec.load(index)
+            optimize_here(study, settings, objective_for(settings, run))
+        except KeyboardInterrupt:
+            out.write("worker stopped by an interrupt\n")
+            out.flush()
+            os._exit(130)
+        except BaseException:  # noqa: BLE001 - an error in a trial: said in the log, and by the exit code
+            out.write(traceback.format_exc())
+            out.flush()
+            os._exit(WORKER_ERROR)
+    os._exit(0)
+
+
+def run_workers(study: Any, spec: StudySpec, settings: Settings, run: Callable[[Any], float], logs: Path,
+                progress: Callable[[], None], poll: float = 2.0) -> None:
+    """``settings.workers`` processes running trials until the budget is spent; a worker that dies is replaced
+    (its trial failed, named so); an error in a trial stops the study (:class:`StudyError`). ``progress()`` is
+    called each ``poll`` seconds. Ctrl-C stops the workers (each fails its trial as interrupted) and re-raises."""
+    context = multiprocessing.get_context("spawn")
+    logs.mkdir(parents=True, exist_ok=True)
+    started, restarts = 0, 0
+    workers: dict[int, Any] = {}
+
+    def start() -> None:
+        nonlocal started
+        log = logs / f"worker-{started}.log"
+        process = context.Process(target=worker_main, args=(spec, settings, run, started, str(log)),
+                                  daemon=False)
+        process.start()
+        workers[started] = process
+        started += 1
+
+    for _ in range(settings.workers):
+        start()
+    try:
+        while workers:
+            time.sleep(poll)
+            progress()
+            for index, process in list(workers.items()):
+                if process.is_alive():
+                    continue
+                process.join(timeout=5)
+                del workers[index]
+                code = process.exitcode
+                if code == 0:
+                    continue
+                log = logs / f"worker-{index}.log"
+                if code == WORKER_ERROR:
+                    raise StudyError(f"a trial raised an error (worker {index}): {_last_line(log)}; the traceback "
+                                     f"is at the end of {log}")
+                _fail_trials_of(spec.storage(), study, process.pid,
+                                f"its worker process ended with exit code {code} (killed?)")
+                if counts(study)["done"] < settings.trials and restarts < 3 * settings.workers:
+                    restarts += 1
+                    start()
+    except BaseException:
+        _stop(workers.values(), spec.storage(), study)
+        raise
+
+
+def _fail_trials_of(storage: Any, study: Any, pid: int | None, why: str) -> None:
+    from optuna.trial import TrialState
+
+    host = socket.gethostname()
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if t.user_attrs.get("pid") == pid and t.user_attrs.get("host") == host:
+            fail(storage, study, t.number, INTERRUPTED, why)
+
+
+def _stop(processes: Any, storage: Any, study: Any, wait: float = 60.0) -> None:
+    """Stop the workers: Ctrl-C reached them too (one terminal, one process group); each gets ``SIGINT`` anyway
+    after a few seconds, and is killed after ``wait``. Their trials that stayed RUNNING are failed as interrupted."""
+    import signal
+
+    processes = list(processes)
+    deadline = time.monotonic() + wait
+    for process in processes:
+        process.join(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
+        if process.is_alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGINT)
+    for process in processes:
+        process.join(timeout=max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join(timeout=5)
+        _fail_trials_of(storage, study, process.pid, "stopped with the study")
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = [line for line in log.read_text().splitlines() if line.strip()]
+    except OSError:
+        return "(no log)"
+    return lines[-1] if lines else "(empty log)"
