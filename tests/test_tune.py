@@ -26,7 +26,8 @@ CLI = [sys.executable, "-m", "ppo_td.cli"]
 
 def base_config(**overrides):
     """CartPole on numpy copies, a small network: a run of a few thousand frames takes about a second."""
-    config = dataclasses.replace(get_preset("cartpole"), env=dataclasses.replace(get_preset("cartpole").env, num_envs=4),
+    preset = get_preset("cartpole")
+    config = dataclasses.replace(preset, env=dataclasses.replace(preset.env, num_envs=4),
                                  model=ModelConfig(hidden_sizes=(16, 16)), frames_per_batch=256, total_frames=1024,
                                  eval_episodes=2)
     return dataclasses.replace(config, **overrides)
@@ -37,7 +38,7 @@ def env_with_tests():
 
 
 def load(folder):
-    from ppo_td.tuning.study import StudySpec, Settings
+    from ppo_td.tuning.study import Settings, StudySpec
 
     spec = StudySpec(Path(folder), Settings(), 1, 1, 1)
     return optuna.load_study(study_name="ppo_td", storage=spec.storage())
@@ -201,3 +202,35 @@ def test_env_config_is_kept_where_the_space_does_not_set_it():
     tuned = apply(base, {"optim.lr": 1e-3, "model.hidden_sizes": [32]})
     assert tuned.optim.lr == 1e-3 and tuned.model.hidden_sizes == (32,)
     assert tuned.env == base.env and tuned.loss == base.loss
+
+
+def test_the_command_and_the_python_call_run_the_same_study(tmp_path):
+    """What ppo-td tune chooses (the base config, the sampler's seed, the trials' seeds, threads) ppo_td.tune
+    chooses too: the same trial, the same value, the same default study folder name."""
+    import ppo_td
+    from ppo_td.tuning.run import _checked, _plan_record, default_folder
+
+    flags = ["--preset", "cartpole", "--env.num-envs", "4", "--model.hidden-sizes", "16", "16",
+             "--frames-per-batch", "256", "--eval-episodes", "2"]
+    done = subprocess.run([*CLI, "tune", *flags, "--trials", "1", "--seeds", "1", "--frames", "1024", "--confirm", "0",
+                           "--study-dir", str(tmp_path / "cli")], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ppo_td.tune(base_config(), folder=tmp_path / "python", trials=1, seeds=1, frames=1024, confirm=0,
+                say=lambda line: None)
+    (cli,), (python,) = load(tmp_path / "cli").trials, load(tmp_path / "python").trials
+    assert cli.params == python.params and cli.value == python.value
+    cli_plan = json.loads((tmp_path / "cli" / "tune.json").read_text())
+    assert cli_plan == json.loads((tmp_path / "python" / "tune.json").read_text())
+    plan, settings = _checked(base_config(), tmp_path, 1, 1, 1024, "eval", (), {}, "tpe", "median", 1, None, None, 0,
+                              0, 5, None, None)
+    assert default_folder(plan, _plan_record(plan, settings, None)).name.startswith("CartPole-v1-")
+
+
+def test_an_rdb_url_with_one_worker_is_a_storage_too(tmp_path):
+    import ppo_td
+
+    ppo_td.tune(base_config(), folder=tmp_path / "study", storage=f"sqlite:///{tmp_path}/study.db", trials=1,
+                seeds=1, frames=1024, confirm=0, say=lambda line: None)
+    study = optuna.load_study(study_name="ppo_td", storage=f"sqlite:///{tmp_path}/study.db")
+    assert [t.state.name for t in study.trials] == ["COMPLETE"]

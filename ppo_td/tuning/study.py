@@ -292,10 +292,8 @@ def optimize_here(study: Any, settings: Settings, objective: Callable[[Any], flo
 def worker_main(spec: StudySpec, settings: Settings, run: Callable[[Any], float], index: int, log: str) -> None:
     """A worker process: its output into ``log``; trials until the budget is spent. An error in a trial exits
     with :data:`WORKER_ERROR`, its traceback at the end of the log."""
-    import sys
 
-    with open(log, "a") as out:
-        sys.stdout = sys.stderr = out
+    with open(log, "a") as out, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         logging.basicConfig(stream=out, level=logging.WARNING, force=True)
         try:
             study = spec.load(index)
@@ -303,12 +301,11 @@ def worker_main(spec: StudySpec, settings: Settings, run: Callable[[Any], float]
         except KeyboardInterrupt:
             out.write("worker stopped by an interrupt\n")
             out.flush()
-            os._exit(130)
-        except BaseException:  # noqa: BLE001 - an error in a trial: said in the log, and by the exit code
+            raise SystemExit(130) from None  # the process's exit code
+        except Exception:  # noqa: BLE001 - an error in a trial: said in the log, and by the exit code
             out.write(traceback.format_exc())
             out.flush()
-            os._exit(WORKER_ERROR)
-    os._exit(0)
+            raise SystemExit(WORKER_ERROR) from None
 
 
 def run_workers(study: Any, spec: StudySpec, settings: Settings, run: Callable[[Any], float], logs: Path,
