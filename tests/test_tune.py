@@ -211,7 +211,7 @@ def test_the_command_and_the_python_call_run_the_same_study(tmp_path):
     from ppo_td.tuning.run import _checked, _plan_record, default_folder
 
     flags = ["--preset", "cartpole", "--env.num-envs", "4", "--model.hidden-sizes", "16", "16",
-             "--frames-per-batch", "256", "--eval-episodes", "2"]
+             "--frames-per-batch", "256", "--eval-episodes", "2", "--total-frames", "1024"]
     done = subprocess.run([*CLI, "tune", *flags, "--trials", "1", "--seeds", "1", "--frames", "1024", "--confirm", "0",
                            "--study-dir", str(tmp_path / "cli")], cwd=tmp_path, capture_output=True, text=True,
                           timeout=300)
