@@ -16,7 +16,7 @@ from typing import Any
 
 from ppo_td.config import TrainConfig, from_dict
 from ppo_td.tuning.study import Settings
-from ppo_td.tuning.trial import Plan, mean_std, seed_score
+from ppo_td.tuning.trial import Plan, mean_std, output_to, seed_score
 
 BASE = "base config"
 """The confirmation row of the base config (what the study started from), beside the tuned ones."""
@@ -44,12 +44,10 @@ def candidates(study: Any, plan: Plan, top: int) -> list[tuple[str, float | None
 
 def _run_one(train: Callable[..., Any], config: TrainConfig, run_dir: str, score: str,
              threads: int | None) -> tuple[float, float]:
-    """One confirmation run: its score and wall seconds (in a worker process, or here)."""
-    import contextlib
-    import io
-
+    """One confirmation run: its score and wall seconds (in a worker process, or here); its own lines go to
+    ``output.log`` beside its run folder."""
     started = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()):
+    with output_to(Path(run_dir).parent / "output.log"):
         result = train(config, run_dir=run_dir, threads=threads, overwrite=True)
     return seed_score(result, score), time.perf_counter() - started
 

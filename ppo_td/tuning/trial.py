@@ -145,7 +145,7 @@ def run_trial(trial: Any, plan: Plan, space: Space, train: Callable[..., Any]) -
             reporter = None if plan.per_seed_reports else Reporter(trial, plan, env_id, offset)
             folder = run_dir(plan, trial.number, env_id, seed)
             try:
-                with _output_to(folder.parent / "output.log"):
+                with output_to(folder.parent / "output.log"):
                     result = train(run, run_dir=str(folder), callbacks=[reporter] if reporter else [],
                                    threads=plan.threads)
             except NonFiniteError as err:
@@ -170,7 +170,7 @@ def run_trial(trial: Any, plan: Plan, space: Space, train: Callable[..., Any]) -
 
 
 @contextlib.contextmanager
-def _output_to(path: Path) -> Any:
+def output_to(path: Path) -> Any:
     """The runs' own lines (their evaluations, notes) into ``path``, appended: the study's terminal keeps its
     progress line."""
     path.parent.mkdir(parents=True, exist_ok=True)
