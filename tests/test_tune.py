@@ -4,6 +4,7 @@ same command continuing, repaired and refused combinations, and the winner's rou
 
 import dataclasses
 import json
+import math
 import os
 import signal
 import subprocess
@@ -53,7 +54,7 @@ def test_two_worker_processes_share_one_journal_and_the_winner_is_confirmed_and_
                          space="tune_spaces:small", confirm=1, confirm_seeds=2, say=lambda line: None)
     study = load(tmp_path / "study")
     finished = [t for t in study.trials if t.state.is_finished() and not t.user_attrs.get("over_budget")]
-    assert sum(t.state.name == "COMPLETE" for t in finished) >= 3 - sum(t.state.name == "PRUNED" for t in finished)
+    assert sum(t.state.name in ("COMPLETE", "PRUNED") for t in finished) == 3  # the budget, not more, not less
     pids = {t.user_attrs["pid"] for t in finished if "pid" in t.user_attrs}
     assert len(pids) == 2 and os.getpid() not in pids  # both workers ran trials; none ran here
     for t in finished:  # each seed a normal run folder
@@ -120,6 +121,16 @@ def test_a_space_file_is_read_checked_and_sampled(tmp_path):
     bad.write_text(json.dumps({"optim.lrate": {"low": 1e-4, "high": 1e-2}}))
     with pytest.raises(ValueError, match="'optim.lrate', which is not a config field"):
         from_file(bad)
+    bad.write_text(json.dumps({"frames_per_batch": {"low": 1000, "high": 8000}}))
+    with pytest.raises(ValueError, match="frames_per_batch is a whole number: add int: true"):
+        from_file(bad)
+    bad.write_text(json.dumps({"optim.lr": {"low": 1e-4, "high": 1e-2, "log": True, "step": 1e-4}}))
+    with pytest.raises(ValueError, match="a log scale takes no step"):
+        from_file(bad)
+    text = tmp_path / "space.yaml"
+    text.write_text("optim.lr: {low: 1e-5, high: 1.0e-2, log: true}\n")  # YAML reads 1e-5 as a string
+    with pytest.raises(ValueError, match="must be numbers.*write 1.0e-5"):
+        from_file(text)
 
 
 def test_bad_flags_are_refused_naming_the_fix(tmp_path):
@@ -131,8 +142,16 @@ def test_bad_flags_are_refused_naming_the_fix(tmp_path):
     with pytest.raises(ValueError, match="--score-range for Acrobot-v1"):
         ppo_td.tune(base_config(), folder=tmp_path / "b", envs=("CartPole-v1", "Acrobot-v1"),
                     ranges={"CartPole-v1": (9, 500)})
-    with pytest.raises(ValueError, match="--pruner wilcoxon pairs"):
-        ppo_td.tune(base_config(), folder=tmp_path / "c", seeds=1, pruner="wilcoxon", trials=1)
+    with pytest.raises(ValueError, match="--pruner wilcoxon --seeds 3: .*4 pairs before the last seed"):
+        ppo_td.tune(base_config(), folder=tmp_path / "c", seeds=3, pruner="wilcoxon", trials=1)
+    assert not (tmp_path / "c").exists()  # refused before the study folder records anything
+    with pytest.raises(ValueError, match="--score eval .*eval_episodes=0"):
+        ppo_td.tune(base_config(eval_episodes=0), folder=tmp_path / "e", trials=1)
+    with pytest.raises(ValueError, match="--space my_space.py: give module:function"):
+        ppo_td.tune(base_config(), folder=tmp_path / "f", space="my_space.py", trials=1)
+    from ppo_td.cli.tune import parser
+
+    assert parser().parse_known_args(["--seed", "5"])[1] == ["--seed", "5"]  # the config's seed, not --seeds
     assert main(["tune", "--resume", "runs/x"]) == 2
     assert main(["tune", "--score-range", "CartPole-v1=9", "--trials", "1"]) == 2
     ppo_td.tune(base_config(), folder=tmp_path / "d", trials=1, seeds=1, frames=1024, confirm=0, say=lambda s: None)
@@ -174,10 +193,14 @@ def test_a_worker_that_dies_leaves_its_trial_failed_and_the_study_goes_on(tmp_pa
     monkeypatch.setenv("TUNE_MARKER", str(tmp_path / "marker"))
     ppo_td.tune(base_config(), folder=tmp_path / "study", trials=3, seeds=1, frames=1024, workers=2,
                 space="tune_spaces:dies_once", confirm=0, say=lambda line: None)
+    from ppo_td.tuning.study import failures, recover
+
     died = int((tmp_path / "marker").read_text())
     trials = {t.number: t for t in load(tmp_path / "study").trials}
-    assert trials[died].state.name == "FAIL" and "exit code -9" in trials[died].user_attrs["interrupted"]
+    assert trials[died].state.name == "FAIL" and "exit code -9" in failures(tmp_path / "study")[died]["why"]
     assert sum(t.state.name in ("COMPLETE", "PRUNED") for t in trials.values()) == 3
+    assert "exit code -9" in (tmp_path / "study" / "trials.csv").read_text()
+    assert recover(tmp_path / "study", load(tmp_path / "study")) == []  # killed, not interrupted: not run again
 
 
 def test_the_best_config_round_trips_through_ppo_td_train_config(tmp_path):
@@ -234,3 +257,46 @@ def test_an_rdb_url_with_one_worker_is_a_storage_too(tmp_path):
                 seeds=1, frames=1024, confirm=0, say=lambda line: None)
     study = optuna.load_study(study_name="ppo_td", storage=f"sqlite:///{tmp_path}/study.db")
     assert [t.state.name for t in study.trials] == ["COMPLETE"]
+
+
+def test_a_continued_study_samples_new_parameters(tmp_path):
+    import ppo_td
+
+    kwargs = dict(folder=tmp_path / "study", seeds=1, frames=1024, sampler="random", space="tune_spaces:small",
+                  confirm=0, say=lambda line: None)
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        ppo_td.tune(base_config(), trials=2, **kwargs)
+        ppo_td.tune(base_config(), trials=4, **kwargs)
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+    params = [t.params["lr"] for t in load(tmp_path / "study").trials]
+    assert len(params) == 4 and len(set(params)) == 4  # the second call did not draw the first call's again
+
+
+def test_a_confirmation_run_that_diverges_ranks_its_row_last_with_the_reason(tmp_path):
+    from types import SimpleNamespace
+
+    from ppo_td.config import to_dict
+    from ppo_td.training import NonFiniteError
+    from ppo_td.tuning.confirm import confirm_top
+    from ppo_td.tuning.study import Settings
+    from ppo_td.tuning.trial import Plan
+
+    plan = Plan(base=base_config(), folder=tmp_path, seeds=1, frames=1024)
+    tuned = dataclasses.replace(plan.base, optim=dataclasses.replace(plan.base.optim, lr=0.5))
+    study = optuna.create_study(direction="maximize")
+    study.add_trial(optuna.trial.create_trial(value=9.0, params={}, distributions={},
+                                              user_attrs={"config": to_dict(tuned)}))
+
+    def train(config, run_dir, threads, overwrite):
+        if config.optim.lr == 0.5 and config.seed == plan.base.seed + 1001:
+            raise NonFiniteError("loss is nan")
+        return SimpleNamespace(evaluation=SimpleNamespace(returns=[5.0]))
+
+    table, best, config = confirm_top(study, plan, Settings(), train, top=1, seeds=2, say=lambda line: None)
+    assert [row["name"] for row in table] == ["base config", "trial 0"] and best == "base config"
+    assert math.isnan(table[1]["mean"]) and "diverged: loss is nan" in table[1]["why"][0]
+    again, _, _ = confirm_top(study, plan, Settings(), lambda *a, **k: pytest.fail("ran again"), top=1, seeds=2,
+                              say=lambda line: None)
+    assert [row["name"] for row in again] == ["base config", "trial 0"]  # the store: nothing runs twice

@@ -19,7 +19,7 @@ from ppo_td.presets import DEFAULT_PRESET, fit_recurrent, get_preset, preset_for
 def train_command(args: list[str], prog: str) -> tuple[TrainCommand, list[str]]:
     """The command ``args`` give (validated), and the arguments as read (``--model.recurrent`` taken out where it
     is fitted to the batch)."""
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--preset")
     pre.add_argument("--env.env-id", "--env.env_id", dest="env_id")
     pre.add_argument("--from-zoo", "--from_zoo", dest="from_zoo")
@@ -94,7 +94,7 @@ def _recurrent_to_fit(args: list[str], default: TrainConfig) -> tuple[str | None
     """``--model.recurrent lstm|gru`` given without ``--optim.sequence-length`` or ``--optim.num-minibatches`` (nor a
     preset made recurrent): the model to fit to the batch once the other flags are parsed, and ``args`` without
     it; else (None, ``args``)."""
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--model.recurrent", dest="recurrent")
     known, _ = pre.parse_known_args(args)
     chosen = {a.split("=")[0].replace("_", "-") for a in args if a.startswith("--optim.")}

@@ -22,7 +22,7 @@ TRAIN_ONLY = ("--resume", "--run-dir", "--overwrite", "--checkpoint-every", "--k
 def parser() -> argparse.ArgumentParser:
     space = "\n".join(f"  {name}: {text}" for name, text in RL_ZOO_RANGES.items())
     p = argparse.ArgumentParser(
-        prog="ppo-td tune", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="ppo-td tune", formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
         description="Search hyper-parameters with Optuna. Each trial trains its config on --seeds seeds (each run a "
                     "run folder); the top trials are trained again on fresh seeds beside the base config before a "
                     "winner is named. The base config is read as ppo-td train reads it: --preset, --from-zoo, "
@@ -96,7 +96,7 @@ def tune_command(args: list[str], quiet_torchrl: Callable[[], None]) -> int:
              study_name=ns.study_name, seed=ns.sampler_seed, confirm=ns.confirm, confirm_seeds=ns.confirm_seeds,
              timeout=ns.timeout, threads=cmd.threads, say=lambda line: print(line, flush=True))
     except KeyboardInterrupt as err:
-        print(f"ppo-td tune: {signal_name(err)}: stopped; the running trials are failed as interrupted and run again "
-              "first when the same command continues the study", file=sys.stderr)
+        print(f"ppo-td tune: {signal_name(err)}: stopped; the same command continues the study (trials stopped "
+              "midway run again first; confirmation runs that ended are kept)", file=sys.stderr)
         raise
     return 0

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ppo_td.config import TrainConfig, to_dict
-from ppo_td.tuning.study import Settings, counts
+from ppo_td.tuning.study import Settings, counts, failures
 from ppo_td.tuning.trial import SCORES, Plan
 
 
@@ -36,8 +36,8 @@ def write_report(study: Any, plan: Plan, settings: Settings, confirmed: list[dic
         f"pruner {settings.pruner}, {settings.workers} worker(s). Score: {SCORES[plan.score]}"
         + (", normalized per env by " + ", ".join(f"{e} [{lo}, {hi}]" for e, (lo, hi) in plan.ranges.items())
            if plan.ranges else "") + ", averaged over the seeds.", "",
-        f"Cost: {_hours(seconds)} of trials and {_hours(confirm_seconds)} of confirmation, in core-hours (each run "
-        "one process of one torch thread; the sum of their wall times).", "",
+        f"Cost: {_hours(seconds)} of trials and {_hours(confirm_seconds)} of confirmation, in core-hours (the sum "
+        f"of the runs' wall times, {settings.workers} process(es) at a time).", "",
     ]
     if confirmed:
         lines += [f"## Confirmed on {len(confirmed[0]['seeds'])} fresh seed(s)", "",
@@ -45,10 +45,15 @@ def write_report(study: Any, plan: Plan, settings: Settings, confirmed: list[dic
         for row in confirmed:
             search = "-" if row["search_value"] is None else f"{row['search_value']:.4g}"
             seeds = ", ".join(f"{s:.4g}" for s in row["seeds"])
-            lines.append(f"| {row['name']} | {search} | {row['mean']:.4g} +- {row['std']:.4g} | {seeds} |")
-        lines += ["", f"Best on the fresh seeds: **{best_name}**, written to `best_config.json` (run it with "
-                      f"`ppo-td train --config {folder / 'best_config.json'}`; its total_frames is the tuning budget, "
-                      f"{plan.frames}: set --total-frames to train longer)."]
+            why = f" ({'; '.join(row['why'])})" if row.get("why") else ""
+            lines.append(f"| {row['name']} | {search} | {row['mean']:.4g} +- {row['std']:.4g}{why} | {seeds} |")
+        if best_name is None:
+            lines += ["", "No row scored on every fresh seed, so no winner is named and no best_config.json "
+                          "written (the reasons are in the table)."]
+        else:
+            lines += ["", f"Best on the fresh seeds: **{best_name}**, written to `best_config.json` (run it with "
+                          f"`ppo-td train --config {folder / 'best_config.json'}`; its total_frames is the tuning "
+                          f"budget, {plan.frames}: set --total-frames to train longer)."]
         if best_name is not None and best_name.startswith("base"):
             lines.append("No tuned config beat the base config on the fresh seeds.")
     else:
@@ -60,7 +65,8 @@ def write_report(study: Any, plan: Plan, settings: Settings, confirmed: list[dic
         for row in confirmed:
             say(f"{row['name']}: {row['mean']:.4g} +- {row['std']:.4g} on {len(row['seeds'])} fresh seed(s)"
                 + ("" if row["search_value"] is None else f" (search: {row['search_value']:.4g})"))
-        say(f"best: {best_name}; config: {folder / 'best_config.json'}")
+        say(f"best: {best_name}; config: {folder / 'best_config.json'}" if best_name else
+            "no row scored on every fresh seed: no winner named")
     say(f"report: {folder / 'report.md'}")
 
 
@@ -71,11 +77,12 @@ def _hours(seconds: float) -> str:
 def _trials_csv(study: Any, path: Path) -> None:
     """Every trial: number, state, value, seconds, its parameters (Optuna's names) and the reasons kept with it."""
     trials = study.get_trials(deepcopy=False)
+    failed = failures(path.parent)
     params = sorted({p for t in trials for p in t.params})
     reasons = ["pruned", "skipped", "diverged", "repaired", "interrupted", "retry_of", "seed_scores"]
     with path.open("w", newline="") as out:
         writer = csv.writer(out)
-        writer.writerow(["number", "state", "value", "seconds", *params, *reasons])
+        writer.writerow(["number", "state", "value", "seconds", *params, *reasons, "failed"])
         for t in trials:
             if t.user_attrs.get("over_budget"):
                 continue
@@ -83,7 +90,8 @@ def _trials_csv(study: Any, path: Path) -> None:
                 t.datetime_start else ""
             writer.writerow([t.number, t.state.name, "" if t.value is None else t.value, seconds,
                              *(t.params.get(p, "") for p in params),
-                             *(json.dumps(t.user_attrs[r]) if r in t.user_attrs else "" for r in reasons)])
+                             *(json.dumps(t.user_attrs[r]) if r in t.user_attrs else "" for r in reasons),
+                             failed.get(t.number, {}).get("why", "")])
 
 
 def _trial_seconds(study: Any) -> float:

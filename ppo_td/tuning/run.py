@@ -26,7 +26,10 @@ from ppo_td.tuning.study import (
     SAMPLERS,
     Settings,
     StudySpec,
+    check_storage,
     counts,
+    make_pruner,
+    make_sampler,
     objective_for,
     optimize_here,
     recover,
@@ -75,11 +78,13 @@ def tune(base: TrainConfig, *, train: Callable[..., Any], folder: str | Path | N
     what = _plan_record(plan, settings, space)
     if folder is None:
         plan = dataclasses.replace(plan, folder=default_folder(plan, what))
+    check_storage(storage, workers)  # all checked before the study folder records anything
+    make_sampler(sampler, seed)
+    make_pruner(pruner, frames, seeds, len(plan.env_ids))
     _record(plan, settings, what, say)
     spec = StudySpec(plan.folder, settings, frames, seeds, len(plan.env_ids))
-    storage_obj = spec.storage()
     study = spec.load(0)
-    queued = recover(storage_obj, study)
+    queued = recover(plan.folder, study)
     if queued:
         say(f"continuing the study: trials {', '.join(map(str, queued))} were interrupted; their parameters run "
             "again first")
@@ -167,6 +172,9 @@ def _checked(base: TrainConfig, folder: Path, trials: int, seeds: int, frames: i
                          "give more frames a run")
     if score not in SCORES:
         raise ValueError(f"--score {score}: choose one of {', '.join(SCORES)}")
+    if score == "eval" and base.eval_episodes == 0:
+        raise ValueError("--score eval scores a run by its final evaluation, and the base config runs none "
+                         "(eval_episodes=0): give --eval-episodes N, or --score last100 or auc")
     if sampler not in SAMPLERS:
         raise ValueError(f"--sampler {sampler}: choose one of {', '.join(SAMPLERS)}")
     if pruner not in PRUNERS:

@@ -95,6 +95,10 @@ def from_file(path: str | Path) -> Space:
         field_path(TrainConfig(), name)  # an unknown field, named
         if isinstance(spec, dict):
             _check_range(path, name, spec)
+            default = _value_at(TrainConfig(), name)
+            if "choices" not in spec and isinstance(default, int) and not isinstance(default, bool) \
+                    and not spec.get("int"):
+                raise ValueError(f"--space {path}: {name} is a whole number: add int: true to its range")
     return FileSpace(ranges)
 
 
@@ -108,6 +112,12 @@ class FileSpace:
         return {name: _sample(trial, name, spec) for name, spec in self.ranges.items()}
 
 
+def _value_at(config: Any, name: str) -> Any:
+    for part in name.split("."):
+        config = getattr(config, part)
+    return config
+
+
 def _check_range(path: Path, name: str, spec: dict[str, Any]) -> None:
     keys = set(spec)
     if "choices" in spec:
@@ -117,6 +127,12 @@ def _check_range(path: Path, name: str, spec: dict[str, Any]) -> None:
     if not {"low", "high"} <= keys or keys - {"low", "high", "log", "int", "step"}:
         raise ValueError(f"--space {path}: {name}: give low and high (and optionally log, int, step), or choices; "
                          f"got {sorted(keys)}")
+    numbers = [spec[k] for k in ("low", "high", "step") if k in spec]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
+        raise ValueError(f"--space {path}: {name}: low, high and step must be numbers, got {numbers} (YAML reads "
+                         "1e-5 as text: write 1.0e-5)")
+    if spec.get("log") and "step" in spec:
+        raise ValueError(f"--space {path}: {name}: a log scale takes no step (Optuna's rule): drop one")
     if not spec["low"] < spec["high"] or (spec.get("log") and spec["low"] <= 0):
         raise ValueError(f"--space {path}: {name}: needs low < high (and low > 0 on a log scale), got "
                          f"{spec['low']} and {spec['high']}")
@@ -147,6 +163,9 @@ def load_space(given: str | Space | None) -> Space:
         return given
     if Path(given).suffix in (".json", ".toml", ".yaml", ".yml"):
         return from_file(given)
+    if given.endswith(".py") or ":" not in given:
+        raise ValueError(f"--space {given}: give module:function (a function of an importable module, e.g. "
+                         "my_spaces:space for my_spaces.py in the current folder) or a .json, .toml or .yaml file")
     from ppo_td.envs import import_attr
 
     return import_attr(given, "--space")
@@ -203,7 +222,7 @@ def repaired(base: TrainConfig, values: dict[str, Any], frames: int) -> tuple[Tr
     cap = max(num_envs, (frames // 4) // num_envs * num_envs)
     if batch > cap:
         notes.append(f"frames_per_batch {batch} -> {cap} (at least 4 updates in {frames} frames)")
-        old_minibatch = batch / int(values.get("optim.num_minibatches", base.optim.num_minibatches))
+        old_minibatch = batch / max(1, int(values.get("optim.num_minibatches", base.optim.num_minibatches)))
         batch = cap
         values["frames_per_batch"] = batch
         if "optim.num_minibatches" in values:  # keep the minibatch size the trial sampled

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import multiprocessing
 import os
@@ -23,6 +24,7 @@ import socket
 import time
 import traceback
 import warnings
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -68,10 +70,19 @@ def storage_for(folder: Path, storage: str | None, workers: int) -> Any:
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
+    check_storage(storage, workers)
     if storage is None or storage.endswith((".log", ".journal")):
         path = folder / "study.log" if storage is None else Path(storage)
         path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(str(path)))
+    return storage
+
+
+def check_storage(storage: str | None, workers: int) -> None:
+    """``--storage`` as :func:`storage_for` takes it (a journal file or an RDB URL; no SQLite with several workers),
+    checked before anything is written."""
+    if storage is None or storage.endswith((".log", ".journal")):
+        return
     if "://" not in storage:
         raise ValueError(f"--storage {storage}: give a journal file (a path ending .log) or an RDB URL "
                          "(postgresql://user:password@host/db, mysql://..., sqlite:///file.db)")
@@ -79,7 +90,6 @@ def storage_for(folder: Path, storage: str | None, workers: int) -> Any:
         raise ValueError(f"--storage {storage} with --workers {workers}: {SQLITE_REASON}. Leave --storage out (a "
                          "journal file in the study folder, which processes on one machine share) or give a "
                          "PostgreSQL or MySQL URL for several machines")
-    return storage
 
 
 def make_sampler(name: str, seed: int | None) -> Any:
@@ -116,8 +126,10 @@ def make_pruner(name: str, frames: int, seeds: int, runs_per_seed: int) -> Any:
         return optuna.pruners.SuccessiveHalvingPruner(min_resource=max(1, frames // 10))
     if name == "wilcoxon":
         _needs("scipy", "--pruner wilcoxon", "pip install scipy")
-        if seeds < 2:
-            raise ValueError("--pruner wilcoxon pairs a trial's seeds with the best trial's: give --seeds 2 or more")
+        if seeds < 5:  # its smallest one-sided p with n pairs is 2**-n: 4 pairs before the last seed reach 0.0625
+            raise ValueError(f"--pruner wilcoxon --seeds {seeds}: the pruner pairs a trial's seeds with the best "
+                             "trial's and stops it below p = 0.1, which needs 4 pairs before the last seed: give "
+                             "--seeds 5 or more (or --pruner median)")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=2)
@@ -150,42 +162,70 @@ class Settings:
 
 
 def counts(study: Any) -> dict[str, int]:
-    """Trials by state; ``done`` is the finished ones that count toward the budget (complete and pruned)."""
+    """Trials by state; ``done`` is the finished ones that count toward the budget (complete and pruned). A trial
+    that started when the budget was spent (several workers at once) is no trial of the study and is not counted."""
     from optuna.trial import TrialState
 
-    trials = study.get_trials(deepcopy=False)
+    trials = [t for t in study.get_trials(deepcopy=False) if not t.user_attrs.get("over_budget")]
     out = {state.name.lower(): sum(t.state == state for t in trials) for state in TrialState}
     out["done"] = out["complete"] + out["pruned"]
     return out
 
 
-def recover(storage: Any, study: Any) -> list[int]:
-    """Make a study that was stopped whole again: a RUNNING trial of a process of this machine that is gone fails
-    as interrupted, and each interrupted trial not run again yet is queued with its parameters. Returns the numbers
-    queued."""
+FAILURES = "failures.jsonl"
+"""The study folder's record of trials failed by the study itself (a worker that died, a process gone): one JSON line
+each, ``{"trial": n, "why": ..., "retry": bool}``. Optuna's public API fails a trial (``Study.tell``) but cannot say
+why; this file does, and :func:`recover` reads it."""
+
+
+def failures(folder: Path) -> dict[int, dict[str, Any]]:
+    """The trials the study failed itself, by number (a truncated last line, from a kill mid-write, is skipped)."""
+    path = folder / FAILURES
+    out: dict[int, dict[str, Any]] = {}
+    if not path.exists():
+        return out
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+            out[int(row["trial"])] = row
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def fail(folder: Path, study: Any, number: int, why: str, retry: bool) -> None:
+    """Fail trial ``number`` (if still RUNNING) and record why, and whether it is to run again (:func:`recover`)."""
+    from optuna.trial import TrialState
+
+    study.tell(number, state=TrialState.FAIL, skip_if_finished=True)
+    with (folder / FAILURES).open("a") as out:
+        out.write(json.dumps({"trial": number, "why": why, "retry": retry}) + "\n")
+
+
+def recover(folder: Path, study: Any) -> list[int]:
+    """Make a study that was stopped whole again: a RUNNING trial of a process of this machine that is gone (this
+    process's own pid included: a command just started runs no trial yet) fails as interrupted; each trial failed
+    by an interrupt (Ctrl-C, a process gone) is queued once with its parameters. A trial whose worker was killed
+    while it ran (out of memory?) is not run again: it would likely be killed again. Returns the numbers queued."""
     from optuna.trial import TrialState
 
     host = socket.gethostname()
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if t.user_attrs.get("host") == host and not _alive(t.user_attrs.get("pid")):
-            fail(storage, study, t.number, INTERRUPTED, "its process is gone")
-    retried = {t.user_attrs.get("retry_of") for t in study.get_trials(deepcopy=False)}
+        pid = t.user_attrs.get("pid")
+        if t.user_attrs.get("host") == host and (pid == os.getpid() or not _alive(pid)):
+            fail(folder, study, t.number, "its process is gone (the study was stopped)", retry=True)
+    recorded = failures(folder)
+    trials = study.get_trials(deepcopy=False)
+    retried = {t.user_attrs.get("retry_of") for t in trials
+               if t.state != TrialState.FAIL or not t.user_attrs.get("over_budget")}
     queued = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
-        if t.user_attrs.get(INTERRUPTED) and t.number not in retried and t.params:
+    for t in trials:
+        if t.state != TrialState.FAIL or t.number in retried or not t.params or "retry_of" in t.user_attrs:
+            continue  # each original trial runs again once at most
+        if t.user_attrs.get(INTERRUPTED) or recorded.get(t.number, {}).get("retry"):
             study.enqueue_trial(t.params, user_attrs={"retry_of": t.number})
             queued.append(t.number)
     return queued
-
-
-def fail(storage: Any, study: Any, number: int, key: str, why: str) -> None:
-    """Fail trial ``number`` (RUNNING), saying why in its user attribute ``key``."""
-    from optuna.trial import TrialState
-
-    trial_id = storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study.study_name),
-                                                               number)
-    storage.set_trial_user_attr(trial_id, key, why)
-    study.tell(number, state=TrialState.FAIL, skip_if_finished=True)
 
 
 def _alive(pid: Any) -> bool:
@@ -231,16 +271,23 @@ class StudySpec:
         return get_storage(found) if isinstance(found, str) else found
 
     def load(self, index: int = 0) -> Any:
-        """The study, created if it is not there yet (several processes may race to: Optuna takes that); its
-        sampler seeded with the settings' seed plus ``index`` (the worker's), so workers do not sample alike."""
+        """The study, created if it is not there yet (several processes may race to: Optuna takes that). Its
+        sampler's seed mixes the settings' seed with ``index`` (the worker's), this machine's name and the trials the
+        study has already: workers, machines and a continued study do not sample the same parameters again, and the
+        same command on the same study state samples the same."""
         import optuna
 
         s = self.settings
+        storage = self.storage()
+        pruner = make_pruner(s.pruner, self.frames, self.seeds, self.runs_per_seed)
         with quiet_optuna():
-            return optuna.create_study(
-                study_name=s.study_name, storage=self.storage(), direction="maximize", load_if_exists=True,
-                sampler=make_sampler(s.sampler, None if s.seed is None else s.seed + index),
-                pruner=make_pruner(s.pruner, self.frames, self.seeds, self.runs_per_seed))
+            study = optuna.create_study(study_name=s.study_name, storage=storage, direction="maximize",
+                                        load_if_exists=True, sampler=make_sampler(s.sampler, None), pruner=pruner)
+            if s.seed is None:
+                return study
+            mixed = zlib.crc32(f"{s.seed}/{index}/{socket.gethostname()}/{len(study.trials)}".encode())
+            return optuna.load_study(study_name=s.study_name, storage=storage, sampler=make_sampler(s.sampler, mixed),
+                                     pruner=pruner)
 
 
 class OverBudget(Exception):  # noqa: N818 - a trial that found the study's budget spent when it started
@@ -256,9 +303,10 @@ def objective_for(settings: Settings, run: Callable[[Any], float]) -> Callable[[
     from ppo_td.tuning.trial import Pruned
 
     def objective(trial: Any) -> float:
-        started = trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
-                                                                 TrialState.RUNNING))
-        if len(started) > settings.trials:
+        ahead = [t for t in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
+                                                                         TrialState.RUNNING))
+                 if (t.state != TrialState.RUNNING or t.number < trial.number) and not t.user_attrs.get("over_budget")]
+        if len(ahead) >= settings.trials:  # trials that started before this one fill the budget
             trial.set_user_attr("over_budget", True)
             trial.study.stop()
             raise OverBudget
@@ -311,8 +359,17 @@ def worker_main(spec: StudySpec, settings: Settings, run: Callable[[Any], float]
 def run_workers(study: Any, spec: StudySpec, settings: Settings, run: Callable[[Any], float], logs: Path,
                 progress: Callable[[], None], poll: float = 2.0) -> None:
     """``settings.workers`` processes running trials until the budget is spent; a worker that dies is replaced
-    (its trial failed, named so); an error in a trial stops the study (:class:`StudyError`). ``progress()`` is
-    called each ``poll`` seconds. Ctrl-C stops the workers (each fails its trial as interrupted) and re-raises."""
+    (its trial failed, named so in ``failures.jsonl``) up to 3 times a worker, then the study stops
+    (:class:`StudyError`); an error in a trial stops the study too. ``progress()`` is called each ``poll`` seconds.
+    Ctrl-C stops the workers (each fails its trial as interrupted) and re-raises."""
+    import pickle
+
+    try:
+        pickle.dumps((spec, settings, run))
+    except Exception as err:  # noqa: BLE001 - pickle raises several kinds; all mean the same here
+        raise ValueError(f"--workers {settings.workers}: the worker processes cannot receive the study's parts "
+                         f"({err}); give the search space and any part as importable module-level functions "
+                         "(module:function), not lambdas or functions of __main__") from err
     context = multiprocessing.get_context("spawn")
     logs.mkdir(parents=True, exist_ok=True)
     started, restarts = 0, 0
@@ -321,15 +378,14 @@ def run_workers(study: Any, spec: StudySpec, settings: Settings, run: Callable[[
     def start() -> None:
         nonlocal started
         log = logs / f"worker-{started}.log"
-        process = context.Process(target=worker_main, args=(spec, settings, run, started, str(log)),
-                                  daemon=False)
+        process = context.Process(target=worker_main, args=(spec, settings, run, started, str(log)))
         process.start()
         workers[started] = process
         started += 1
 
-    for _ in range(settings.workers):
-        start()
     try:
+        for _ in range(settings.workers):
+            start()
         while workers:
             time.sleep(poll)
             progress()
@@ -345,31 +401,37 @@ def run_workers(study: Any, spec: StudySpec, settings: Settings, run: Callable[[
                 if code == WORKER_ERROR:
                     raise StudyError(f"a trial raised an error (worker {index}): {_last_line(log)}; the traceback "
                                      f"is at the end of {log}")
-                _fail_trials_of(spec.storage(), study, process.pid,
-                                f"its worker process ended with exit code {code} (killed?)")
-                if counts(study)["done"] < settings.trials and restarts < 3 * settings.workers:
-                    restarts += 1
-                    start()
+                _fail_trials_of(spec.folder, study, process.pid,
+                                f"its worker process ended with exit code {code} (killed? out of memory?)", False)
+                if counts(study)["done"] >= settings.trials:
+                    continue
+                if restarts >= 3 * settings.workers:
+                    raise StudyError(f"worker processes died {restarts + 1} times (the last: exit code {code}; its "
+                                     f"output: {log}); the study stops. Check the machine's memory, or run fewer "
+                                     "--workers")
+                restarts += 1
+                start()
     except BaseException:
-        _stop(workers.values(), spec.storage(), study)
+        stop_processes(list(workers.values()))
+        for process in workers.values():
+            _fail_trials_of(spec.folder, study, process.pid, "stopped with the study", True)
         raise
 
 
-def _fail_trials_of(storage: Any, study: Any, pid: int | None, why: str) -> None:
+def _fail_trials_of(folder: Path, study: Any, pid: int | None, why: str, retry: bool) -> None:
     from optuna.trial import TrialState
 
     host = socket.gethostname()
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if t.user_attrs.get("pid") == pid and t.user_attrs.get("host") == host:
-            fail(storage, study, t.number, INTERRUPTED, why)
+            fail(folder, study, t.number, why, retry)
 
 
-def _stop(processes: Any, storage: Any, study: Any, wait: float = 60.0) -> None:
-    """Stop the workers: Ctrl-C reached them too (one terminal, one process group); each gets ``SIGINT`` anyway
-    after a few seconds, and is killed after ``wait``. Their trials that stayed RUNNING are failed as interrupted."""
+def stop_processes(processes: list[Any], wait: float = 60.0) -> None:
+    """Stop ``processes``: Ctrl-C reached them too (one terminal, one process group); each still alive after a few
+    seconds gets ``SIGINT``, and is killed after ``wait`` seconds in all."""
     import signal
 
-    processes = list(processes)
     deadline = time.monotonic() + wait
     for process in processes:
         process.join(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
@@ -381,7 +443,6 @@ def _stop(processes: Any, storage: Any, study: Any, wait: float = 60.0) -> None:
         if process.is_alive():
             process.kill()
             process.join(timeout=5)
-        _fail_trials_of(storage, study, process.pid, "stopped with the study")
 
 
 def _last_line(log: Path) -> str:

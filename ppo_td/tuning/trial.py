@@ -98,9 +98,10 @@ class Reporter:
         frames = int(metrics["frames"])
         if frames < self.next or frames >= self.plan.frames or not self.recent:
             return
-        self.next = frames + self.every
+        step = frames // self.every * self.every  # on a grid every trial shares, whatever its batch size: the
+        self.next = step + self.every            # median pruner compares trials at equal steps only
         value = self.plan.normalized(self.env_id, sum(self.recent) / len(self.recent))
-        self.trial.report(value, self.offset + frames)
+        self.trial.report(value, self.offset + step)
         if self.trial.should_prune():
             self.pruned_at = frames
             raise StopTraining
@@ -128,7 +129,7 @@ def run_trial(trial: Any, plan: Plan, space: Space, train: Callable[..., Any]) -
     try:
         values = space(trial, plan.base)
         config, notes = repaired(plan.base, values, plan.frames)
-    except ValueError as err:
+    except (ValueError, TypeError, ZeroDivisionError) as err:  # the config's checks, a value of the wrong type
         trial.set_user_attr("skipped", str(err))
         raise Pruned(f"skipped: {err}") from err
     if notes:
