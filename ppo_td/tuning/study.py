@@ -38,8 +38,7 @@ SAMPLERS = {
 }
 PRUNERS = {
     "median": "MedianPruner: stops a trial whose value is below the median of earlier trials at the same step "
-              "(after 5 trials and the first third of a run; the default; on sparse rewards it stops slow starters: "
-              "wilcoxon or none there)",
+              "(after 5 trials and the first third of a run; the default)",
     "hyperband": "HyperbandPruner over the frames a trial trains",
     "halving": "SuccessiveHalvingPruner over the frames a trial trains",
     "wilcoxon": "WilcoxonPruner between seeds: a signed-rank test of the trial's seeds against the best trial's "
