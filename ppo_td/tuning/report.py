@@ -142,9 +142,10 @@ def _save(figure: Any, path: Path, plt: Any) -> Path:
 
 
 def _curves(confirmed: list[dict[str, Any]], plan: Plan, plt: Any) -> Path:
-    """Each confirmed row's return against frames on its fresh seeds: the seeds faint, their mean bold (one panel
-    per env)."""
+    """Each confirmed row's mean return of the last 100 episodes against frames on its fresh seeds: each seed faint,
+    their mean bold (on a grid of 50 frame counts every seed shares; one panel per env)."""
     envs = plan.env_ids
+    grid = [plan.frames * (i + 1) / 50 for i in range(50)]
     figure, axes = plt.subplots(1, len(envs), figsize=(6 * len(envs), 4), squeeze=False)
     for e, env_id in enumerate(envs):
         ax = axes[0][e]
@@ -154,29 +155,47 @@ def _curves(confirmed: list[dict[str, Any]], plan: Plan, plt: Any) -> Path:
             curves = []
             for folder in sorted((plan.folder / "confirm" / label).glob(
                     "seed*" if len(envs) == 1 else f"{env_id.replace('/', '_').replace(':', '_')}-seed*")):
-                frames, returns = _curve(folder / "metrics.csv")
+                frames, returns = _curve(folder / "episodes.csv")
                 if frames:
-                    ax.plot(frames, returns, color=color, alpha=0.25, linewidth=0.8)
-                    curves.append((frames, returns))
+                    ax.plot(frames, returns, color=color, alpha=0.2, linewidth=0.8)
+                    curves.append(_on_grid(frames, returns, grid))
             if curves:
-                n = min(len(c[0]) for c in curves)
-                mean = [sum(c[1][j] for c in curves) / len(curves) for j in range(n)]
-                ax.plot(curves[0][0][:n], mean, color=color, linewidth=2, label=row["name"])
+                mean = [_mean([c[j] for c in curves]) for j in range(len(grid))]
+                ax.plot(grid, mean, color=color, linewidth=2, label=f"{row['name']} ({len(curves)} seeds)")
         ax.set_title(env_id)
         ax.set_xlabel("frames")
-        ax.set_ylabel("episode return (iteration mean)")
+        ax.set_ylabel("mean return of the last 100 episodes")
         ax.legend()
     return _save(figure, plan.folder / "curves.png", plt)
 
 
 def _curve(path: Path) -> tuple[list[float], list[float]]:
+    """A run's episodes (``episodes.csv``) as the mean return of the last 100 at each episode's end."""
     if not path.exists():
         return [], []
-    frames, returns = [], []
+    frames, means, window = [], [], []
     with path.open() as f:
         for row in csv.DictReader(f):
-            value = float(row["episode_return"]) if row.get("episode_return") not in (None, "") else math.nan
-            if not math.isnan(value):
-                frames.append(float(row["frames"]))
-                returns.append(value)
-    return frames, returns
+            try:
+                value = float(row["return"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            window = (window + [value])[-100:]
+            frames.append(float(row["frames"]))
+            means.append(sum(window) / len(window))
+    return frames, means
+
+
+def _on_grid(frames: list[float], values: list[float], grid: list[float]) -> list[float]:
+    """The last value at or before each grid point (NaN before the first)."""
+    out, j = [], -1
+    for point in grid:
+        while j + 1 < len(frames) and frames[j + 1] <= point:
+            j += 1
+        out.append(values[j] if j >= 0 else math.nan)
+    return out
+
+
+def _mean(values: list[float]) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return sum(finite) / len(finite) if finite else math.nan
