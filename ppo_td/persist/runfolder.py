@@ -59,7 +59,7 @@ def remove_stale_temporaries(folder: Path) -> list[Path]:
     removed = []
     for tmp in folder.glob(".*.tmp"):
         pid = next((int(part) for part in tmp.name.split(".") if part.isdigit()), None)
-        if pid is not None and pid != os.getpid() and _alive(pid):
+        if pid is not None and pid != os.getpid() and process_alive(pid):
             continue
         tmp.unlink(missing_ok=True)
         removed.append(tmp)
@@ -145,7 +145,7 @@ class RunFolder:
                 break
             except FileExistsError:
                 owner = _pid_in(lock)
-                if owner is not None and _alive(owner):
+                if owner is not None and process_alive(owner):
                     raise RunFolderError(f"run folder {self.path} is in use by process {owner} (its {lock.name}); "
                                          "two runs on one folder would interleave their files. Wait for it to end "
                                          "or choose another --run-dir") from None
@@ -169,7 +169,8 @@ def _pid_in(lock: Path) -> int | None:
         return None
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine (this process counts; one of another user's too)."""
     if pid == os.getpid():
         return True
     try:

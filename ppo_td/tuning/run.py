@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ppo_td.config import TrainConfig, to_dict
+from ppo_td.tuning.confirm import confirm_top
+from ppo_td.tuning.report import write_report
 from ppo_td.tuning.space import Space, load_space
 from ppo_td.tuning.study import (
     PRUNERS,
@@ -97,10 +99,7 @@ def tune(base: TrainConfig, *, train: Callable[..., Any], folder: str | Path | N
         optimize_here(study, settings, objective_for(settings, run), after_each=lambda study, trial: show())
     else:
         run_workers(study, spec, settings, run, plan.folder / "workers", show)
-    show(final=True)
-    from ppo_td.tuning.confirm import confirm_top
-    from ppo_td.tuning.report import write_report
-
+    show()
     confirmed, best_name, best_config = confirm_top(study, plan, settings, train, confirm, confirm_seeds, say)
     write_report(study, plan, settings, confirmed, best_name, best_config, say)
     return TuneResult(folder=plan.folder, best_config=best_config, best=best_name, confirmed=confirmed,
@@ -116,7 +115,7 @@ class _Progress:
         self.first = counts(study)["done"]
         self.last: int | None = None
 
-    def __call__(self, final: bool = False) -> None:
+    def __call__(self) -> None:
         c = counts(self.study)
         if c["done"] == self.last:
             return
@@ -134,7 +133,7 @@ class _Progress:
 def _best(study: Any) -> tuple[int, float] | None:
     from optuna.trial import TrialState
 
-    complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if not complete:
         return None
     top = max(complete, key=lambda t: t.value)

@@ -29,6 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ppo_td.persist.runfolder import process_alive
+
 SAMPLERS = {
     "tpe": "Optuna's TPESampler, multivariate (RL Zoo's choice), after 10 random trials (the default)",
     "random": "RandomSampler",
@@ -212,7 +214,8 @@ def recover(folder: Path, study: Any) -> list[int]:
     host = socket.gethostname()
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         pid = t.user_attrs.get("pid")
-        if t.user_attrs.get("host") == host and (pid == os.getpid() or not _alive(pid)):
+        gone = pid == os.getpid() or not isinstance(pid, int) or not process_alive(pid)
+        if t.user_attrs.get("host") == host and gone:
             fail(folder, study, t.number, "its process is gone (the study was stopped)", retry=True)
     recorded = failures(folder)
     trials = study.get_trials(deepcopy=False)
@@ -226,18 +229,6 @@ def recover(folder: Path, study: Any) -> list[int]:
             study.enqueue_trial(t.params, user_attrs={"retry_of": t.number})
             queued.append(t.number)
     return queued
-
-
-def _alive(pid: Any) -> bool:
-    if not isinstance(pid, int):
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @contextlib.contextmanager
