@@ -150,3 +150,116 @@ def test_json_stays_parseable_when_the_script_writes_to_file_descriptor_1(tmp_pa
     """capfd sees file descriptor 1 itself: the script's raw write must have gone to stderr."""
     code, report = _run(tmp_path, capfd, "import os\nos.write(1, b'raw bytes on fd 1\\n')\n")
     assert report["ended"] == "the script ended"
+
+
+# the issue's two cases: a value computed with gradients through the user's own method, in the update loop; and
+# log-probs stored with their graph during the rollout. The finding names the user's call, then the inner lines.
+CHAIN_VALUES = """
+    class Agent(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pi, self.vf = nn.Linear(4, 2), nn.Linear(4, 1)
+        def value(self, x):
+            return self.vf(x).squeeze(-1)
+        def dist(self, x):
+            return Categorical(logits=self.pi(x))
+    def compute_gae(values):
+        return ret - values
+    agent = Agent()
+    opt = torch.optim.Adam(agent.parameters(), lr=1e-3)
+    for _ in range(3):
+        values = agent.value(obs)
+        adv = compute_gae(values)
+        for _ in range(2):
+            logp = agent.dist(obs).log_prob(acts)
+            loss = -(logp * adv).mean() + (agent.value(obs) - ret).pow(2).mean()
+            opt.zero_grad(); loss.backward(retain_graph=True); opt.step()
+    """
+CHAIN_LOG_PROBS = """
+    policy, critic = nn.Linear(4, 2), nn.Linear(4, 1)
+    opt = torch.optim.Adam([*policy.parameters(), *critic.parameters()], lr=1e-3)
+    stored = []
+    for t in range(8):
+        dist = Categorical(logits=policy(obs[t]))
+        stored.append(dist.log_prob(acts[t]))
+    old = torch.stack(stored)
+    new = Categorical(logits=policy(obs[:8])).log_prob(acts[:8])
+    loss = -((new - old).exp() * ret[:8]).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    """
+
+
+def _at(tmp_path, body: str, text: str) -> str:
+    """``file:line (text)`` of the line holding ``text`` in the script :func:`_run` writes."""
+    lines = (PREAMBLE + textwrap.dedent(body)).splitlines()
+    number = next(i for i, line in enumerate(lines, 1) if text in line)
+    return f"{tmp_path / 'user_script.py'}:{number} ({lines[number - 1].strip()})"
+
+
+def test_a_finding_names_the_users_call_then_the_lines_inside_it(tmp_path, capsys):
+    _, report = _run(tmp_path, capsys, CHAIN_VALUES)
+    call, inner = _at(tmp_path, CHAIN_VALUES, "values = agent.value"), _at(tmp_path, CHAIN_VALUES, "self.vf(x)")
+    found = [f for f in report["findings"] if f["made"].startswith(call)]
+    assert found, json.dumps(report["findings"], indent=1)
+    for f in found:  # the outer call first, then the line inside the module; the fix names the outer line
+        assert f["made"] == f"{call} -> {inner}", f["made"]
+        assert f["change"] == call.split(" ")[0]
+    main(["doctor", str(tmp_path / "user_script.py")])
+    assert f"fix: at {call.split(' ')[0]}: " in capsys.readouterr().out
+
+
+def test_stored_log_probs_are_named_at_their_log_prob_call(tmp_path, capsys):
+    _, report = _run(tmp_path, capsys, CHAIN_LOG_PROBS)
+    (carried,) = [f for f in report["findings"] if f["item"] == 10]
+    assert carried["made"] == _at(tmp_path, CHAIN_LOG_PROBS, "stored.append"), carried
+
+
+def _notebook(path, cells: list[str]) -> None:
+    """A Jupyter notebook (nbformat 4) of markdown and code cells: a cell starting with '# md' is markdown."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(c[4:]) if c.startswith("# md") else nbformat.v4.new_code_cell(c)
+                for c in cells]
+    nbformat.write(nb, str(path))
+
+
+NOTEBOOK = ["# md A first PPO, in a notebook", "%matplotlib inline\n" + PREAMBLE.strip(),
+            "# md The update", "%%time\npolicy, critic = nn.Linear(4, 2), nn.Linear(4, 1)\n"
+            "opt = torch.optim.Adam([*policy.parameters(), *critic.parameters()], lr=1e-3)",
+            "!pip list\nfor _ in range(3):\n    dist = Categorical(logits=policy(obs))\n"
+            "    value = critic(obs).squeeze(-1)\n    adv = (ret - value).detach()\n"
+            "    loss = -(dist.log_prob(acts) * adv).mean() + (value - ret).pow(2).mean() + 0.01 * dist.entropy().mean()\n"
+            "    opt.zero_grad(); loss.backward(); opt.step()\n",
+            "display(loss)\nimport matplotlib.pyplot as plt\nplt.plot([1, 2]); plt.show()"]
+
+
+def test_a_notebook_runs_its_cells_in_order_and_names_cell_and_line(tmp_path, capsys):
+    path = tmp_path / "first_ppo.ipynb"
+    _notebook(path, NOTEBOOK)
+    code = main(["doctor", str(path), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1 and report["ended"] == "the notebook ended" and report["error"] is None, report
+    (entropy,) = [f for f in report["findings"] if f["item"] == 12]  # the entropy bonus added: minimized
+    # the third code cell (In [3]), its sixth line: the magic's line stays a (blank) line
+    assert entropy["made"].startswith(f"{path}, cell 3, line 6 (loss = -(dist.log_prob(acts)"), entropy
+    assert entropy["where"] == f"{path}, cell 3, line 7 (opt.zero_grad(); loss.backward(); opt.step())", entropy
+    main(["doctor", str(path)])
+    assert f"fix: at {path}, cell 3, line 6: " in capsys.readouterr().out
+
+
+def test_a_notebook_error_names_its_cell_and_the_run_keeps_the_findings_before_it(tmp_path, capsys):
+    path = tmp_path / "broken.ipynb"
+    _notebook(path, [PREAMBLE, "net = nn.Linear(4, 2)\nopt = torch.optim.Adam(net.parameters())\n"
+                     "loss = net(obs).sum()\nloss.backward(); opt.step()\nloss.backward()"])
+    code = main(["doctor", str(path), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1 and report["ended"] == "the script raised RuntimeError", report
+    assert report["error"]["where"].startswith(f"{path}, cell 2, line 5 (loss.backward())"), report["error"]
+
+
+def test_a_file_that_is_no_notebook_is_refused_by_name(tmp_path, capsys):
+    path = tmp_path / "not_a.ipynb"
+    path.write_text("print('hello')\n")
+    assert main(["doctor", str(path)]) == 2
+    assert f"{path} is not a Jupyter notebook" in capsys.readouterr().err

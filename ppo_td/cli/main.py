@@ -24,8 +24,8 @@ commands:
   tune    search hyper-parameters with Optuna: several seeds a trial, the top trials confirmed on fresh seeds
   eval    run deterministic (or --sampled) episodes of a checkpoint and print mean +- std; --video records them
   export  write a trained policy as a file that runs without ppo_td (--format torchscript|export|onnx)
-  doctor  audit your PPO script (SCRIPT.py [ARGS] [--steps N] [--json]), or one update of a pipeline,
-          for autograd mistakes
+  doctor  audit your PPO script or notebook (SCRIPT.py|NOTEBOOK.ipynb [ARGS] [--steps N] [--json]), or one
+          update of a pipeline, for autograd mistakes
 
 examples:
   ppo-td train
@@ -36,6 +36,7 @@ examples:
   ppo-td eval runs/cartpole-seed1 --video
   ppo-td export runs/cartpole-seed1 --format onnx
   ppo-td doctor my_ppo.py --steps 10
+  ppo-td doctor my_first_ppo.ipynb
   ppo-td doctor --preset cleanrl --loss my_project.losses:make_loss
 """
 
@@ -227,7 +228,7 @@ def _export(args: list[str]) -> int:
 
 
 def _script_at(args: list[str]) -> int | None:
-    return next((i for i, a in enumerate(args) if a.endswith(".py") and not a.startswith("-")), None)
+    return next((i for i, a in enumerate(args) if a.endswith((".py", ".ipynb")) and not a.startswith("-")), None)
 
 
 def _doctor(args: list[str]) -> int:
@@ -240,7 +241,8 @@ def _doctor(args: list[str]) -> int:
         "anything is found. Each PART is module:function; the function gets (env, config) for "
         "--actor/--critic/--transform and (actor, critic, config) for --loss.",
         epilog="Your own script: ppo-td doctor SCRIPT.py [ARGS ...] [--steps 20] [--timeout 600] [--json] runs "
-        "it unmodified under the audit (ppo-td doctor x.py --help for its options).",
+        "it unmodified under the audit (ppo-td doctor x.py --help for its options); a NOTEBOOK.ipynb runs its "
+        "code cells in order.",
     )
     parser.add_argument("--preset", default=DEFAULT_PRESET, help="preset to build the pipeline from")
     for part in ("actor", "critic", "loss", "transform"):
@@ -275,9 +277,10 @@ def _doctor_script(before: list[str], script: str, after: list[str]) -> int:
     script gets every other argument, and everything after ``--``."""
     parser = argparse.ArgumentParser(
         prog="ppo-td doctor SCRIPT.py [ARGS ...]",
-        description="Run your training script, unmodified, under the autograd audit: modules are discovered as "
-        "it calls them, optimizers as they step. Stops after --steps optimizer steps, at the script's first "
-        "error, or at its end; exit 1 if anything is found.")
+        description="Run your training script, unmodified, under the autograd audit (a notebook: its code "
+        "cells in order, magics skipped, nothing displayed; lines named 'nb.ipynb, cell N, line L', cell N being "
+        "the N-th code cell): modules are discovered as it calls them, optimizers as they step. Stops after "
+        "--steps optimizer steps, at the script's first error, or at its end; exit 1 if anything is found.")
     parser.add_argument("--steps", type=int, default=20, help="optimizer steps to audit (default 20)")
     parser.add_argument("--timeout", type=float, default=600.0, help="stop the script after this many seconds")
     parser.add_argument("--json", action="store_true", help="print the report as JSON (the script's output goes "

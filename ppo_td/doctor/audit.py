@@ -27,7 +27,7 @@ class Forward:
     where: str
     step: int  # optimizer steps done when this forward ran
     node: object  # the output's grad_fn (kept alive so its id stays unique)
-    chain: str = ""  # where, and the user's line that called it
+    chain: str = ""  # the user's call chain that made it, outer (``where``) first (lines.call_chain)
     shape: tuple = ()  # the output's shape
 
 

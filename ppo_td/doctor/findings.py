@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ppo_td.doctor.lines import location
+
 # the doctor's kinds of mistake (``Finding.item``) and their severity (0 is the most severe: what crashes, what
 # poisons the weights, what silently trains the wrong thing, what wastes): each detector declares its own
 # (ppo_td.doctor.detectors); a failing backward is explained without one
@@ -27,7 +29,9 @@ class Finding:
     The same finding (kind and title) at one source line is one finding: ``count`` says how often it was seen
     and ``steps`` during which optimizer steps (1 = before the first step had run, and so on). ``made`` is the
     line where the wrong tensor was made (or the wrong call stands), ``where`` the line where it was seen (the
-    backward or the step); the report shows ``made`` first.
+    backward or the step); the report shows ``made`` first. ``made`` is a call chain where the tensor was made
+    inside the user's functions or modules, the user's outer call first (``lines.call_chain``): the fix names that
+    line (:attr:`change`).
     """
 
     item: int
@@ -38,6 +42,11 @@ class Finding:
     count: int = 1
     steps: list[int] = field(default_factory=list)
     made: str = ""
+
+    @property
+    def change(self) -> str:
+        """``file:line`` of the line to change: the user's outer call that made the wrong tensor ("" if unknown)."""
+        return location(self.made)
 
     @property
     def severity(self) -> float:
@@ -53,10 +62,11 @@ class Finding:
             lines.append(f"    {'seen at' if self.made else 'at'}: {self.where}")
         culprit = self.culprit if len(self.culprit) <= MAX_CULPRIT else (
             self.culprit[:MAX_CULPRIT].rsplit(" ", 1)[0] + " ... (--json: all of it)")
-        return "\n".join([*lines, f"    culprit: {culprit}", f"    fix: {self.fix}"])
+        fix = f"at {self.change}: {self.fix}" if self.change else self.fix
+        return "\n".join([*lines, f"    culprit: {culprit}", f"    fix: {fix}"])
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "kind": KINDS.get(self.item, ""), "severity": self.severity}
+        return {**asdict(self), "kind": KINDS.get(self.item, ""), "severity": self.severity, "change": self.change}
 
 
 @dataclass

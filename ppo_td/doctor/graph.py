@@ -56,21 +56,17 @@ def reach(nodes: dict[int, object], children: dict[int, list[object]], owner: di
     return memo
 
 
-def reached_outside(roots: Iterable[object], stop: tuple[str, ...]) -> set[int]:
-    """Ids of the parameters reachable from ``roots`` by paths that pass through no node named ``stop``."""
-    seen: set[int] = set()
-    found: set[int] = set()
+def outside(roots: Iterable[object], stop: tuple[str, ...]) -> dict[int, object]:
+    """The nodes reachable from ``roots`` by paths that pass through no node named ``stop``, by id."""
+    seen: dict[int, object] = {}
     stack = [r for r in roots if r is not None]
     while stack:
         node = stack.pop()
         if id(node) in seen or type(node).__name__.startswith(stop):
             continue
-        seen.add(id(node))
-        var = getattr(node, "variable", None)
-        if var is not None:
-            found.add(id(var))
+        seen[id(node)] = node
         stack.extend(n for n, _ in getattr(node, "next_functions", ()) if n is not None)
-    return found
+    return seen
 
 
 def below(node: object, wanted: dict[int, object], limit: int = 256) -> object | None:

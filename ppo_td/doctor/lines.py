@@ -45,21 +45,48 @@ def internal(filename: str) -> bool:
             or (filename.startswith(_STDLIB) and "site-packages" not in filename))
 
 
+CELLS: dict[str, list[str]] = {}  # a notebook cell's filename (``nb.ipynb, cell 7``) -> its lines (doctor.notebook)
+_AT = r"(?::|, line )"  # between a file and its line number: ``file:12``, or ``nb.ipynb, cell 7, line 3``
+
+
 def format_line(filename: str, lineno: int, line: str | None) -> str:
-    return f"{filename}:{lineno}" + (f" ({line.strip()})" if line else "")
+    """``file:12 (text)``; in a notebook's cell, ``nb.ipynb, cell 7, line 3 (text)``."""
+    return f"{filename}{', line ' if filename in CELLS else ':'}{lineno}" + (f" ({line.strip()})" if line else "")
+
+
+def getline(filename: str, lineno: int) -> str:
+    """Line ``lineno`` of a file or of a notebook's cell ("" when there is none)."""
+    cell = CELLS.get(filename)
+    if cell is not None:
+        return cell[lineno - 1] if 0 < lineno <= len(cell) else ""
+    return linecache.getline(filename, lineno)
+
+
+def neighbours(filename: str) -> list[str]:
+    """``filename``, or every cell of the notebook whose cell it is (in order): where the code around it stands."""
+    notebook = filename.rpartition(", cell ")[0]
+    return [f for f in CELLS if f.rpartition(", cell ")[0] == notebook] if filename in CELLS else [filename]
+
+
+def getlines(filename: str) -> list[str]:
+    """The lines of a file or of a notebook's cell."""
+    return CELLS.get(filename) or linecache.getlines(filename)
 
 
 def caller() -> str:
     """The innermost line of the user's code on the stack."""
-    return callers(1)
+    return call_chain(1)
 
 
 def error_line(err: BaseException) -> str:
     """The user's line an exception was raised from (or the innermost user line on the stack)."""
     if isinstance(err, SyntaxError) and err.filename:
-        return format_line(err.filename, err.lineno or 0, err.text)
+        return format_line(err.filename, err.lineno or 0, err.text or getline(err.filename, err.lineno or 0))
     frames = [f for f in traceback.extract_tb(err.__traceback__) if not internal(f.filename)]
-    return format_line(frames[-1].filename, frames[-1].lineno, frames[-1].line) if frames else caller()
+    if not frames:
+        return caller()
+    return format_line(frames[-1].filename, frames[-1].lineno,
+                       frames[-1].line or getline(frames[-1].filename, frames[-1].lineno or 0))
 
 
 def user_frame(skip: tuple[str, ...] = ()) -> object | None:
@@ -98,10 +125,18 @@ def called_by_user() -> bool:
     return user_call_frame() is not None
 
 
-def callers(depth: int = 2) -> str:
-    """The innermost line of the user's code on the stack, and the user's lines that called it (up to ``depth``
-    lines in all; third-party packages skipped after the first): ``file:12 (...), called from file:40 (...)``.
-    Walks the frames themselves and reads only the lines it reports (a forward's cost is mostly this)."""
+CHAIN = " -> "  # between the lines of a call chain, the user's outer call first
+
+
+def call_chain(depth: int = 4) -> str:
+    """The user's call that made what is being recorded, then the user's lines inside it, outer first:
+    ``my_ppo.py:82 (values = agent.value(obs)) -> my_ppo.py:26 (return self.vf(x))``.
+
+    From the innermost line of the user's code on the stack, the walk goes out through the user's frames that only
+    pass the result up: methods of an ``nn.Module`` (``self`` is one), ``return`` lines, lambdas and
+    comprehensions. The first frame that is none of these holds the call to change (the line in the loop); a
+    script's top level ends the walk too. Third-party packages are skipped after the first line; at most ``depth``
+    lines. Walks the frames themselves and reads only the lines it reports (a forward's cost is mostly this)."""
     found: list[str] = []
     frame = inspect.currentframe()
     try:
@@ -109,13 +144,34 @@ def callers(depth: int = 2) -> str:
         while frame is not None and len(found) < depth:
             filename = frame.f_code.co_filename
             if not internal(filename) and (not found or "-packages" + os.sep not in filename):
-                found.append(format_line(filename, frame.f_lineno, linecache.getline(filename, frame.f_lineno)))
-                if frame.f_code.co_name == "<module>":
-                    break  # a script's top level: what called it is not the user's
+                text = getline(filename, frame.f_lineno)
+                found.append(format_line(filename, frame.f_lineno, text))
+                if not _passes_up(frame, text):
+                    break
             frame = frame.f_back
     finally:
         del frame
-    return ", called from ".join(found) or "<unknown>"
+    return CHAIN.join(reversed(found)) or "<unknown>"
+
+
+_PASSING = ("<lambda>", "<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
+
+
+def _passes_up(frame, text: str) -> bool:
+    """Whether a user's frame only hands its result to its caller (a module's method, a ``return`` line, a lambda or
+    a comprehension), so the caller's line is where the user chose to make it."""
+    code = frame.f_code
+    if code.co_name == "<module>":
+        return False  # a script's top level: what called it is not the user's
+    if code.co_name in _PASSING or text.lstrip().startswith("return"):
+        return True
+    return bool(code.co_argcount) and code.co_varnames[0] == "self" and isinstance(frame.f_locals.get("self"),
+                                                                                   nn.Module)
+
+
+def outer(chain: str) -> str:
+    """The user's outer call of a call chain (its first line)."""
+    return chain.partition(CHAIN)[0]
 
 
 def words(name: str) -> set[str]:
@@ -148,7 +204,19 @@ def user_name(obj: object) -> str | None:
     return None
 
 
+def location(where: str) -> str:
+    """``file:line`` (or ``nb.ipynb, cell 7, line 3``) of the first location in ``where`` ("" if none)."""
+    match = re.match(rf"(.+?{_AT}\d+)(?: \(|$|;|,| ->)", where)
+    return match.group(1) if match else ""
+
+
 def line_number(where: str) -> int | None:
     """The line number in a ``file:line (text)`` location."""
-    match = re.match(r".*?:(\d+)(?: \(|$)", where)
+    match = re.match(rf".*?{_AT}(\d+)(?: \(|$)", where)
     return int(match.group(1)) if match else None
+
+
+def filename_of(where: str) -> str:
+    """The file (or notebook cell) of a ``file:line (text)`` location."""
+    match = re.match(rf"(.+?){_AT}\d+", where)
+    return match.group(1) if match else where

@@ -39,9 +39,10 @@ from ppo_td.doctor.lines import (
     OWN_KERNELS,
     POLICY_WORDS,
     VALUE_WORDS,
+    call_chain,
     caller,
-    callers,
     error_line,
+    outer,
     user_frame,
     user_name,
     words,
@@ -87,8 +88,8 @@ def _record_forward(a: Audit, name: str, output: Any) -> None:
     graphs = [t.grad_fn for t in tensors if t.grad_fn is not None]
     record = None
     if graphs:  # (not for a rollout under no_grad: finding the line costs a stack walk)
-        chain = callers(2)
-        where = chain.partition(", called from ")[0]
+        chain = call_chain()
+        where = outer(chain)
         for t in tensors:
             if t.grad_fn is not None:
                 a._outputs[id(t.grad_fn)] = record = Forward(name, n, where, a._steps, t.grad_fn, chain,

@@ -8,6 +8,7 @@ import torch
 
 from ppo_td.doctor.audit import Audit, Backward
 from ppo_td.doctor.detectors import Detector
+from ppo_td.doctor.lines import filename_of, format_line, getline, line_number
 
 ZERO_GRAD_FIX = ("call zero_grad() on the optimizer that steps these parameters once per minibatch, before the "
                  "backward: optimizer.zero_grad(); loss.backward(); optimizer.step()")
@@ -77,20 +78,16 @@ class AccumulatedGradient(Detector):
 def _zero_grad_line(step_line: str, a: Audit, param: torch.Tensor) -> str:
     """The user's ``zero_grad`` call between the last backward that reached ``param`` and the step, read from the
     source (no hook sees it); "" when there is none."""
-    import linecache
-
-    from ppo_td.doctor.lines import line_number
-
     last = next((b for b in reversed(a._backwards) if id(param) in b.params), None)
     if last is None:
         return ""
-    filename, start, end = last.where.split(":")[0], line_number(last.where), line_number(step_line)
-    if start is None or end is None or step_line.split(":")[0] != filename:
+    filename, start, end = filename_of(last.where), line_number(last.where), line_number(step_line)
+    if start is None or end is None or filename_of(step_line) != filename:
         return ""
     for n in range(start + 1, end):
-        text = linecache.getline(filename, n)
+        text = getline(filename, n)
         if "zero_grad" in text:
-            return f"{filename}:{n} ({text.strip()})"
+            return format_line(filename, n, text)
     return ""
 
 

@@ -4,19 +4,14 @@ onto its graph edge, the graph kept for the user's own backward, no ``.grad`` to
 
 from __future__ import annotations
 
-import os
-
 import torch
 from torch.autograd.graph import GradientEdge
 
 from ppo_td.doctor.audit import Audit, Backward
 from ppo_td.doctor.detectors import Detector
-from ppo_td.doctor.detectors.origins import origin
+from ppo_td.doctor.detectors.origins import DISTRIBUTIONS, origin
 from ppo_td.doctor.graph import path
-from ppo_td.doctor.lines import LIBRARIES, callers, calling_frame
-
-_DISTRIBUTIONS = tuple(os.path.join(d, "distributions", "") for d in LIBRARIES) + tuple(
-    os.path.join(d, "modules", "distributions", "") for d in LIBRARIES)
+from ppo_td.doctor.lines import call_chain, calling_frame
 
 
 class EntropySign(Detector):
@@ -36,7 +31,7 @@ class EntropySign(Detector):
         if frame is None:
             return
         known = self.entropies.get(id(frame))
-        self.entropies[id(frame)] = (result.grad_fn, known[1] if known else callers(2))
+        self.entropies[id(frame)] = (result.grad_fn, known[1] if known else call_chain())
 
     def backward(self, a: Audit, record: Backward, roots: list, children: dict) -> None:
         found, self.entropies = [e for e in self.entropies.values() if id(e[0]) in record.nodes], {}
@@ -62,7 +57,7 @@ def _entropy_frame() -> object | None:
     """The ``entropy`` method of a torch or TorchRL distribution that made the call being handled, if one did."""
     frame = calling_frame()
     code = frame.f_code if frame is not None else None
-    return frame if code is not None and code.co_name == "entropy" and code.co_filename.startswith(_DISTRIBUTIONS) \
+    return frame if code is not None and code.co_name == "entropy" and code.co_filename.startswith(DISTRIBUTIONS) \
         else None
 
 

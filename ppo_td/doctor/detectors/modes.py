@@ -8,7 +8,7 @@ from torch import nn
 
 from ppo_td.doctor.audit import Audit, Forward
 from ppo_td.doctor.detectors import Detector
-from ppo_td.doctor.lines import callers
+from ppo_td.doctor.lines import call_chain, outer
 
 _MODAL = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout,
           nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
@@ -34,7 +34,7 @@ class Modes(Detector):
             return
         self.reported.add((module, rollout))
         a.notes.add(("modes", module))  # (the ratio's first-minibatch check has its cause here)
-        where = record.chain if record is not None else callers(2)
+        where = record.chain if record is not None else call_chain()
         layers = ", ".join(self.modal[module][:3])
         if rollout:
             title = f"{module} acts in train mode with dropout or batch norm"
@@ -47,7 +47,7 @@ class Modes(Detector):
                        "as it never acts in training")
         a.add(15, title, culprit, "act with policy.eval() (dropout off, running statistics) and call policy.train() "
               "before the update's forwards, or drop dropout and batch norm from the policy (PPO rarely needs them)",
-              where.partition(", called from ")[0], made=where)
+              outer(where), made=where)
 
 
 DETECTOR = Modes

@@ -12,8 +12,8 @@ import torch
 
 from ppo_td.doctor.audit import Audit, Backward, Forward
 from ppo_td.doctor.detectors import Detector
-from ppo_td.doctor.detectors.origins import origin
-from ppo_td.doctor.lines import called_by_user, caller, callers
+from ppo_td.doctor.detectors.origins import made_at, origin
+from ppo_td.doctor.lines import call_chain, called_by_user, caller
 
 FIRST_TOLERANCE = 1e-4  # |log ratio| on the first minibatch after a rollout: float rounding of a batched forward
 
@@ -53,7 +53,7 @@ class Ratio(Detector):
     def forward(self, a: Audit, module: str, output, record: Forward | None) -> None:
         if (record is None and not torch.is_grad_enabled() and self.rollout_step != a._steps
                 and a.role(module) == "policy"):  # a policy acting without gradient: a rollout (once per rollout)
-            self.rollout_step, self.rollout_where = a._steps, callers(2)
+            self.rollout_step, self.rollout_where = a._steps, call_chain()
 
     def call(self, a: Audit, func, args: tuple, kwargs: dict, result) -> None:
         if func is torch.Tensor.detach:
@@ -81,7 +81,7 @@ class Ratio(Detector):
                   f"#{carrier.index} at {carrier.where}, which ran with gradients on: the loss then also pushes "
                   "the old log-probs, through a graph that a step makes stale",
                   "record the rollout under torch.no_grad() (or store log_prob.detach()); the old log-probs are "
-                  "constants of the update", where, made=carrier.chain or carrier.where)
+                  "constants of the update", where, made=_made(a, old, carrier))
             self.carried.add(seen.where)
         stepped = any(id(p) in a._stepped_at for p in a.modules[forward.module].parameters())
         if stepped:
@@ -142,6 +142,12 @@ class Ratio(Detector):
                   "the stored old log-probs are not the current policy's: record them with the same network "
                   "that is trained (not a stale copy), read them from the right key "
                   "(loss.tensor_keys.sample_log_prob), and recompute nothing between collection and update", where)
+
+
+def _made(a: Audit, old: object, carrier: Forward) -> str:
+    """Where the old log-probs that carry a graph were made: the user's ``log_prob`` call (or the user's own
+    operation) that made them, else the forward of the network below them."""
+    return made_at(a, old) or carrier.chain or carrier.where
 
 
 DETECTOR = Ratio

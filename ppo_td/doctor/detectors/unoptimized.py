@@ -3,11 +3,11 @@ stepped (an optimizer built from the actor's parameters only, a critic left out)
 
 from __future__ import annotations
 
-import linecache
 import re
 
 from ppo_td.doctor.audit import Audit, Backward
 from ppo_td.doctor.detectors import Detector
+from ppo_td.doctor.lines import filename_of, format_line, getlines, neighbours
 
 
 class Unoptimized(Detector):
@@ -42,11 +42,11 @@ def _creation(a: Audit) -> str:
     step (no hook sees an optimizer made)."""
     for name in a.optimizers:
         stepped = next((line for _, line, opt in a._stepped_at.values() if opt == name), "")
-        filename = stepped.split(":")[0]
         pattern = re.compile(rf"^\s*(self\.)?{re.escape(name.split('#')[0])}\s*=.*optim", re.IGNORECASE)
-        for n, text in enumerate(linecache.getlines(filename), start=1):
-            if pattern.search(text):
-                return f"{filename}:{n} ({text.strip()})"
+        for filename in neighbours(filename_of(stepped)):
+            for n, text in enumerate(getlines(filename), start=1):
+                if pattern.search(text):
+                    return format_line(filename, n, text)
     return ""
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from ppo_td.doctor.audit import Audit, Backward
 from ppo_td.doctor.detectors import Detector
-from ppo_td.doctor.graph import DISTANCE_LOSS_NODES, LINEAR_NODES, REGRESSION_NODES, derived, reach, reached_outside
+from ppo_td.doctor.graph import DISTANCE_LOSS_NODES, LINEAR_NODES, REGRESSION_NODES, derived, outside, reach
 
 NO_GRADIENT_FIX = ("the loss graph is cut before these parameters: .item(), .numpy(), argmax, a ratio built from "
                    "sampled actions or indices, a stray .detach(), torch.tensor(...) of network outputs. Recompute "
@@ -33,10 +33,12 @@ class ValueGradient(Detector):
                       "is a regression onto a fixed target", record.where)
         # paths to value-network parameters that pass through no squared/absolute/Huber error; a role guessed from
         # the output shape counts only where a policy term multiplies the value term
-        outside = {owner[pid] for pid in reached_outside(roots, REGRESSION_NODES) if pid in owner} & values
-        named = {n for n in outside if not a.role_is_guessed(n)}
-        node = _mixing_node(record, children, roles, outside) if outside else None
-        leaked = sorted(outside if node else named)
+        free = outside(roots, REGRESSION_NODES)
+        unregressed = {owner[id(var)] for n in free.values() if (var := getattr(n, "variable", None)) is not None
+                       and id(var) in owner} & values
+        named = {n for n in unregressed if not a.role_is_guessed(n)}
+        node = _mixing_node(record, children, roles, unregressed) if unregressed else None
+        leaked = sorted(unregressed if node else named)
         if not leaked:
             return
         through = f" ({node} multiplies a policy term with a value term)" if node else ""
@@ -45,13 +47,20 @@ class ValueGradient(Detector):
               f"backward #{record.index} reaches {', '.join(leaked)} ({a.some_params(set(leaked))}) other than "
               f"through a regression onto a target{through}{forwards}",
               "detach the advantage before it weights the policy term: advantages = (returns - values).detach(), "
-              "or compute advantages/GAE under torch.no_grad()", record.where)
+              "or compute advantages/GAE under torch.no_grad()", record.where, made=_first_forward(a, free, leaked))
         policies = a.policies()
         if policies and not record.modules & set(policies):
             for name in policies:
                 a.add(4, f"{name} gets no gradient from the policy loss",
                       f"backward #{record.index} reaches {', '.join(sorted(record.modules))} but no parameter of "
                       f"{name}{a.cut_of(name)}", NO_GRADIENT_FIX, record.where)
+
+
+def _first_forward(a: Audit, nodes: dict[int, object], modules: list[str]) -> str:
+    """The call chain of the earliest forward of ``modules`` among ``nodes`` (the values the advantage was made of)."""
+    found = [f for i in nodes if (f := a._outputs.get(i)) is not None and f.module in modules]
+    first = min(found, key=lambda f: (f.step, f.index), default=None)
+    return (first.chain or first.where) if first else ""
 
 
 def distances(record: Backward, children: dict) -> Iterator[tuple[str, list]]:
