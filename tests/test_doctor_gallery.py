@@ -38,6 +38,12 @@ EXPECTED = {
     ("value_broadcast.py",): ({13}, None, ["[32, 1] and [32] makes [32, 32]", "value_broadcast.py:22"]),
     ("critic_not_optimized.py",): ({14}, None, ["no optimizer holds", "critic_not_optimized.py:13"]),
     ("dropout_while_acting.py",): ({15}, None, ["acts in train mode", "dropout_while_acting.py:18"]),
+    ("values_inside_agent.py",): ({1, 2, 7}, 3, [
+        "values_inside_agent.py:35 (values = agent.value(obs)) -> ", "values_inside_agent.py:21 (return self.vf(x)",
+        '"change": "', "modified by an inplace operation"]),
+    ("torchrl_entropy_subtracted.py",): ({12}, None, [
+        "TorchRL's loss_entropy is subtracted", 'torchrl_entropy_subtracted.py:34 (loss = loss_vals[\\"loss_objective',
+        '"critic": "value"']),
     ("cleanrl_update.py",): (set(), None, ['"actor": "policy"', '"critic": "value"']),
     ("ppo_td_update.py",): (set(), None, []),
 }

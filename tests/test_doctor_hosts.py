@@ -12,11 +12,8 @@ from ppo_td.cli import main
 
 HOSTS = Path(__file__).parent / "doctor_hosts"
 sys.path.insert(0, str(HOSTS))
-from mistakes import MISTAKES, mutate  # noqa: E402
+from mistakes import KIND, MISTAKES, mutate  # noqa: E402
 
-# mistake code -> the kind of finding it must produce (ppo_td.doctor.findings.KINDS)
-KIND = {"a1": 9, "a2": 9, "a3": 9, "b1": 10, "b2": 10, "b3": 6, "c1": 11, "d1": 12, "d2": 12, "d3": 12, "e1": 13,
-        "e2": 13, "f1": 14, "g1": 15, "h1": 16}
 CASES = [(host, code) for host, codes in MISTAKES.items() for code in codes]
 
 
@@ -26,8 +23,9 @@ def _doctor(path: Path, capsys) -> dict:
 
 
 def test_every_mistake_is_injected_in_three_hosts_at_least():
+    """(The i codes are mistakes of loops built on TorchRL's objects: both TorchRL hosts.)"""
     for code in KIND:
-        assert sum(code in codes for codes in MISTAKES.values()) >= 3, code
+        assert sum(code in codes for codes in MISTAKES.values()) >= (2 if code[0] == "i" else 3), code
 
 
 @pytest.mark.parametrize("host", sorted(MISTAKES))

@@ -224,12 +224,15 @@ def _notebook(path, cells: list[str]) -> None:
     nbformat.write(nb, str(path))
 
 
-NOTEBOOK = ["# md A first PPO, in a notebook", "%matplotlib inline\n" + PREAMBLE.strip(),
+NOTEBOOK = ["# md A first PPO, in a notebook",
+            "%matplotlib inline\n" + PREAMBLE.strip() + '\nmsg = ("%d steps"\n       % 3)',
+            "%%writefile helper_for_nb.py\ndef coef():\n    return 0.5\n",
             "# md The update", "%%time\npolicy, critic = nn.Linear(4, 2), nn.Linear(4, 1)\n"
             "opt = torch.optim.Adam([*policy.parameters(), *critic.parameters()], lr=1e-3)",
-            "!pip list\nfor _ in range(3):\n    dist = Categorical(logits=policy(obs))\n"
+            "!pip list\nfrom helper_for_nb import coef\nfor _ in range(3):\n    dist = Categorical(logits=policy(obs))\n"
             "    value = critic(obs).squeeze(-1)\n    adv = (ret - value).detach()\n"
-            "    loss = -(dist.log_prob(acts) * adv).mean() + (value - ret).pow(2).mean() + 0.01 * dist.entropy().mean()\n"
+            "    loss = -(dist.log_prob(acts) * adv).mean() + (value - ret).pow(2).mean()"
+            " + 0.01 * dist.entropy().mean()\n"
             "    opt.zero_grad(); loss.backward(); opt.step()\n",
             "display(loss)\nimport matplotlib.pyplot as plt\nplt.plot([1, 2]); plt.show()"]
 
@@ -241,11 +244,12 @@ def test_a_notebook_runs_its_cells_in_order_and_names_cell_and_line(tmp_path, ca
     report = json.loads(capsys.readouterr().out)
     assert code == 1 and report["ended"] == "the notebook ended" and report["error"] is None, report
     (entropy,) = [f for f in report["findings"] if f["item"] == 12]  # the entropy bonus added: minimized
-    # the third code cell (In [3]), its sixth line: the magic's line stays a (blank) line
-    assert entropy["made"].startswith(f"{path}, cell 3, line 6 (loss = -(dist.log_prob(acts)"), entropy
-    assert entropy["where"] == f"{path}, cell 3, line 7 (opt.zero_grad(); loss.backward(); opt.step())", entropy
+    # the fourth code cell (In [4]), its seventh line: the shell escape's line keeps its number
+    assert entropy["made"].startswith(f"{path}, cell 4, line 7 (loss = -(dist.log_prob(acts)"), entropy
+    assert entropy["where"] == f"{path}, cell 4, line 8 (opt.zero_grad(); loss.backward(); opt.step())", entropy
+    assert (tmp_path / "helper_for_nb.py").read_text() == "def coef():\n    return 0.5\n"  # %%writefile wrote it
     main(["doctor", str(path)])
-    assert f"fix: at {path}, cell 3, line 6: " in capsys.readouterr().out
+    assert f"fix: at {path}, cell 4, line 7: " in capsys.readouterr().out
 
 
 def test_a_notebook_error_names_its_cell_and_the_run_keeps_the_findings_before_it(tmp_path, capsys):

@@ -82,6 +82,8 @@ class Audit:
         self._grad_norms: dict[int, float] = {}  # param id -> its gradient's norm, at the step under way
         self.explained: set[int] = set()  # parameters whose missing gradient a detector explained already
         self.notes: set[tuple[str, str]] = set()  # (detector, module): causes found, for other detectors to defer to
+        self.in_loss = 0  # TorchRL loss modules running now (their own terms are judged by the loss's outputs)
+        self.called: nn.Module | None = None  # the module whose forward the detectors are shown (``forward``)
         self.detectors = [cls() for cls in detectors]  # (ppo_td.doctor.detectors.registered(), from audit())
         self.watched: dict[Any, list] = {}  # torch function -> the detectors that watch its calls
         for d in self.detectors:
@@ -181,6 +183,17 @@ class Audit:
             self._owners.setdefault(id(p), []).append(unique)
             self._names.setdefault(id(p), f"{unique}.{pname}")
         return unique
+
+    def holder_of(self, module: nn.Module) -> str | None:
+        """The audited module that holds every parameter of ``module`` (one of its parts, or a view of its
+        parameters such as TorchRL's ``actor_network_params``), or None."""
+        ids = [id(p) for p in module.parameters()]
+        holders = set.intersection(*(set(self._owners.get(i, ())) for i in ids)) if ids else set()
+        return min(holders, key=list(self.modules).index) if holders else None
+
+    def alias(self, module: nn.Module, name: str) -> None:
+        """Audit ``module``'s forwards as forwards of the audited module ``name``."""
+        self._by_id[id(module)] = name
 
     def name_of(self, module: nn.Module) -> str | None:
         """The name ``module`` is audited under, or None."""

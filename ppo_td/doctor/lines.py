@@ -10,6 +10,7 @@ import os
 import re
 import sysconfig
 import traceback
+from collections.abc import Iterator
 
 from torch import nn
 
@@ -181,26 +182,47 @@ def words(name: str) -> set[str]:
                                                                     r"(?:net|network|fn|func|head|f)", w))}
 
 
-def user_name(obj: object) -> str | None:
-    """The name the user's code gives ``obj``: a variable, or an attribute/child of a variable (``self.actor``)."""
+def _user_frames() -> Iterator[object]:
+    """The frames of the user's code on the stack, innermost first."""
     frame = inspect.currentframe()
     try:
         while frame is not None:
             if not internal(frame.f_code.co_filename):
-                for scope in (frame.f_locals, frame.f_globals):
-                    for key, value in scope.items():
-                        if value is obj and not key.startswith("__"):
-                            return key
-                for value in list(frame.f_locals.values()):
-                    children = value.named_children() if isinstance(value, nn.Module) else (
-                        vars(value).items() if hasattr(value, "__dict__") and not inspect.ismodule(value)
-                        and not inspect.isclass(value) else ())
-                    for key, child in children:
-                        if child is obj:
-                            return key
+                yield frame
             frame = frame.f_back
     finally:
         del frame
+
+
+def user_name(obj: object) -> str | None:
+    """The name the user's code gives ``obj``: a variable, or an attribute/child of a variable (``self.actor``)."""
+    for frame in _user_frames():
+        for scope in (frame.f_locals, frame.f_globals):
+            for key, value in scope.items():
+                if value is obj and not key.startswith("__"):
+                    return key
+        for value in list(frame.f_locals.values()):
+            children = value.named_children() if isinstance(value, nn.Module) else (
+                vars(value).items() if hasattr(value, "__dict__") and not inspect.ismodule(value)
+                and not inspect.isclass(value) else ())
+            for key, child in children:
+                if child is obj:
+                    return key
+    return None
+
+
+def user_name_by_parameters(module: nn.Module) -> str | None:
+    """The user's variable holding a module with the very parameters of ``module`` (TorchRL's loss keeps the
+    critic's parameters as ``critic_network_params``; the user's code calls that critic ``critic``), or None."""
+    ids = {id(p) for p in module.parameters()}
+    if not ids:
+        return None
+    for frame in _user_frames():
+        for scope in (frame.f_locals, frame.f_globals):
+            for key, value in list(scope.items()):
+                if (isinstance(value, nn.Module) and value is not module and not key.startswith("__")
+                        and {id(p) for p in value.parameters()} == ids):
+                    return key
     return None
 
 

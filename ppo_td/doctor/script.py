@@ -92,17 +92,16 @@ def run_script(path: str | Path, argv: Sequence[str] = (), steps: int | None = 2
 
 
 # IPython syntax a plain Python run cannot take: magics (``%matplotlib inline``, ``%%time``) and shell escapes
-# (``!pip install``, ``files = !ls``)
-_MAGIC = re.compile(r"^\s*(%|!|\w+\s*=\s*!)")
-_WRITEFILE = re.compile(r"^%%writefile(?:\s+-a)?\s+(\S+)")
-_TRANSPARENT = ("%%time", "%%timeit", "%%capture")  # cell magics whose cell still runs (once)
+# (``!pip install``, ``files = !ls``); IPython's own transformer rewrites them into calls of ``get_ipython()``
+_IPYTHON_SYNTAX = re.compile(r"^\s*(%|!|\w+\s*=\s*!)", re.MULTILINE)
+_RUN_BODY = {"time", "timeit", "capture", "prun"}  # cell magics whose cell still runs (once)
 
 
-def notebook_cells(path: Path) -> list[tuple[str, str]]:
-    """The code cells of a Jupyter notebook as ``(name, source)``, in order, named ``nb.ipynb, cell N`` (the
-    N-th code cell: ``In [N]`` when the notebook runs from the top) and made plain Python: IPython's line magics
-    and shell escapes become blank lines (the line numbers stay), ``%%time``/``%%timeit``/``%%capture`` cells run
-    once as plain code, a ``%%writefile`` cell writes its file, other cell magics (``%%bash``...) are skipped."""
+def notebook_cells(path: Path) -> list[tuple[str, str, str]]:
+    """The code cells of a Jupyter notebook as ``(name, source, python)``, in order, named ``nb.ipynb, cell N``
+    (the N-th code cell: ``In [N]`` when the notebook runs from the top). ``python`` is the cell as plain Python:
+    IPython's transformer (``IPython.core.inputtransformer2``) turns magics and shell escapes into calls of
+    ``get_ipython()``, which :func:`_run_cells` answers; a line keeps its number."""
     try:
         notebook = json.loads(path.read_text(encoding="utf-8"))
         cells = notebook["cells"]
@@ -113,38 +112,61 @@ def notebook_cells(path: Path) -> list[tuple[str, str]]:
     for cell in (c for c in cells if isinstance(c, dict) and c.get("cell_type") == "code"):
         source = cell.get("source", "")
         source = "".join(source) if isinstance(source, list) else str(source)
-        name = f"{path}, cell {len(found) + 1}"
-        lines = source.splitlines()
-        first = lines[0].strip() if lines else ""
-        if first.startswith("%%"):
-            if (match := _WRITEFILE.match(first)) is not None:
-                source = f"__doctor_writefile__({match.group(1)!r}, {chr(10).join(lines[1:]) + chr(10)!r}, " \
-                         f"{'-a' in first.split()})"
-            elif not first.startswith(_TRANSPARENT):
-                source = ""  # (another language, or output only: nothing of the training runs there)
-            else:
-                source = "\n" + "\n".join(lines[1:])
-        found.append((name, "\n".join("" if _MAGIC.match(line) else line for line in source.splitlines())))
+        found.append((f"{path}, cell {len(found) + 1}", source, _plain(source, path, len(found) + 1)))
     return found
 
 
-def _writefile(name: str, text: str, append: bool) -> None:
-    with open(name, "a" if append else "w", encoding="utf-8") as f:
-        f.write(text)
+def _plain(source: str, path: Path, n: int) -> str:
+    if not _IPYTHON_SYNTAX.search(source):
+        return source
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError as err:
+        raise ImportError(f"{path}, cell {n} uses IPython's magics or shell escapes: pip install ipython to run "
+                          "it under the doctor (Jupyter installs it)") from err
+    return TransformerManager().transform_cell(source)
 
 
-def _run_cells(cells: list[tuple[str, str]]) -> None:
+class _Shell:
+    """What ``get_ipython()`` answers in a notebook run under the doctor: magics and shell escapes do nothing
+    (no display, no shell), except a cell magic that runs its cell (``%%time``, ``%%capture``...), which runs it
+    once as plain code, and ``%%writefile``, which writes its file."""
+
+    def __init__(self, scope: dict, name: str) -> None:
+        self.scope, self.name = scope, name
+
+    def run_line_magic(self, magic: str, line: str, *args, **kwargs) -> None:
+        return None
+
+    def system(self, command: str) -> None:
+        return None
+
+    def getoutput(self, command: str, *args, **kwargs) -> list:
+        return []
+
+    def run_cell_magic(self, magic: str, line: str, cell: str) -> None:
+        if magic in _RUN_BODY:
+            exec(compile("\n" + cell, self.name, "exec"), self.scope)  # noqa: S102 - the user's cell, its lines kept
+        elif magic == "writefile":
+            words = line.split()
+            with open(words[-1], "a" if "-a" in words[:-1] or "--append" in words[:-1] else "w",
+                      encoding="utf-8") as f:
+                f.write(cell)
+
+
+def _run_cells(cells: list[tuple[str, str, str]]) -> None:
     """Run the cells in one namespace, as a notebook's kernel would, but without display: ``display()`` shows
     nothing and matplotlib draws nowhere."""
-    scope = {"__name__": "__main__", "__builtins__": __builtins__, "display": lambda *args, **kwargs: None,
-             "__doctor_writefile__": _writefile}
-    for name, source in cells:
+    scope: dict = {"__name__": "__main__", "__builtins__": __builtins__, "display": lambda *args, **kwargs: None}
+    for name, source, _ in cells:
         CELLS[name] = source.splitlines(keepends=True)
     backend = os.environ.get("MPLBACKEND")
     os.environ["MPLBACKEND"] = "Agg"
     try:
-        for name, source in cells:
-            exec(compile(source, name, "exec"), scope)  # noqa: S102 - the user's own notebook, as Jupyter runs it
+        for name, _, python in cells:
+            shell = _Shell(scope, name)
+            scope["get_ipython"] = lambda shell=shell: shell
+            exec(compile(python, name, "exec"), scope)  # noqa: S102 - the user's own notebook, as Jupyter runs it
     finally:
         if backend is None:
             os.environ.pop("MPLBACKEND", None)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -45,6 +46,7 @@ from ppo_td.doctor.lines import (
     outer,
     user_frame,
     user_name,
+    user_name_by_parameters,
     words,
 )
 
@@ -77,7 +79,7 @@ def _tensors(output: Any) -> list[torch.Tensor]:
     return []
 
 
-def _record_forward(a: Audit, name: str, output: Any) -> None:
+def _record_forward(a: Audit, name: str, output: Any, module: nn.Module | None = None) -> None:
     a._forwards[name] = n = a._forwards.get(name, 0) + 1
     tensors = _tensors(output)
     if name not in a._output_roles and tensors:
@@ -94,12 +96,13 @@ def _record_forward(a: Audit, name: str, output: Any) -> None:
             if t.grad_fn is not None:
                 a._outputs[id(t.grad_fn)] = record = Forward(name, n, where, a._steps, t.grad_fn, chain,
                                                              tuple(t.shape))
+    a.called = module if module is not None else a.modules[name]  # (a part or view of ``name`` may have run)
     _each(a, "forward", name, output, record)
 
 
 def _forward_hook(a: Audit, name: str):
     def hook(module, args, output):
-        _guarded(_record_forward, a, name, output)
+        _guarded(_record_forward, a, name, output, module)
     return hook
 
 
@@ -109,26 +112,37 @@ class _Discovery:
     made of named parts (``self.actor``, ``self.critic``, a trunk and ``pi``/``v`` heads) is audited as its
     parts, so a policy and a value network inside one module stay apart."""
 
-    def __init__(self, a: Audit) -> None:
-        self.audit, self.depth, self.counts = a, 0, {}
+    def __init__(self, a: Audit, losses: _LossWatch) -> None:
+        self.audit, self.losses, self.depth, self.counts = a, losses, 0, {}
         self.seen: dict[int, nn.Module] = {}  # top-level modules already looked at (kept: their ids stay theirs)
 
     def pre(self, module: nn.Module, args: Any) -> None:
         if self.depth == 0 and id(module) not in self.seen:
             self.seen[id(module)] = module
-            if any(p.requires_grad for p in module.parameters()) and self.audit.name_of(module) is None:
-                cls = type(module).__name__
-                self.counts[cls] = self.counts.get(cls, 0) + 1
-                name = user_name(module) or f"{cls}#{self.counts[cls]}"
-                for part_name, part in _parts(name, module):
-                    self.audit.add_module(part_name, part)
+            _guarded(self._register, module)
         self.depth += 1
+        self.losses.pre(module, args)
+
+    def _register(self, module: nn.Module) -> None:
+        if not any(p.requires_grad for p in module.parameters()) or self.audit.name_of(module) is not None:
+            return
+        cls = type(module).__name__
+        self.counts[cls] = self.counts.get(cls, 0) + 1
+        name = user_name(module) or f"{cls}#{self.counts[cls]}"
+        for part_name, part in _parts(name, module):
+            holder = self.audit.holder_of(part)
+            if holder is not None:  # (a part of a module audited already, or a view of its parameters)
+                self.audit.alias(part, holder)
+            else:
+                self.audit.add_module(part_name if part is module else user_name_by_parameters(part) or part_name,
+                                      part)
 
     def post(self, module: nn.Module, args: Any, output: Any) -> None:
         self.depth -= 1
+        self.losses.post(module, args, output)
         name = self.audit.name_of(module)
         if name is not None:
-            _guarded(_record_forward, self.audit, name, output)
+            _guarded(_record_forward, self.audit, name, output, module)
 
 
 def _parts(name: str, module: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -141,6 +155,35 @@ def _parts(name: str, module: nn.Module) -> list[tuple[str, nn.Module]]:
     if len(parts) >= 2 and any(words(n.rsplit(".", 1)[1]) & (VALUE_WORDS | POLICY_WORDS) for n, _ in parts):
         return parts
     return [(name, module)]
+
+
+class _LossWatch:
+    """For TorchRL's loss modules only (``LossModule``: ``ClipPPOLoss``, ...; seen once TorchRL's objectives are
+    imported), from torch's global module hooks: their outputs go to the detectors' ``loss`` event, and
+    :attr:`Audit.in_loss` says when code runs inside one."""
+
+    def __init__(self, a: Audit) -> None:
+        self.audit, self.names, self.cls = a, {}, None
+
+    def _is_loss(self, module: nn.Module) -> bool:
+        if self.cls is None:
+            self.cls = getattr(sys.modules.get("torchrl.objectives.common"), "LossModule", None)
+        return self.cls is not None and isinstance(module, self.cls)
+
+    def pre(self, module: nn.Module, args: Any) -> None:
+        if self._is_loss(module):
+            self.audit.in_loss += 1
+
+    def post(self, module: nn.Module, args: Any, output: Any) -> None:
+        if self._is_loss(module):
+            self.audit.in_loss -= 1
+            _guarded(self._report, module, args, output)
+
+    def _report(self, module: nn.Module, args: Any, output: Any) -> None:
+        if id(module) not in self.names:
+            self.names[id(module)] = (module, user_name(module) or type(module).__name__)
+        _each(self.audit, "loss", self.names[id(module)][1], module, args[0] if args else None, output,
+              call_chain())
 
 
 # -- backward: look at the graph before it runs -------------------------------------------------------
@@ -337,11 +380,14 @@ def audit(actor: nn.Module | None = None, critic: nn.Module | None = None,
             a.add_module(name, module)
     for i, (name, opt) in enumerate(_collect("optimizer", optimizers, "optimizer")):
         a.add_optimizer(name if isinstance(optimizers, Mapping) else (user_name(opt) or f"optimizers[{i}]"), opt)
-    handles = []
+    losses, handles = _LossWatch(a), []
     if a.modules:
         handles += [m.register_forward_hook(_forward_hook(a, n)) for n, m in a.modules.items()]
+        if "torchrl.objectives" in sys.modules:  # (global hooks cost every module call: only where a loss may run)
+            handles += [nn_module.register_module_forward_pre_hook(losses.pre),
+                        nn_module.register_module_forward_hook(losses.post, always_call=True)]
     else:
-        discovery = _Discovery(a)
+        discovery = _Discovery(a, losses)
         handles += [nn_module.register_module_forward_pre_hook(discovery.pre),
                     nn_module.register_module_forward_hook(discovery.post, always_call=True)]
 

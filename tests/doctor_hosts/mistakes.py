@@ -11,6 +11,9 @@ b1 old log-probs = current policy    b2 old log-probs carry a graph             
 c1 ratio detached                    d1 entropy minimised                        d2 surrogate ascended
 d3 min/max swapped in the surrogate  e1 value [B, 1] against returns [B]         e2 multi-dim log-probs not summed
 f1 parameters no optimizer holds     g1 dropout in train mode while acting       h1 advantages normalised over 1 sample
+i1 a loss term dropped from the sum  i2 value estimation run with gradients     i3 the collector acts deterministically
+i4 a replay buffer keeps stale batches across iterations (storage larger than one batch, never emptied)
+i5 old log-probs overwritten by a fresh forward of the actor after the advantages (the anchor moves every epoch)
 
 Notes on the variants chosen so that every mutated script runs to completion:
 * b2 recomputes the old log-probs with grad per minibatch, right before the ratio (a graph shared by all minibatches
@@ -19,10 +22,32 @@ Notes on the variants chosen so that every mutated script runs to completion:
   a trailing 1 (and widens the preallocated buffer) -- a bare [B, act_dim] against [B] would raise a broadcast error.
 * h1 uses minibatches of one sample and ``std(correction=0)``; the default (unbiased) std of one element is NaN,
   which makes the next ``Categorical``/``Normal`` raise on NaN parameters.
+* The TorchRL hosts (``torchrl_tutorial.py``, ``torchrl_sota.py``) act inside the ``Collector``, which runs the policy
+  once without gradient when it is constructed (then once per step of each batch, at the ``for`` over the collector
+  or ``next(collector_iter)``): the line of g1 and i3 is the collector's construction. The tutorial keeps its modules
+  in eval mode (as TorchRL's tutorial does), so its g1 also drops ``policy_module.eval()``. i4 in the sota host also
+  widens the loss log (one row per minibatch of the larger storage). i5 recomputes ``action_log_prob`` from the stored
+  action (the action itself is kept). i2 is where value estimation with gradients matters in TorchRL: ``GAE`` with
+  its value network holds the network out (``differentiable=True``, even without ``torch.no_grad()``, leaves the
+  advantages without a graph), so i2 computes the values itself with gradients and runs ``GAE(value_network=None,
+  differentiable=True)`` on them; its line is the first value forward. In the sota host i1's line is where the
+  trained loss is summed without the critic term (``total_loss = actor_loss`` makes no tensor).
 """
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+
+# mistake code -> the kind of finding it must produce (ppo_td.doctor.findings.KINDS), and its name in the table
+KIND = {"a1": 9, "a2": 9, "a3": 9, "b1": 10, "b2": 10, "b3": 6, "c1": 11, "d1": 12, "d2": 12, "d3": 12, "e1": 13,
+        "e2": 13, "f1": 14, "g1": 15, "h1": 16, "i1": 17, "i2": 2, "i3": 18, "i4": 6, "i5": 10}
+NAMES = {"a1": "no zero_grad", "a2": "zero_grad on another module", "a3": "zero_grad between backward and step",
+         "b1": "old log-probs = current policy", "b2": "old log-probs carry a graph",
+         "b3": "old log-probs from another policy", "c1": "ratio detached", "d1": "entropy minimized",
+         "d2": "surrogate ascended", "d3": "min/max swapped", "e1": "value [B,1] vs returns [B]",
+         "e2": "multi-dim log-probs not summed", "f1": "critic in no optimizer", "g1": "dropout while acting",
+         "h1": "advantages normalized over 1 sample", "i1": "a loss term dropped", "i2": "GAE on values with grad",
+         "i3": "collector acts deterministically", "i4": "buffer keeps stale batches",
+         "i5": "old log-probs recomputed after GAE"}
 
 _A = " " * 16  # update-loop indentation of the CleanRL hosts (inside ``if __name__ == "__main__":``)
 _CLEANRL = {
@@ -166,6 +191,63 @@ MISTAKES = {
     },
 }
 
+_T = " " * 12  # update-loop indentation of torchrl_tutorial.py
+_TLOG = ('tensordict_data["action_log_prob"] = '
+         'policy_module.get_dist(tensordict_data).log_prob(tensordict_data["action"])')
+MISTAKES["torchrl_tutorial.py"] = {
+    "a1": [(f"{_T}optim.zero_grad()\n", "")],
+    "a2": [("optim.zero_grad()", "value_module.zero_grad()")],
+    "a3": [(f"{_T}optim.step()\n{_T}optim.zero_grad()\n", f"{_T}optim.step()\n"),
+           (f"{_T}loss_value.backward()\n", f"{_T}loss_value.backward()\n{_T}optim.zero_grad()\n")],
+    "d1": [('+ loss_vals["loss_entropy"]', '- loss_vals["loss_entropy"]')],
+    "d2": [('loss_value = loss_vals["loss_objective"]', 'loss_value = -loss_vals["loss_objective"]')],
+    "f1": [("torch.optim.Adam(loss_module.parameters(), lr)", "torch.optim.Adam(policy_module.parameters(), lr)")],
+    "g1": [("nn.LazyLinear(2 * env.action_spec.shape[-1]),",
+            "nn.Dropout(0.2), nn.LazyLinear(2 * env.action_spec.shape[-1]),"),
+           ("policy_module.eval()\n", "")],
+    "i1": [(' + loss_vals["loss_critic"]', "")],
+    "i2": [("value_network=value_module, average_gae=True)",
+            "value_network=None, average_gae=True, differentiable=True)"),
+           ("        advantage_module(tensordict_data)\n",
+            '        value_module(tensordict_data)\n        value_module(tensordict_data["next"])\n'
+            "        advantage_module(tensordict_data)\n")],
+    "i3": [("from torchrl.envs.libs.gym import GymEnv\n",
+            "from torchrl.envs.libs.gym import GymEnv\nfrom torchrl.envs.utils import ExplorationType\n"),
+           ("split_trajs=False)", "split_trajs=False, exploration_type=ExplorationType.DETERMINISTIC)")],
+    "i4": [("LazyTensorStorage(max_size=frames_per_batch)", "LazyTensorStorage(max_size=4 * frames_per_batch)")],
+    "i5": [("        advantage_module(tensordict_data)\n",
+            f"        advantage_module(tensordict_data)\n        with torch.no_grad():\n{_T}{_TLOG}\n")],
+}
+
+_S = " " * 8  # update() indentation of torchrl_sota.py
+MISTAKES["torchrl_sota.py"] = {
+    "a1": [(f"{_S}optim.zero_grad(set_to_none=True)\n", "")],
+    "a2": [("optim.zero_grad(set_to_none=True)", "critic.zero_grad(set_to_none=True)")],
+    "a3": [(f"{_S}optim.zero_grad(set_to_none=True)\n", ""),
+           (f"{_S}total_loss.backward()\n", f"{_S}total_loss.backward()\n{_S}optim.zero_grad(set_to_none=True)\n")],
+    "d1": [('actor_loss = loss["loss_objective"] + loss["loss_entropy"]',
+            'actor_loss = loss["loss_objective"] - loss["loss_entropy"]')],
+    "d2": [('actor_loss = loss["loss_objective"]', 'actor_loss = -loss["loss_objective"]')],
+    "f1": [('    critic_optim = torch.optim.Adam(critic.parameters(), lr=cfg["lr"], eps=1e-5)\n', ""),
+           ("group_optimizers(actor_optim, critic_optim)", "group_optimizers(actor_optim)"),
+           ("del actor_optim, critic_optim", "del actor_optim")],
+    "g1": [("out_features=num_outputs,\n                     num_cells=[64, 64], device=device)",
+            "out_features=num_outputs,\n                     num_cells=[64, 64], dropout=0.2, device=device)")],
+    "i1": [("total_loss = critic_loss + actor_loss", "total_loss = actor_loss")],
+    "i2": [("value_network=critic, average_gae=False,", "value_network=None, average_gae=False, differentiable=True,"),
+           ("            with torch.no_grad():\n                data = adv_module(data)\n",
+            '            critic(data)\n            critic(data["next"])\n            data = adv_module(data)\n')],
+    "i3": [("max_frames_per_traj=-1)",
+            "max_frames_per_traj=-1,\n                          exploration_type=ExplorationType.DETERMINISTIC)")],
+    "i4": [('LazyTensorStorage(cfg["frames_per_batch"], device=device)',
+            'LazyTensorStorage(2 * cfg["frames_per_batch"], device=device)'),
+           ('TensorDict(batch_size=[cfg["ppo_epochs"], num_mini_batches])',
+            'TensorDict(batch_size=[cfg["ppo_epochs"], 2 * num_mini_batches])')],
+    "i5": [(f"{_S}        data = adv_module(data)\n",
+            f"{_S}        data = adv_module(data)\n"
+            f'{_S}        data["action_log_prob"] = actor.get_dist(data).log_prob(data["action"])\n')],
+}
+
 LINES = {
     "cleanrl_discrete.py": dict(
         a1=114, a2=115, a3=115, b1=101, b2=101, b3=71, c1=102, d1=113,
@@ -185,6 +267,10 @@ LINES = {
     "agent_group.py": dict(
         a1=84, a2=85, a3=85, b1=75, b2=75, b3=50, c1=75, d1=83,
         d2=80, d3=80, e2=74, f1=40, g1=47),
+    "torchrl_tutorial.py": dict(
+        a1=80, a2=80, a3=81, d1=79, d2=79, f1=70, g1=55, i1=79, i2=74, i3=57, i4=58, i5=76),
+    "torchrl_sota.py": dict(
+        a1=138, a2=139, a3=139, d1=137, d2=137, f1=118, g1=98, i1=137, i2=153, i3=98, i4=102, i5=155),
 }
 
 

@@ -43,6 +43,10 @@ class Detector:
     def call(self, a: Audit, func: Any, args: tuple, kwargs: dict, result: Any) -> None:
         """A torch function of :attr:`calls` returned ``result``."""
 
+    def loss(self, a: Audit, name: str, module: torch.nn.Module, batch: Any, output: Any, where: str) -> None:
+        """A TorchRL loss module (``LossModule``: ``ClipPPOLoss``...) named ``name`` ran on ``batch`` at ``where``
+        (the user's call chain) and returned ``output``, its ``loss_*`` terms and logged values."""
+
     def finish(self, a: Audit) -> None:
         """The audited block ended."""
 

@@ -28,7 +28,7 @@ class EntropySign(Detector):
         if not torch.is_tensor(result) or result.grad_fn is None:
             return
         frame = _entropy_frame()
-        if frame is None:
+        if frame is None or a.in_loss:  # (inside a TorchRL loss, its loss_entropy term is judged: loss_terms)
             return
         known = self.entropies.get(id(frame))
         self.entropies[id(frame)] = (result.grad_fn, known[1] if known else call_chain())

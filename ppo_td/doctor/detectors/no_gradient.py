@@ -23,7 +23,8 @@ class NoGradient(Detector):
         reached = set().union(*(b.modules for b in since))
         ids = {id(p) for p in params}
         starving = [m for m in a.modules if m not in reached
-                    and any(id(p) in ids for p in a.modules[m].parameters() if p.requires_grad)]
+                    and any(id(p) in ids for p in a.modules[m].parameters() if p.requires_grad)
+                    and not all(id(p) in a.explained for p in a.modules[m].parameters() if p.requires_grad)]
         covered: set[int] = set()
         for module in starving:
             mine = [p for p in a.modules[module].parameters() if p.requires_grad]

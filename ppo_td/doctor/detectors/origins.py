@@ -24,6 +24,7 @@ _UNIVARIATE = tuple(os.path.join(d, "distributions", f"{name}.py") for d in LIBR
     "normal", "beta", "laplace", "cauchy", "gumbel", "log_normal", "gamma", "uniform", "studentT"))
 MAX_LOG_PROBS = 4096  # log_prob calls remembered (the newest)
 _LOG_PROB_DEPTH = 4  # frames of a distribution searched for its log_prob (Independent sums in a helper)
+_MAX_LINES = 6  # lines of one expression shown
 
 
 class Origins(Detector):
@@ -36,10 +37,11 @@ class Origins(Detector):
                        torch.minimum, F.mse_loss, F.smooth_l1_loss, F.huber_loss})
 
     def __init__(self) -> None:
-        self.made: dict[int, tuple[object, str, int]] = {}  # grad_fn id -> (grad_fn, file, line)
+        self.made: dict[int, tuple[object, str, int, int]] = {}  # grad_fn id -> (grad_fn, file, line, last line)
         self.log_probs: dict[int, tuple[object, str, bool]] = {}  # grad_fn id -> (grad_fn, the user's call chain
         # of the log_prob that made it, whether a univariate continuous distribution's)
         self._current: tuple | None = None  # the log_prob running: (frame, chain, univariate, its newest node id)
+        self._positions: dict[object, list] = {}  # code object -> the last line of each of its instructions
 
     def call(self, a: Audit, func, args: tuple, kwargs: dict, result) -> None:
         node = getattr(result, "grad_fn", None)
@@ -49,7 +51,7 @@ class Origins(Detector):
         if frame is None:
             return
         if not internal(frame.f_code.co_filename):
-            self.made[id(node)] = (node, frame.f_code.co_filename, frame.f_lineno)
+            self.made[id(node)] = (node, frame.f_code.co_filename, frame.f_lineno, self._end_line(frame))
             return
         log_prob = _log_prob_frame(frame)
         if log_prob is None:
@@ -64,12 +66,24 @@ class Origins(Detector):
         if len(self.log_probs) > MAX_LOG_PROBS:
             self.log_probs.pop(next(iter(self.log_probs)))
 
+    def _end_line(self, frame) -> int:
+        """The last line of the expression the frame is running (``a\\n + b\\n - c`` spans three lines: the
+        operation ``- c`` starts at ``a``), from the code's positions (PEP 657)."""
+        positions = self._positions.get(frame.f_code)
+        if positions is None:
+            positions = self._positions[frame.f_code] = [end for _, end, _, _ in frame.f_code.co_positions()]
+        index = frame.f_lasti // 2
+        end = positions[index] if 0 <= index < len(positions) else None
+        return end if isinstance(end, int) and end >= frame.f_lineno else frame.f_lineno
+
     def line(self, node: object) -> str:
         """The user's line that made the output of ``node`` ("" when unknown)."""
         found = self.made.get(id(node))
         if found is None or found[0] is not node:
             return ""
-        return format_line(found[1], found[2], getline(found[1], found[2]))
+        _, filename, first, last = found
+        text = " ".join(getline(filename, n).strip() for n in range(first, min(last, first + _MAX_LINES - 1) + 1))
+        return format_line(filename, first, text)
 
     def log_prob(self, node: object) -> tuple[str, bool] | None:
         """The user's call chain of the ``log_prob`` whose result ``node`` made, and whether the distribution is a

@@ -7,7 +7,15 @@ from collections.abc import Iterator
 
 from ppo_td.doctor.audit import Audit, Backward
 from ppo_td.doctor.detectors import Detector
-from ppo_td.doctor.graph import DISTANCE_LOSS_NODES, LINEAR_NODES, REGRESSION_NODES, derived, outside, reach
+from ppo_td.doctor.graph import (
+    DISTANCE_LOSS_NODES,
+    LINEAR_NODES,
+    REGRESSION_NODES,
+    derived,
+    graph,
+    outside,
+    reach,
+)
 
 NO_GRADIENT_FIX = ("the loss graph is cut before these parameters: .item(), .numpy(), argmax, a ratio built from "
                    "sampled actions or indices, a stray .detach(), torch.tensor(...) of network outputs. Recompute "
@@ -30,7 +38,8 @@ class ValueGradient(Detector):
                       f"{name}: both the prediction and the target depend on {', '.join(sorted(common))} "
                       f"({a.some_params(common)}){a.describe_outputs(record.nodes.keys(), only=common)}",
                       "compute returns / TD targets under torch.no_grad() or .detach() them: the value loss "
-                      "is a regression onto a fixed target", record.where)
+                      "is a regression onto a fixed target", record.where,
+                      made=_first_forward(a, {**graph([sides[0]])[0], **graph([sides[1]])[0]}, sorted(common)))
         # paths to value-network parameters that pass through no squared/absolute/Huber error; a role guessed from
         # the output shape counts only where a policy term multiplies the value term
         free = outside(roots, REGRESSION_NODES)
