@@ -56,7 +56,8 @@ def run_script(path: str | Path, argv: Sequence[str] = (), steps: int | None = 2
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no script {path} (ppo-td doctor SCRIPT.py [ARGS ...]; see ppo-td doctor --help)")
+        raise FileNotFoundError(f"no script or notebook {path} (ppo-td doctor SCRIPT.py|NOTEBOOK.ipynb [ARGS ...]; see "
+                                "ppo-td doctor --help)")
     run: Callable[[], object] = lambda: runpy.run_path(str(path), run_name="__main__")  # noqa: E731
     if path.suffix == ".ipynb":
         cells = notebook_cells(path)
