@@ -159,7 +159,8 @@ def test_a_vmas_env_on_the_cpu_device_keeps_the_rollout_there_and_evaluates():
 def test_vmas_on_the_gpu_collects_without_host_copies_and_resumes_and_evaluates(tmp_path):
     pytest.importorskip("vmas")
     run = tmp_path / "run"
-    assert main(["train", "--preset", "vmas-navigation", "--env.device", "cuda", "--env.num-envs", "64",
+    # (60 envs: the preset's 6,000-frame batches are 100 steps of each)
+    assert main(["train", "--preset", "vmas-navigation", "--env.device", "cuda", "--env.num-envs", "60",
                  "--total-frames", "12000", "--eval-episodes", "2", "--checkpoint-every", "1",
                  "--run-dir", str(run)]) == 0
     state = load_checkpoint(run / "checkpoint.pt")

@@ -42,7 +42,7 @@ EXPECTED = {
         "values_inside_agent.py:35 (values = agent.value(obs)) -> ", "values_inside_agent.py:21 (return self.vf(x)",
         '"change": "', "modified by an inplace operation"]),
     ("torchrl_entropy_subtracted.py",): ({12}, None, [
-        "TorchRL's loss_entropy is subtracted", 'torchrl_entropy_subtracted.py:34 (loss = loss_vals[\\"loss_objective',
+        "TorchRL's loss_entropy is subtracted", 'torchrl_entropy_subtracted.py:38 (loss = loss_vals[\\"loss_objective',
         '"critic": "value"']),
     ("cleanrl_update.py",): (set(), None, ['"actor": "policy"', '"critic": "value"']),
     ("ppo_td_update.py",): (set(), None, []),

@@ -2,8 +2,10 @@
 entropy is then minimized. The actor's TanhNormal has no closed-form entropy, so ClipPPOLoss estimates it from
 samples; the doctor judges the term by the loss's gradient with respect to it, whatever the estimate.
 
-    ppo-td doctor examples/doctor/torchrl_entropy_subtracted.py
+    ppo-td doctor examples/doctor/torchrl_entropy_subtracted.py [DEVICE]
 """
+
+import sys
 
 import torch
 from tensordict.nn import NormalParamExtractor, TensorDictModule
@@ -14,14 +16,16 @@ from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 
+device = torch.device(sys.argv[1] if len(sys.argv) > 1 else "cpu")
 torch.manual_seed(0)
-env = GymEnv("Pendulum-v1")
+env = GymEnv("Pendulum-v1", device=device)
 env.set_seed(0)
-actor_net = nn.Sequential(nn.Linear(3, 64), nn.Tanh(), nn.Linear(64, 2), NormalParamExtractor())
+actor_net = nn.Sequential(nn.Linear(3, 64), nn.Tanh(), nn.Linear(64, 2), NormalParamExtractor()).to(device)
 policy = ProbabilisticActor(TensorDictModule(actor_net, in_keys=["observation"], out_keys=["loc", "scale"]),
                             in_keys=["loc", "scale"], spec=env.action_spec, distribution_class=TanhNormal,
                             distribution_kwargs={"low": -2.0, "high": 2.0}, return_log_prob=True)
-critic = ValueOperator(nn.Sequential(nn.Linear(3, 64), nn.Tanh(), nn.Linear(64, 1)), in_keys=["observation"])
+critic = ValueOperator(nn.Sequential(nn.Linear(3, 64), nn.Tanh(), nn.Linear(64, 1)).to(device),
+                       in_keys=["observation"])
 collector = Collector(env, policy, frames_per_batch=128, total_frames=256)
 advantage = GAE(gamma=0.99, lmbda=0.95, value_network=critic)
 loss_module = ClipPPOLoss(policy, critic, entropy_coeff=0.01)
