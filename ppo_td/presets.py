@@ -364,8 +364,8 @@ def preset_for(env_id: str) -> tuple[str, str]:
 def _observes_images(env_id: str) -> bool:
     """Whether the registered Gymnasium env ``env_id`` observes images (a ``uint8`` or ``bool`` box of 2 or 3
     dims, which the model layer encodes with a CNN): one copy is made and closed to read its space
-    (``module:EnvId``: Gymnasium imports the module that registers it first, as the run's build does). False for
-    anything else, or an env that fails."""
+    (``module:EnvId``: Gymnasium imports the module that registers it first; the command line imports it from the
+    current folder before, as the run's build does). False for anything else, or an env that fails."""
     import gymnasium as gym
 
     if ":" not in env_id and env_id not in gym.registry:

@@ -13,6 +13,7 @@ import tyro
 
 from ppo_td.cli.command import TrainCommand
 from ppo_td.config import TrainConfig, from_dict
+from ppo_td.envs.imports import import_from_cwd
 from ppo_td.presets import DEFAULT_PRESET, fit_recurrent, get_preset, preset_for
 
 
@@ -36,6 +37,7 @@ def train_command(args: list[str], prog: str) -> tuple[TrainCommand, list[str]]:
         default = _zoo_command(known.from_zoo, known.env_id, known.preset)
     else:
         if known.preset is None and known.env_id and not any(a.startswith("--resume") for a in args):
+            _import_module_of(known.env_id)  # (a module next to the user's script registers it: the build's lookup)
             preset_name, why = preset_for(known.env_id)  # not CartPole's tuned values for another env
             print(f"defaults: preset {preset_name!r}, {why} (--preset NAME to choose)")
         default = TrainCommand(config=_for_env(get_preset(preset_name), preset_name, known.env_id),
@@ -118,3 +120,14 @@ def _zoo_command(path: str, env_id: str | None, preset: str | None) -> TrainComm
     for note in notes:
         print(f"note: RL Zoo {note}")
     return TrainCommand(config=config, preset="zoo", from_zoo=path)
+
+
+def _import_module_of(env_id: str) -> None:
+    """Import the module of a ``module:EnvId`` id as the build will (the current folder too), so that
+    :func:`preset_for` sees the env it registers; an import that fails is left for the build to report."""
+    module = env_id.rpartition(":")[0]
+    if module:
+        try:
+            import_from_cwd(module)
+        except ImportError:
+            pass
