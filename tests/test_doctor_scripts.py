@@ -229,7 +229,8 @@ NOTEBOOK = ["# md A first PPO, in a notebook",
             "%%writefile helper_for_nb.py\ndef coef():\n    return 0.5\n",
             "# md The update", "%%time\npolicy, critic = nn.Linear(4, 2), nn.Linear(4, 1)\n"
             "opt = torch.optim.Adam([*policy.parameters(), *critic.parameters()], lr=1e-3)",
-            "!pip list\nfrom helper_for_nb import coef\nfor _ in range(3):\n    dist = Categorical(logits=policy(obs))\n"
+            "!pip list\nfrom helper_for_nb import coef\nfor _ in range(3):\n"
+            "    dist = Categorical(logits=policy(obs))\n"
             "    value = critic(obs).squeeze(-1)\n    adv = (ret - value).detach()\n"
             "    loss = -(dist.log_prob(acts) * adv).mean() + (value - ret).pow(2).mean()"
             " + 0.01 * dist.entropy().mean()\n"
