@@ -13,7 +13,6 @@ import tyro
 
 from ppo_td.cli.command import TrainCommand
 from ppo_td.config import TrainConfig, from_dict
-from ppo_td.envs.imports import import_from_cwd
 from ppo_td.presets import DEFAULT_PRESET, fit_recurrent, get_preset, preset_for
 
 
@@ -127,6 +126,8 @@ def _import_module_of(env_id: str) -> None:
     :func:`preset_for` sees the env it registers; an import that fails is left for the build to report."""
     module = env_id.rpartition(":")[0]
     if module:
+        from ppo_td.envs.imports import import_from_cwd  # (ppo_td.envs imports TorchRL: only for such an id)
+
         try:
             import_from_cwd(module)
         except ImportError:
