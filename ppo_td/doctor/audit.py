@@ -24,10 +24,10 @@ class Forward:
 
     module: str
     index: int
-    where: str
+    where: str  # the user's outer call that made it (the first line of ``chain``)
     step: int  # optimizer steps done when this forward ran
     node: object  # the output's grad_fn (kept alive so its id stays unique)
-    chain: str = ""  # the user's call chain that made it, outer (``where``) first (lines.call_chain)
+    chain: str  # the user's call chain that made it, outer first (lines.call_chain)
     shape: tuple = ()  # the output's shape
 
 

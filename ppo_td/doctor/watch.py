@@ -79,7 +79,7 @@ def _tensors(output: Any) -> list[torch.Tensor]:
     return []
 
 
-def _record_forward(a: Audit, name: str, output: Any, module: nn.Module | None = None) -> None:
+def _record_forward(a: Audit, name: str, output: Any, module: nn.Module) -> None:
     a._forwards[name] = n = a._forwards.get(name, 0) + 1
     tensors = _tensors(output)
     if name not in a._output_roles and tensors:
@@ -96,7 +96,7 @@ def _record_forward(a: Audit, name: str, output: Any, module: nn.Module | None =
             if t.grad_fn is not None:
                 a._outputs[id(t.grad_fn)] = record = Forward(name, n, where, a._steps, t.grad_fn, chain,
                                                              tuple(t.shape))
-    a.called = module if module is not None else a.modules[name]  # (a part or view of ``name`` may have run)
+    a.called = module  # (``name``'s module, or a part or view of it that ran)
     _each(a, "forward", name, output, record)
 
 

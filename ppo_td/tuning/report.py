@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import warnings
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ppo_td.config import TrainConfig, to_dict
 from ppo_td.tuning.study import Settings, counts, failures
@@ -160,7 +161,9 @@ def _curves(confirmed: list[dict[str, Any]], plan: Plan, plt: Any) -> Path:
                     ax.plot(frames, returns, color=color, alpha=0.2, linewidth=0.8)
                     curves.append(_on_grid(frames, returns, grid))
             if curves:
-                mean = [_mean([c[j] for c in curves]) for j in range(len(grid))]
+                with warnings.catch_warnings():  # (a grid point before every seed's first episode)
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    mean = np.nanmean(np.stack(curves), axis=0)
                 ax.plot(grid, mean, color=color, linewidth=2, label=f"{row['name']} ({len(curves)} seeds)")
         ax.set_title(env_id)
         ax.set_xlabel("frames")
@@ -186,16 +189,7 @@ def _curve(path: Path) -> tuple[list[float], list[float]]:
     return frames, means
 
 
-def _on_grid(frames: list[float], values: list[float], grid: list[float]) -> list[float]:
+def _on_grid(frames: list[float], values: list[float], grid: list[float]) -> np.ndarray:
     """The last value at or before each grid point (NaN before the first)."""
-    out, j = [], -1
-    for point in grid:
-        while j + 1 < len(frames) and frames[j + 1] <= point:
-            j += 1
-        out.append(values[j] if j >= 0 else math.nan)
-    return out
-
-
-def _mean(values: list[float]) -> float:
-    finite = [v for v in values if not math.isnan(v)]
-    return sum(finite) / len(finite) if finite else math.nan
+    at = np.searchsorted(frames, grid, side="right") - 1
+    return np.where(at >= 0, np.asarray(values)[np.maximum(at, 0)], np.nan)

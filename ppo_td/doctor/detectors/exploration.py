@@ -45,7 +45,7 @@ class Exploration(Detector):
             return
         if not hasattr(output, "keys") or "next" in output.keys():
             return  # (a plain tensor policy samples by itself; a forward on collected data is no rollout)
-        deterministic = self._deterministic(a.called if a.called is not None else a.modules[module])
+        deterministic = self._deterministic(a.called)
         if deterministic is None:
             return
         collector = _collector()

@@ -31,11 +31,7 @@ class GraphReuse(Detector):
                       "collect rollouts under torch.no_grad() (or .detach() actions, log-probs, values and "
                       "advantages when storing them); recompute log-probs and values from stored observations in "
                       "each minibatch loss. retain_graph=True only hides this: gradients flow into stale outputs",
-                      record.where, made=_chain(min(reused, key=lambda f: f.index)) if reused else "")
-
-
-def _chain(forward) -> str:
-    return forward.chain or forward.where
+                      record.where, made=min(reused, key=lambda f: f.index).chain if reused else "")
 
 
 DETECTOR = GraphReuse

@@ -31,7 +31,7 @@ _WHAT = {"loss_entropy": "each step makes the policy less random, the opposite o
 
 
 @dataclass
-class Forward:
+class LossForward:
     """One forward of a loss module with gradients on: its terms (key -> graph node) and which a backward used."""
 
     loss: str
@@ -48,7 +48,7 @@ class LossTerms(Detector):
              17: ("a term of a TorchRL loss is left out", 6.5)}
 
     def __init__(self) -> None:
-        self.open: dict[int, Forward] = {}  # id of a loss module -> its latest forward with gradients
+        self.open: dict[int, LossForward] = {}  # id of a loss module -> its latest forward with gradients
 
     def loss(self, a: Audit, name: str, module, batch, output, where: str) -> None:
         if not hasattr(output, "keys") or not torch.is_grad_enabled():
@@ -60,7 +60,7 @@ class LossTerms(Detector):
         if id(module) in self.open:  # (the loss's previous minibatch is done: its terms were all trained, or not)
             self._judge(a, self.open.pop(id(module)))
         if terms:
-            self.open[id(module)] = Forward(name, where, terms, len(a._backwards))
+            self.open[id(module)] = LossForward(name, where, terms, len(a._backwards))
 
     def backward(self, a: Audit, record: Backward, roots: list, children: dict) -> None:
         found = [(forward, key, value) for forward in self.open.values() for key, value in forward.terms.items()
@@ -101,14 +101,14 @@ class LossTerms(Detector):
                 self._judge(a, forward)
         self.open = {}
 
-    def _judge(self, a: Audit, forward: Forward) -> None:
+    def _judge(self, a: Audit, forward: LossForward) -> None:
         """Terms of a trained forward (one term at least reached a backward) that no backward reached."""
         if not forward.used:
             return  # (a forward for a log line, or never trained: not a dropped term)
         for key in forward.terms.keys() - forward.used - forward.judged:
             self._report(a, forward, key)
 
-    def _report(self, a: Audit, forward: Forward, key: str) -> bool:
+    def _report(self, a: Audit, forward: LossForward, key: str) -> bool:
         """Report ``key`` of ``forward`` as left out (unless it is 0); returns whether it was reported."""
         forward.judged.add(key)
         if not bool(forward.terms[key].detach().any()):

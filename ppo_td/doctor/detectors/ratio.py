@@ -147,7 +147,7 @@ class Ratio(Detector):
 def _made(a: Audit, old: object, carrier: Forward) -> str:
     """Where the old log-probs that carry a graph were made: the user's ``log_prob`` call (or the user's own
     operation) that made them, else the forward of the network below them."""
-    return made_at(a, old) or carrier.chain or carrier.where
+    return made_at(a, old) or carrier.chain
 
 
 DETECTOR = Ratio

@@ -30,7 +30,7 @@ class StaleForward(Detector):
               "run forward -> loss -> zero_grad -> backward -> step for one loss at a time, and recompute every "
               "network output after a step (or sum the losses and step once). The backward otherwise fails with "
               "'modified by an inplace operation', or, with retain_graph=True, computes gradients of the old "
-              "weights", record.where, made=first.chain or first.where)
+              "weights", record.where, made=first.chain)
 
 
 DETECTOR = StaleForward

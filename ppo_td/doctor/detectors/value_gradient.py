@@ -69,7 +69,7 @@ def _first_forward(a: Audit, nodes: dict[int, object], modules: list[str]) -> st
     """The call chain of the earliest forward of ``modules`` among ``nodes`` (the values the advantage was made of)."""
     found = [f for i in nodes if (f := a._outputs.get(i)) is not None and f.module in modules]
     first = min(found, key=lambda f: (f.step, f.index), default=None)
-    return (first.chain or first.where) if first else ""
+    return first.chain if first else ""
 
 
 def distances(record: Backward, children: dict) -> Iterator[tuple[str, list]]:
