@@ -251,6 +251,11 @@ class ModelConfig:
     """What turns an observation into features (ppo_td.models.encoders): 'auto' (float vectors as they are,
     one-hot for discrete, the Nature CNN for images from 36x36, a small CNN below, each entry of a Dict),
     'flat' (no CNN), 'nature', 'small', or module:function, called as function(space) -> nn.Module."""
+    scale_images: bool = True
+    """Whether the CNN scales ``uint8`` images by 1/255 (pixels: Atari's, a camera's). False reads them as they
+    are: symbolic images whose entries are small indices, such as MiniGrid's 7x7x3 of object, colour and state
+    (0-10), which 1/255 shrinks under 0.04 (SB3's ``normalize_images=False``; the ``minigrid`` preset). Images
+    only: other observations are read the same either way."""
     activation: Literal["tanh", "relu"] = "tanh"
     """Hidden activation; tanh is the published default for vector observations."""
     shared_trunk: bool = False

@@ -230,3 +230,17 @@ def test_a_minatar_id_registers_its_game_and_starts_from_its_preset(tmp_path, ca
                  "1", "--eval-max-steps", "50", "--no-progress", "--run-dir", str(tmp_path / "run")]) == 0
     assert "preset 'minatar'" in capsys.readouterr().out
     assert "MinAtar/SpaceInvaders-v1" in gym.registry  # registered by the run's build, not by importing ppo_td
+
+
+def test_a_minigrid_id_without_its_module_starts_from_the_minigrid_preset(tmp_path, capsys):
+    """A bare MiniGrid id (no ``minigrid:``) is registered by the run's build (importing ppo_td registers nothing)
+    and gets the minigrid preset: its symbolic image read as it is, not scaled by 1/255 as pixels are."""
+    pytest.importorskip("minigrid")
+    from ppo_td.presets import get_preset, preset_for
+
+    assert preset_for("MiniGrid-DoorKey-5x5-v0")[0] == "minigrid"
+    assert get_preset("minigrid").model.scale_images is False and get_preset("pixels").model.scale_images is True
+    assert main(["train", "--env.env-id", "MiniGrid-Empty-5x5-v0", "--total-frames", "1024", "--eval-episodes", "1",
+                 "--no-progress", "--run-dir", str(tmp_path / "run")]) == 0
+    assert "preset 'minigrid'" in capsys.readouterr().out
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["model"]["scale_images"] is False

@@ -273,3 +273,23 @@ def test_auto_reads_small_arrays_and_other_float_dtypes_without_a_cnn():
     assert isinstance(make_encoder(ObservationSpace("image", (5, 2), "bool")), Flatten)  # a mask, not a picture
     assert isinstance(make_encoder(ObservationSpace("image", (10, 2, 5), "float32")), Flatten)
     assert isinstance(make_encoder(ObservationSpace("vector", (3,), "float16")), Flatten)  # cast for the MLP
+
+
+def test_symbolic_images_are_read_as_they_are_when_asked():
+    """MiniGrid's 7x7x3 holds indices (object, colour, state: 0-10), which 1/255 shrinks under 0.04;
+    ``scale_images=False`` (model.scale_images, the minigrid preset) casts them to float without scaling."""
+    torch.manual_seed(0)
+    grid = ObservationSpace("image", (7, 7, 3), "uint8")
+    scaled, raw = make_encoder(grid), make_encoder(grid, scale_images=False)
+    as_float = SmallCNN(ObservationSpace("image", (7, 7, 3), "float32"))  # float images are never scaled
+    raw.load_state_dict(scaled.state_dict())
+    as_float.load_state_dict(scaled.state_dict())
+    x = torch.randint(0, 11, (2, 5, 7, 7, 3), dtype=torch.uint8)
+    assert torch.allclose(raw(x), as_float(x.float()), atol=1e-6)
+    assert torch.allclose(scaled(x), as_float(x.float() / 255), atol=1e-6)
+    assert not torch.allclose(raw(x), scaled(x), atol=1e-3)
+    # the choice reaches every CNN, inside a Dict too
+    pixels = ObservationSpace("image", (40, 40, 3), "uint8")
+    both = make_encoder(ObservationSpace("dict", entries=(("a", grid), ("b", pixels))), scale_images=False)
+    assert [m.input.scale for m in both.encoders.values()] == [1.0, 1.0]
+    assert make_encoder(pixels, "nature").input.scale == 1 / 255

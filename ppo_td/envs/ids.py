@@ -15,7 +15,7 @@ from torchrl.envs import EnvBase
 
 from ppo_td.config import EnvConfig
 from ppo_td.envs.atari import FRAME_SKIP, import_ale
-from ppo_td.envs.imports import env_kwargs_of, import_from_cwd, register_minatar
+from ppo_td.envs.imports import env_kwargs_of, import_from_cwd, register_minatar, register_minigrid
 from ppo_td.envs.torchrl_envs import torchrl_factory
 
 
@@ -38,10 +38,12 @@ class EnvId:
 
 def register_packaged(env_id: str) -> None:
     """Register the ids of a package that does not register them by itself for Gymnasium's ``module:EnvId`` form:
-    Atari's ``ALE/...`` (``ale_py`` registers them on import) and ``MinAtar/...`` (``minatar.gym.register_envs``).
-    Called where an id is first read, so every process (workers, evaluation, a resume) registers them too."""
+    Atari's ``ALE/...`` (``ale_py`` registers them on import), ``MinAtar/...`` (``minatar.gym.register_envs``) and
+    ``MiniGrid-...`` (``minigrid`` registers them on import). Called where an id is first read, so every process
+    (workers, evaluation, a resume) registers them too."""
     import_ale(env_id)
     register_minatar(env_id)
+    register_minigrid(env_id)
 
 
 def resolve(config: EnvConfig, *, look_for_torchrl: bool = True) -> EnvId:

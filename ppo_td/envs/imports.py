@@ -58,6 +58,20 @@ def register_minatar(env_id: str) -> None:
     minatar_gym.register_envs()
 
 
+def register_minigrid(env_id: str) -> None:
+    """Import ``minigrid`` (which registers its ids on import) for a ``MiniGrid-...`` or ``BabyAI-...`` id not
+    registered yet, so the bare id works as ``minigrid:MiniGrid-...`` does; a clear error without the package."""
+    import gymnasium as gym
+
+    bare = env_id.rpartition(":")[2]
+    if bare in gym.registry or not bare.startswith(("MiniGrid-", "BabyAI-")):
+        return
+    try:
+        importlib.import_module("minigrid")
+    except ImportError as err:
+        raise ValueError(f"env {env_id!r} is a MiniGrid env: install it with pip install minigrid") from err
+
+
 def keyword_arguments(items: Iterable[str]) -> dict[str, Any]:
     """``KEY=VALUE`` strings as keyword arguments: Python literals where they parse, else text."""
     out: dict[str, Any] = {}

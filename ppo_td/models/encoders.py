@@ -13,8 +13,9 @@ float vector       none: the MLP reads it as it is
 other numbers      :class:`Flatten`: cast to float, flattened (an N-D float ``Box``, an int ``Box``)
 ``Discrete``       :class:`OneHot`
 ``MultiDiscrete``  :class:`OneHot`, one per entry, concatenated (``MultiBinary`` is cast: 0/1)
-image              ``uint8`` scaled by 1/255, HWC moved to CHW, then :class:`NatureCNN` from 36x36
-                   up (Mnih et al. 2015; CleanRL's Atari network), :class:`SmallCNN` below
+image              ``uint8`` scaled by 1/255 (pixels; ``model.scale_images=False`` reads symbolic images
+                   as they are), HWC moved to CHW, then :class:`NatureCNN` from 36x36 up (Mnih et al.
+                   2015; CleanRL's Atari network), :class:`SmallCNN` below
 ``Dict``/``Tuple``  :class:`DictEncoder`: each entry encoded as above, concatenated in key order
 =================  ==========================================================================
 
@@ -84,10 +85,12 @@ class _ImageInput(nn.Module):
     """An image batch as float ``[N, C, H, W]``: ``uint8`` scaled by 1/255, HWC moved to CHW, 2-D given a channel.
 
     The layout is CHW when the first dim is the smallest (stacked frames: ``[4, 84, 84]``), else HWC
-    (Gymnasium's convention: ``[7, 7, 3]``); ``channels_last`` overrides it.
+    (Gymnasium's convention: ``[7, 7, 3]``); ``channels_last`` overrides it. ``scale_images=False`` casts a
+    ``uint8`` image without scaling it: a symbolic image, whose entries are small indices (MiniGrid's object,
+    colour and state, 0-10), which 1/255 would shrink under 0.04 (SB3's ``normalize_images=False``).
     """
 
-    def __init__(self, space: ObservationSpace, channels_last: bool | None = None) -> None:
+    def __init__(self, space: ObservationSpace, channels_last: bool | None = None, scale_images: bool = True) -> None:
         super().__init__()
         shape = space.shape
         self.event_dims = len(shape)
@@ -97,7 +100,7 @@ class _ImageInput(nn.Module):
             self.channels_last = shape[0] >= shape[-1] if channels_last is None else channels_last
             (h, w, c) = shape if self.channels_last else (shape[1], shape[2], shape[0])
         self.channels, self.height, self.width = c, h, w
-        self.scale = 1.0 / 255.0 if space.dtype == "uint8" else 1.0
+        self.scale = 1.0 / 255.0 if space.dtype == "uint8" and scale_images else 1.0
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Size, torch.Tensor]:
         lead, flat = _leading(x, self.event_dims)
@@ -114,9 +117,9 @@ class _ImageInput(nn.Module):
 class _CNN(nn.Module):
     """Convolutions, then a ReLU linear layer of ``features`` outputs; orthogonal init, gain sqrt(2)."""
 
-    def __init__(self, space: ObservationSpace, convs: nn.Sequential, features: int) -> None:
+    def __init__(self, space: ObservationSpace, convs: nn.Sequential, features: int, scale_images: bool) -> None:
         super().__init__()
-        self.input = _ImageInput(space)
+        self.input = _ImageInput(space, scale_images=scale_images)
         self.convs = convs
         with torch.no_grad():
             probe = torch.zeros(1, self.input.channels, self.input.height, self.input.width)
@@ -139,29 +142,31 @@ class _CNN(nn.Module):
 
 class NatureCNN(_CNN):
     """The DQN/PPO Atari network (Mnih et al. 2015; CleanRL's ``ppo_atari.py``): 32 8x8/4, 64 4x4/2, 64 3x3/1,
-    then 512 ReLU units. Takes images of at least 36x36 (:data:`NATURE_MIN_SIZE`)."""
+    then 512 ReLU units. Takes images of at least 36x36 (:data:`NATURE_MIN_SIZE`); ``uint8`` ones scaled by
+    1/255 unless ``scale_images`` is False."""
 
-    def __init__(self, space: ObservationSpace, features: int = 512) -> None:
+    def __init__(self, space: ObservationSpace, features: int = 512, scale_images: bool = True) -> None:
         c, h, w = image_size(space)
         if min(h, w) < NATURE_MIN_SIZE:
             raise ValueError(f"the Nature CNN takes images of at least {NATURE_MIN_SIZE}x{NATURE_MIN_SIZE}; this "
                              f"observation is {h}x{w} ({space}). Use model.encoder='small' (or 'auto')")
         convs = nn.Sequential(nn.Conv2d(c, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
                               nn.Conv2d(64, 64, 3, stride=1), nn.ReLU())
-        super().__init__(space, convs, features)
+        super().__init__(space, convs, features, scale_images)
 
 
 class SmallCNN(_CNN):
     """For small grids (MiniGrid's 7x7, MinAtar's 10x10): 16 and 32 3x3 convolutions (padded, stride 1), then
-    256 ReLU units. Takes images of at least 3x3."""
+    256 ReLU units. Takes images of at least 3x3; ``uint8`` ones scaled by 1/255 unless ``scale_images`` is False
+    (MiniGrid's symbolic 7x7x3)."""
 
-    def __init__(self, space: ObservationSpace, features: int = 256) -> None:
+    def __init__(self, space: ObservationSpace, features: int = 256, scale_images: bool = True) -> None:
         c, h, w = image_size(space)
         if min(h, w) < 3:
             raise ValueError(f"the small CNN takes images of at least 3x3; this observation is {h}x{w} ({space}). "
                              "Use model.encoder='flat'")
         convs = nn.Sequential(nn.Conv2d(c, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU())
-        super().__init__(space, convs, features)
+        super().__init__(space, convs, features, scale_images)
 
 
 def image_size(space: ObservationSpace) -> tuple[int, int, int]:
@@ -188,11 +193,12 @@ class DictEncoder(nn.Module):
 KINDS = ("auto", "flat", "nature", "small")
 
 
-def make_encoder(space: ObservationSpace, kind: str = "auto") -> nn.Module | None:
+def make_encoder(space: ObservationSpace, kind: str = "auto", scale_images: bool = True) -> nn.Module | None:
     """The default encoder of ``space`` (see the module docstring); None for a float vector (read as it is).
 
     ``kind``: 'auto' (Nature CNN for images from 36x36, small CNN below), 'flat' (images flattened too),
-    'nature' or 'small' (that CNN for every image).
+    'nature' or 'small' (that CNN for every image). ``scale_images``: whether a CNN scales ``uint8`` images by
+    1/255 (pixels) or reads them as they are (symbolic images: MiniGrid's indices).
 
     Raises:
         ValueError: an image too small for the chosen CNN (naming the minimum), or 'nature'/'small' for an
@@ -202,12 +208,12 @@ def make_encoder(space: ObservationSpace, kind: str = "auto") -> nn.Module | Non
         raise ValueError(f"encoder {kind!r}: use one of {KINDS} or a module:function import path")
     if kind in ("nature", "small") and not space.images():
         raise ValueError(f"model.encoder={kind!r} needs an image observation; this one is {space}. Use 'auto'")
-    return _encoder(space, kind)
+    return _encoder(space, kind, scale_images)
 
 
-def _encoder(space: ObservationSpace, kind: str) -> nn.Module | None:
+def _encoder(space: ObservationSpace, kind: str, scale_images: bool) -> nn.Module | None:
     if space.kind == "dict":
-        encoders = {key: _encoder(entry, kind) for key, entry in space.entries}
+        encoders = {key: _encoder(entry, kind, scale_images) for key, entry in space.entries}
         return DictEncoder(encoders, {k: features(e, dict(space.entries)[k]) for k, e in encoders.items()})
     if space.is_flat_float:
         return None
@@ -216,9 +222,9 @@ def _encoder(space: ObservationSpace, kind: str) -> nn.Module | None:
     if space.kind == "image" and kind != "flat":
         h, w = image_size(space)[1:]
         if kind == "nature" or (kind == "auto" and min(h, w) >= NATURE_MIN_SIZE):
-            return NatureCNN(space)
+            return NatureCNN(space, scale_images=scale_images)
         if kind == "small" or min(h, w) >= 3:
-            return SmallCNN(space)
+            return SmallCNN(space, scale_images=scale_images)
     return Flatten(space)  # numbers of any other shape; with 'auto', also "images" under 3x3 (a (5, 2) mask)
 
 

@@ -30,7 +30,7 @@ def _encoder(desc: EnvDescription, config: ModelConfig, encoder: EncoderFactory 
     if encoder is None and ":" in config.encoder:
         encoder = import_attr(config.encoder, "model.encoder")
     if encoder is None:
-        module = make_encoder(space, config.encoder)
+        module = make_encoder(space, config.encoder, config.scale_images)
         return module, features(module, space)
     module = encoder(space)
     if not isinstance(module, nn.Module):
