@@ -95,7 +95,7 @@ def _sb3_kwargs(config: TrainConfig) -> dict[str, Any]:
         learning_rate=(lambda progress: progress * lr) if config.optim.anneal_lr else lr,
         policy_kwargs=dict(net_arch=dict(pi=list(config.model.hidden_sizes), vf=list(config.model.hidden_sizes)),
                            activation_fn=nn.Tanh if config.model.activation == "tanh" else nn.ReLU,
-                           log_std_init=config.model.log_std_init),
+                           log_std_init=config.model.log_std_init, ortho_init=config.model.orthogonal_init),
     )
 
 

@@ -260,6 +260,10 @@ class ModelConfig:
     """Hidden activation; tanh is the published default for vector observations."""
     shared_trunk: bool = False
     """Share the hidden layers between actor and critic (separate networks by default)."""
+    orthogonal_init: bool = True
+    """Orthogonal weights (gains below) and zero biases for the MLP layers and heads (implementation detail 2,
+    Huang et al. 2022). False keeps PyTorch's default initialization of those layers (SB3's ``ortho_init=False``,
+    as RL Zoo's tuned MuJoCo entries set it); CNN encoders and recurrent cores keep their own init either way."""
     hidden_gain: float = math.sqrt(2)
     """Orthogonal-init gain of hidden layers (implementation detail 2: sqrt(2))."""
     policy_head_gain: float = 0.01

@@ -276,6 +276,7 @@ def _rl_zoo(env_id: str, num_envs: int, steps: int, minibatch: int, total_frames
 # CartPole's clip range (lin_0.2; constant 0.2 here) and explores MountainCarContinuous with gSDE (a plain Gaussian
 # here, from its log-std of -3.29); its batch_size 256 over MountainCarContinuous's 8-step rollouts, which SB3 takes
 # as the whole rollout (and --from-zoo refuses: 256 does not divide 8), is that rollout here (batch_size 8).
+# halfcheetah-zoo is RL Zoo's tuned HalfCheetah-v4 entry on v5, beside the halfcheetah preset (CleanRL's settings).
 RL_ZOO = {
     "cartpole-zoo": _rl_zoo("CartPole-v1", 8, 32, 256, 100_000, loss=dict(gamma=0.98, gae_lambda=0.8),
                             optim=dict(lr=1e-3, anneal_lr=True, update_epochs=20)),
@@ -284,7 +285,7 @@ RL_ZOO = {
     "mountaincar": _rl_zoo("MountainCar-v0", 16, 16, 64, 1_000_000, True, loss=dict(gae_lambda=0.98),
                            optim=dict(update_epochs=4)),
     "mountaincar-continuous": _rl_zoo(
-        "MountainCarContinuous-v0", 1, 8, 8, 20_000, True, model=dict(log_std_init=-3.29),
+        "MountainCarContinuous-v0", 1, 8, 8, 20_000, True, model=dict(log_std_init=-3.29, orthogonal_init=False),
         loss=dict(gamma=0.9999, gae_lambda=0.9, clip_epsilon=0.1, entropy_coeff=0.00429, critic_coeff=0.19),
         optim=dict(lr=7.77e-05, max_grad_norm=5.0)),
     "lunarlander": _rl_zoo("LunarLander-v3", 16, 1024, 64, 1_000_000,
@@ -296,6 +297,11 @@ RL_ZOO = {
                              loss=dict(gamma=0.999, clip_epsilon=0.18)),
     "swimmer": _rl_zoo("Swimmer-v5", 4, 1024, 256, 1_000_000, True, loss=dict(gamma=0.9999, gae_lambda=0.98),
                        optim=dict(lr=6e-4)),  # RL Zoo's Swimmer-v4 entry
+    "halfcheetah-zoo": _rl_zoo(
+        "HalfCheetah-v5", 1, 512, 64, 1_000_000, True,
+        model=dict(hidden_sizes=(256, 256), activation="relu", log_std_init=-2.0, orthogonal_init=False),
+        loss=dict(gamma=0.98, gae_lambda=0.92, clip_epsilon=0.1, entropy_coeff=0.000401762, critic_coeff=0.58096),
+        optim=dict(lr=2.0633e-05, update_epochs=20, max_grad_norm=0.8)),  # RL Zoo's HalfCheetah-v4 entry
 }
 
 # MiniGrid (the minigrid package; its ids through Gymnasium's module:EnvId form, so nothing is imported before a run

@@ -26,7 +26,7 @@ normalize            env.normalize_observations / normalize_rewards (``true``:
 policy               the encoders pick themselves from the observation;
                      CnnPolicy shares the CNN, heads on its features
 policy_kwargs        net_arch (same for pi and vf), activation_fn (nn.Tanh,
-                     nn.ReLU), log_std_init; ortho_init=False is named
+                     nn.ReLU), log_std_init, ortho_init (model.orthogonal_init)
 env_wrapper          AtariWrapper -> env.atari
 frame_stack          4 with env.atari (part of it)
 ===================  ==========================================================
@@ -187,8 +187,8 @@ def _policy_kwargs(value: Any, model: dict[str, Any]) -> list[str]:
                 model["activation"] = name
         elif key == "log_std_init":
             model["log_std_init"] = float(item)
-        elif key == "ortho_init" and not item:
-            notes.append("policy_kwargs ortho_init=False: ppo_td always initializes orthogonally")
+        elif key == "ortho_init":
+            model["orthogonal_init"] = bool(item)
         else:
             notes.append(f"policy_kwargs {key}={item!r} has no ppo_td counterpart; ignored")
     return notes

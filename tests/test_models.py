@@ -32,3 +32,20 @@ def test_orthogonal_init_gains(shared):
     assert td["logits"].shape == (2, 3) and td["action"].shape == (2,)
     assert critic(td)["state_value"].shape == (2, 1)
     env.close()
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_pytorch_default_init_when_orthogonal_init_is_off(shared):
+    """model.orthogonal_init=False (SB3's ortho_init=False, RL Zoo's MuJoCo entries): every MLP layer and head keeps
+    nn.Linear's own init: the same weights as nn.Linear layers of the same sizes made in the same order."""
+    env = make_env(EnvConfig("Acrobot-v1", num_envs=2), seed=0)
+    torch.manual_seed(3)
+    actor, critic = make_actor_critic(env, ModelConfig(hidden_sizes=(64, 32), shared_trunk=shared,
+                                                       orthogonal_init=False))
+    layers = _linears(actor) + [m for m in _linears(critic) if all(m is not a for a in _linears(actor))]
+    torch.manual_seed(3)
+    plain = [nn.Linear(m.in_features, m.out_features) for m in layers]
+    for layer, reference in zip(layers, plain, strict=True):
+        assert torch.equal(layer.weight, reference.weight) and torch.equal(layer.bias, reference.bias)
+        assert torch.count_nonzero(layer.bias) > 0  # orthogonal init zeroes them
+    env.close()

@@ -85,7 +85,7 @@ def test_policy_kwargs_normalize_and_unknown_keys(zoo_file):
     assert config.model.log_std_init == -2.0 and config.optim.num_minibatches == 64  # SB3's batch_size 64
     assert any(n.startswith("use_sde: True has no ppo_td counterpart") for n in notes)
     assert any(n.startswith("sde_sample_freq") for n in notes)
-    assert any("ortho_init=False" in n for n in notes)
+    assert config.model.orthogonal_init is False and not any("ortho_init" in n for n in notes)
 
 
 def test_atari_ids_read_the_atari_entry(zoo_file):
@@ -145,13 +145,21 @@ RL_ZOO_ENTRIES = textwrap.dedent("""
                                batch_size: 64, gae_lambda: 0.98, gamma: 0.999, n_epochs: 4, ent_coef: 0.01}
     Swimmer-v5: {normalize: true, n_timesteps: !!float 1e6, policy: 'MlpPolicy', gamma: 0.9999, n_envs: 4,
                  n_steps: 1024, batch_size: 256, learning_rate: !!float 6e-4, gae_lambda: 0.98}
+    HalfCheetah-v5: {normalize: true, n_envs: 1, policy: 'MlpPolicy', n_timesteps: !!float 1e6, batch_size: 64,
+                     n_steps: 512, gamma: 0.98, learning_rate: 2.0633e-05, ent_coef: 0.000401762, clip_range: 0.1,
+                     n_epochs: 20, gae_lambda: 0.92, max_grad_norm: 0.8, vf_coef: 0.58096,
+                     policy_kwargs: "dict(log_std_init=-2, ortho_init=False, activation_fn=nn.ReLU,
+                                     net_arch=dict(pi=[256, 256], vf=[256, 256]))"}
 """)
-"""RL Zoo's entries (Swimmer-v4's with RL Zoo's mujoco defaults merged, on v5)."""
+"""RL Zoo's entries (Swimmer-v4's with RL Zoo's mujoco defaults merged, and HalfCheetah-v4's, on v5)."""
 
 PRESET_OF = {"CartPole-v1": "cartpole-zoo", "MountainCar-v0": "mountaincar",
              "MountainCarContinuous-v0": "mountaincar-continuous", "Acrobot-v1": "acrobot",
              "BipedalWalker-v3": "bipedalwalker", "LunarLander-v3": "lunarlander",
-             "LunarLanderContinuous-v3": "lunarlander-continuous", "Swimmer-v5": "swimmer"}
+             "LunarLanderContinuous-v3": "lunarlander-continuous", "Swimmer-v5": "swimmer",
+             "HalfCheetah-v5": "halfcheetah-zoo"}
+STARTS_FROM = {"CartPole-v1": "cartpole", "HalfCheetah-v5": "halfcheetah"}
+"""Ids whose own preset comes first without --preset (the default, CleanRL's MuJoCo settings)."""
 
 
 @pytest.mark.parametrize("env_id", PRESET_OF)
@@ -162,5 +170,5 @@ def test_the_rl_zoo_presets_are_rl_zoos_entries(env_id, tmp_path):
     path.write_text(RL_ZOO_ENTRIES)
     config, notes = from_zoo(zoo_entry(path, env_id)[1], env_id)
     assert get_preset(PRESET_OF[env_id]) == config
-    assert preset_for(env_id)[0] == (PRESET_OF[env_id] if env_id != "CartPole-v1" else "cartpole")
-    assert all("use_sde" in n or "ortho_init" in n or "clip_range lin" in n for n in notes), notes
+    assert preset_for(env_id)[0] == STARTS_FROM.get(env_id, PRESET_OF[env_id])
+    assert all("use_sde" in n or "clip_range lin" in n for n in notes), notes

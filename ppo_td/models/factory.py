@@ -15,7 +15,7 @@ from ppo_td.envs.multiagent import describe_any
 from ppo_td.models.distributions import MaskedMultiCategorical
 from ppo_td.models.encoders import EncoderFactory, check_encoder, features, make_encoder
 from ppo_td.models.multiagent import make_agent_actor_critic, make_team_actor_critic
-from ppo_td.models.networks import GaussianHead, PolicyNet, ValueNet, init_orthogonal_, mlp
+from ppo_td.models.networks import GaussianHead, PolicyNet, ValueNet, init_layers_, mlp
 from ppo_td.models.recurrent import make_core, recurrent_actor, recurrent_critic
 
 
@@ -47,7 +47,7 @@ def _policy_net(desc: EnvDescription, config: ModelConfig, head_in: int, trunk: 
     def head_layers(out: int) -> nn.Module:
         if hidden:
             return mlp(head_in, out, config, config.policy_head_gain)
-        return init_orthogonal_(nn.Linear(head_in, out), 1.0, config.policy_head_gain)
+        return init_layers_(nn.Linear(head_in, out), config, config.policy_head_gain)
 
     if desc.action_kind != "box":
         if desc.action_kind == "discrete":
@@ -163,7 +163,7 @@ def make_actor_critic(env: EnvDescription | EnvBase, config: ModelConfig, encode
     trunk = layers[0] if len(layers) == 1 else nn.Sequential(*layers)
     where = _device(device)
     policy = _policy_net(desc, config, size, trunk=trunk, hidden=False, device=where)
-    value = ValueNet(init_orthogonal_(nn.Linear(size, 1), 1.0, config.value_head_gain), trunk=trunk)
+    value = ValueNet(init_layers_(nn.Linear(size, 1), config, config.value_head_gain), trunk=trunk)
     return wrap_policy(policy).to(where), wrap_value(value).to(where)
 
 
@@ -177,7 +177,7 @@ def _shared_recurrent(desc: EnvDescription, config: ModelConfig, encoder: Encode
         trunk = mlp(size, config.hidden_sizes[-1], config, None)
         size = config.hidden_sizes[-1]
         policy = _policy_net(desc, config, size, trunk=trunk, hidden=False, device=where)
-        value = ValueNet(init_orthogonal_(nn.Linear(size, 1), 1.0, config.value_head_gain), trunk=trunk)
+        value = ValueNet(init_layers_(nn.Linear(size, 1), config, config.value_head_gain), trunk=trunk)
     else:
         policy = _policy_net(desc, config, size, trunk=None, hidden=True, device=where)
         value = ValueNet(mlp(size, 1, config, config.value_head_gain))

@@ -47,7 +47,8 @@ from ppo_td.models.networks import ACTIVATIONS, mlp
 def agent_mlp(n_inputs: int, n_outputs: int, desc: EnvDescription, config: ModelConfig, head_gain: float,
               centralised: bool = False, device: torch.device | None = None) -> nn.Module:
     """Each agent's network over ``desc``'s agents (``[..., agents, n_inputs]`` -> ``[..., agents, n_outputs]``),
-    with ``config``'s widths and activation, initialized orthogonally.
+    with ``config``'s widths and activation, initialized orthogonally (PyTorch's default with
+    ``config.orthogonal_init=False``).
 
     Shared parameters: one plain MLP applied to every agent's row (:class:`SharedMLP`; the same function as
     TorchRL's ``MultiAgentMLP(share_params=True)``, without its per-call parameter swap), and for a centralised
@@ -67,6 +68,8 @@ def agent_mlp(n_inputs: int, n_outputs: int, desc: EnvDescription, config: Model
                         centralized=centralised, share_params=False, device=device,
                         depth=len(config.hidden_sizes), num_cells=config.hidden_sizes[0],
                         activation_class=ACTIVATIONS[config.activation])
+    if not config.orthogonal_init:
+        return net
     weights = [q for name, q in net.named_parameters() if name.endswith("weight")]
     with torch.no_grad():
         for name, q in net.named_parameters():

@@ -37,8 +37,15 @@ def init_orthogonal_(net: nn.Module, hidden_gain: float, head_gain: float | None
     return net
 
 
+def init_layers_(net: nn.Module, config: ModelConfig, head_gain: float | None) -> nn.Module:
+    """``net``'s linear layers initialized as ``config`` says: orthogonally (:func:`init_orthogonal_` with
+    ``config.hidden_gain`` and ``head_gain``), or with ``config.orthogonal_init=False`` left at PyTorch's default
+    initialization. Returns ``net``."""
+    return init_orthogonal_(net, config.hidden_gain, head_gain) if config.orthogonal_init else net
+
+
 def mlp(in_features: int, out_features: int, config: ModelConfig, head_gain: float | None) -> nn.Module:
-    """TorchRL's ``MLP`` with ``config``'s widths and activation, orthogonally initialized.
+    """TorchRL's ``MLP`` with ``config``'s widths and activation, initialized by :func:`init_layers_`.
 
     ``head_gain=None`` builds a trunk: the hidden layers only, the last one activated.
     """
@@ -49,7 +56,7 @@ def mlp(in_features: int, out_features: int, config: ModelConfig, head_gain: flo
         activation_class=ACTIVATIONS[config.activation],
         activate_last_layer=head_gain is None,
     )
-    return init_orthogonal_(net, config.hidden_gain, head_gain)
+    return init_layers_(net, config, head_gain)
 
 
 class GaussianHead(nn.Module):
