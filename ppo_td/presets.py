@@ -368,28 +368,33 @@ def preset_for(env_id: str) -> tuple[str, str]:
     for name in (DEFAULT_PRESET, *PRESETS):
         if PRESETS[name].env.env_id.rpartition(":")[2] == bare and name not in ("generic", "pixels"):
             return name, f"the preset made for {bare}"
-    if _observes_images(env_id):
-        return "pixels", (f"{bare} observes images: CleanRL's Atari layout (8 envs x 128 steps, 4 epochs x 4 "
-                          "minibatches, a CNN: the Nature CNN from 36x36, a small one below)")
+    images = _observed_images(env_id)
+    if images is not None:
+        why = (f"{bare} observes images: CleanRL's Atari layout (8 envs x 128 steps, 4 epochs x 4 minibatches, a "
+               "CNN: the Nature CNN from 36x36, a small one below)")
+        if images == "uint8":
+            why += "; uint8 pixels scaled by 1/255: if its entries are indices (as MiniGrid's), --model.no-scale-images"
+        return "pixels", why
     return "generic", f"no preset is made for {bare}: the published generic PPO defaults (SB3's)"
 
 
-def _observes_images(env_id: str) -> bool:
-    """Whether the registered Gymnasium env ``env_id`` observes images (a ``uint8`` or ``bool`` box of 2 or 3
-    dims, which the model layer encodes with a CNN): one copy is made and closed to read its space
+def _observed_images(env_id: str) -> str | None:
+    """The dtype (``uint8`` or ``bool``) of the images the registered Gymnasium env ``env_id`` observes (a box of 2
+    or 3 dims, which the model layer encodes with a CNN): one copy is made and closed to read its space
     (``module:EnvId``: Gymnasium imports the module that registers it first; the command line imports it from the
-    current folder before, as the run's build does). False for anything else, or an env that fails."""
+    current folder before, as the run's build does). None for anything else, or an env that fails."""
     import gymnasium as gym
 
     if ":" not in env_id and env_id not in gym.registry:
-        return False
+        return None
     try:
         env = gym.make(env_id)
     except Exception:  # noqa: BLE001 - a missing extra, say: the generic defaults then, and the build says why
-        return False
+        return None
     try:
         space = env.observation_space
-        return isinstance(space, gym.spaces.Box) and space.dtype in ("uint8", "bool") and len(space.shape) in (2, 3)
+        images = isinstance(space, gym.spaces.Box) and space.dtype in ("uint8", "bool") and len(space.shape) in (2, 3)
+        return str(space.dtype) if images else None
     finally:
         env.close()
 

@@ -197,12 +197,14 @@ def test_an_image_env_without_a_preset_starts_from_pixel_defaults():
 def test_a_small_image_env_a_users_module_registers_starts_from_pixel_defaults(tmp_path, capsys):
     from ppo_td.presets import preset_for
 
-    assert preset_for("image_envs:PpoTdTest/SmallImage-v0")[0] == "pixels"  # the module imported to read its space
+    name, why = preset_for("image_envs:PpoTdTest/SmallImage-v0")  # the module imported to read its space
+    assert name == "pixels" and "--model.no-scale-images" in why  # uint8: pixels, unless its entries are indices
     assert main(["train", "--env.env-id", "image_envs:PpoTdTest/SmallImage-v0", "--total-frames", "1024",
                  "--eval-episodes", "1", "--no-progress", "--run-dir", str(tmp_path / "run")]) == 0
     assert "preset 'pixels'" in capsys.readouterr().out  # its threads: tests/test_threads.py
     assert json.loads((tmp_path / "run" / "run.json").read_text())["threads"] == 1
-    assert preset_for("image_envs:PpoTdTest/BoolGrid-v0")[0] == "pixels"  # bool channels are images too (MinAtar's)
+    name, why = preset_for("image_envs:PpoTdTest/BoolGrid-v0")
+    assert name == "pixels" and "scale" not in why  # bool channels are images too (MinAtar's), never scaled
 
 
 def test_an_image_env_registered_by_a_module_in_the_current_folder_starts_from_pixel_defaults(
