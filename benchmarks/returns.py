@@ -175,11 +175,12 @@ def with_settings(task: Task, settings: str) -> Task:
 
 
 def key_of(task: Task, library: str, seed: int) -> str:
-    """A run's identity in the store: the library, the env, the preset, the whole config it trains (a digest: a
-    preset changed since is run again), the seed."""
-    from ppo_td.config import to_dict
+    """A run's identity in the store: the library, the env, the preset, the whole config it trains (a digest of
+    ``identity_dict``: a preset changed since is run again, a field added to the config since at its default is
+    not a change), the seed."""
+    from ppo_td.config import identity_dict
 
-    digest = hashlib.sha1(json.dumps(to_dict(config_of(task)), sort_keys=True).encode()).hexdigest()[:12]
+    digest = hashlib.sha1(json.dumps(identity_dict(config_of(task)), sort_keys=True).encode()).hexdigest()[:12]
     return f"{library}|{task.env_id}|{task.settings}|{digest}|{seed}"
 
 

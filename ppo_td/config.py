@@ -575,6 +575,23 @@ def to_dict(config: TrainConfig) -> dict[str, Any]:
     return asdict(config)
 
 
+ADDED_FIELDS: dict[str, dict[str, Any]] = {"model": {"scale_images": True, "orthogonal_init": True}}
+"""Fields added to the config after records of it were written (a returns store's keys, a study's ``tune.json``),
+each with the default that keeps the earlier behaviour. A field added to a section goes here with its default."""
+
+
+def identity_dict(config: TrainConfig) -> dict[str, Any]:
+    """:func:`to_dict` without the :data:`ADDED_FIELDS` that are at their defaults: what identifies a config across
+    ppo_td versions, so a record an earlier version wrote (a stored run's key, a study to continue) still names
+    the same config; one that sets such a field is another config."""
+    out = to_dict(config)
+    for section, added in ADDED_FIELDS.items():
+        for name, default in added.items():
+            if out[section][name] == default:
+                del out[section][name]
+    return out
+
+
 def with_info_keys(config: TrainConfig, info_keys: Sequence[str]) -> TrainConfig:
     """``config`` with ``info_keys`` added to ``env.info_keys`` (each once, in order): ``--log-info`` and
     ``ppo_td.train(info_keys=...)``."""

@@ -175,3 +175,23 @@ def test_sigterm_ends_the_workers_and_stores_nothing_unfinished(tmp_path):
     assert proc.returncode == 130 and "the same command continues" in err
     _, alive = psutil.wait_procs(workers, timeout=15)
     assert not alive and returns.read_store(tmp_path) == []
+
+
+def test_the_committed_runs_are_still_found_after_config_fields_were_added():
+    """A run's key digests its whole config, so a field added to the config (with a default that changes nothing)
+    would orphan every stored run; ppo_td.config.ADDED_FIELDS leaves such fields out at their defaults. The committed
+    runs of presets unchanged since they ran (model.scale_images and model.orthogonal_init came after them) are
+    found under the suites as they are now."""
+    from pathlib import Path
+
+    store = Path(returns.__file__).parent / "results" / "returns"
+    tasks = {(t.env_id, t.settings): t for suite in SUITES.values() for t in suite}
+    unchanged = {"cartpole-zoo", "acrobot", "mountaincar", "pendulum", "lunarlander", "hopper", "walker2d"}
+    runs = [r for r in returns.read_store(store) if r["settings"] in unchanged]
+    assert len(runs) >= 60
+    for r in runs:
+        assert r["key"] == returns.key_of(tasks[r["env"], r["settings"]], r["library"], r["seed"]), r["key"]
+    minigrid = tasks["minigrid:MiniGrid-Empty-Random-5x5-v0", "minigrid"]  # its preset sets a later field: the
+    before = [r for r in returns.read_store(store)  # runs from before it (images scaled by 1/255) are not its runs
+              if r["env"] == minigrid.env_id and "scale_images" not in r["command"]]
+    assert len(before) == 5 and all(r["key"] != returns.key_of(minigrid, "ppo_td", r["seed"]) for r in before)

@@ -300,3 +300,17 @@ def test_a_confirmation_run_that_diverges_ranks_its_row_last_with_the_reason(tmp
     again, _, _ = confirm_top(study, plan, Settings(), lambda *a, **k: pytest.fail("ran again"), top=1, seeds=2,
                               say=lambda line: None)
     assert [row["name"] for row in again] == ["base config", "trial 0"]  # the store: nothing runs twice
+
+
+def test_a_study_an_earlier_version_recorded_is_still_the_same_plan():
+    """The committed FrozenLake study's tune.json was written before model.scale_images and model.orthogonal_init
+    existed: its base config reads back to the same record, so the same command continues the study instead of
+    refusing it as another plan (config.ADDED_FIELDS)."""
+    from pathlib import Path
+
+    from ppo_td.config import from_dict, identity_dict
+
+    path = Path(__file__).parents[1] / "benchmarks" / "results" / "tune" / "frozenlake8x8" / "tune.json"
+    base = json.loads(path.read_text())["base"]
+    assert "scale_images" not in base["model"] and "orthogonal_init" not in base["model"]
+    assert json.loads(json.dumps(identity_dict(from_dict(base)))) == base  # as the check compares: JSON

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ppo_td.config import TrainConfig, to_dict
+from ppo_td.config import TrainConfig, identity_dict
 from ppo_td.tuning.confirm import confirm_top
 from ppo_td.tuning.report import write_report
 from ppo_td.tuning.space import Space, load_space
@@ -212,7 +212,7 @@ def _plan_record(plan: Plan, settings: Settings, space: Any) -> dict[str, Any]:
     """What the trials run (``tune.json``): a continued study must run the same."""
     named = space if isinstance(space, str) or space is None else \
         f"{getattr(space, '__module__', '?')}:{getattr(space, '__qualname__', type(space).__name__)}"
-    return {"base": to_dict(plan.base), "seeds": plan.seeds, "frames": plan.frames, "score": plan.score,
+    return {"base": identity_dict(plan.base), "seeds": plan.seeds, "frames": plan.frames, "score": plan.score,
             "envs": list(plan.env_ids), "ranges": {k: list(v) for k, v in plan.ranges.items()}, "space": named,
             "sampler": settings.sampler, "pruner": settings.pruner, "study_name": settings.study_name,
             "storage": settings.storage}
