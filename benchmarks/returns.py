@@ -68,8 +68,7 @@ SUITES: dict[str, list[Task]] = {
         Task("CartPole-v1", "cartpole-zoo", 100_000, note="RL Zoo anneals the clip range (lin_0.2); constant here"),
         Task("Acrobot-v1", "acrobot", 1_000_000),
         Task("MountainCar-v0", "mountaincar", 1_000_000),
-        Task("MountainCarContinuous-v0", "mountaincar-continuous", 20_000, note="RL Zoo explores with gSDE; a plain "
-             "Gaussian here"),
+        Task("MountainCarContinuous-v0", "mountaincar-continuous", 20_000, note="gSDE, as RL Zoo's entry"),
         Task("Pendulum-v1", "pendulum", 100_352, note="ppo_td's pendulum preset (RL Zoo's uses gSDE)"),
     ],
     "box2d": [

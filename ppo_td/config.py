@@ -274,6 +274,15 @@ class ModelConfig:
     """Box actions: initial value of the state-independent log standard deviation (0: std 1)."""
     squash_actions: bool = False
     """Box actions: tanh-squashed Gaussian inside the bounds, instead of a Gaussian clipped for the env."""
+    exploration: Literal["gaussian", "gsde"] = "gaussian"
+    """Box actions: 'gaussian' draws each step's noise anew (a learned state-independent std); 'gsde' is generalized
+    state-dependent exploration (Raffin et al. 2022, SB3's use_sde, ppo_td.models.gsde): noise that is a function of
+    the policy's last hidden features, held for sde_sample_every steps, with a learned [features, actions] log-std
+    matrix (from log_std_init). RL Zoo's MountainCarContinuous and Pendulum entries use it."""
+    sde_sample_every: int = 0
+    """exploration='gsde': steps of each env copy between new noise matrices (SB3's sde_sample_freq); 0 (SB3's
+    -1): once per rollout, every frames_per_batch / num_envs steps. A new matrix is drawn at each episode start
+    too."""
     recurrent: Literal["none", "lstm", "gru"] = "none"
     """A memory between the encoder and the hidden layers (ppo_td.models.recurrent): TorchRL's LSTMModule or
     GRUModule, its state carried from step to step in the TensorDict and reset where an episode starts; the update
@@ -308,6 +317,13 @@ class ModelConfig:
         _check(self.encoder in ("auto", "flat", "nature", "small") or bool(sep and module and name), "model.encoder",
                self.encoder, "'auto', 'flat', 'nature', 'small' or a module:function import path")
         _check(self.activation in ("tanh", "relu"), "model.activation", self.activation, "'tanh' or 'relu'")
+        _check(self.exploration in ("gaussian", "gsde"), "model.exploration", self.exploration, "'gaussian' or 'gsde'")
+        _check(self.sde_sample_every >= 0, "model.sde_sample_every", self.sde_sample_every,
+               ">= 0 (0: once per rollout)")
+        _check(not (self.exploration == "gsde" and self.squash_actions), "model.squash_actions", self.squash_actions,
+               "False with model.exploration='gsde' (its noise is added to a Gaussian mean; the env clips actions)")
+        _check(not (self.exploration == "gsde" and self.recurrent != "none"), "model.recurrent", self.recurrent,
+               "'none' with model.exploration='gsde' (its noise reads feed-forward features)")
         for name in ("hidden_gain", "policy_head_gain", "value_head_gain"):
             _check(getattr(self, name) > 0, f"model.{name}", getattr(self, name), "> 0")
 
@@ -575,7 +591,8 @@ def to_dict(config: TrainConfig) -> dict[str, Any]:
     return asdict(config)
 
 
-ADDED_FIELDS: dict[str, dict[str, Any]] = {"model": {"scale_images": True, "orthogonal_init": True}}
+ADDED_FIELDS: dict[str, dict[str, Any]] = {"model": {"scale_images": True, "orthogonal_init": True,
+                                                      "exploration": "gaussian", "sde_sample_every": 0}}
 """Fields added to the config after records of it were written (a returns store's keys, a study's ``tune.json``),
 each with the default that keeps the earlier behaviour. A field added to a section goes here with its default."""
 

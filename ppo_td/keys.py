@@ -9,6 +9,7 @@ ACTION = "action"
 LOGITS = "logits"
 LOC = "loc"
 SCALE = "scale"
+ACTION_NOISE = "action_noise"  # a gSDE policy's state-dependent noise (ppo_td.models.gsde)
 HIDDEN = "hidden"
 STATE_VALUE = "state_value"
 ADVANTAGE = "advantage"

@@ -273,9 +273,9 @@ def _rl_zoo(env_id: str, num_envs: int, steps: int, minibatch: int, total_frames
 # RL Zoo's tuned PPO settings (rl-baselines3-zoo hyperparams/ppo.yml at commit 22e3ff2, SB3's defaults for what an
 # entry leaves out; the configs `ppo-td train --from-zoo ppo.yml` makes of them, checked in tests/test_zoo.py), the
 # settings of `python -m benchmarks returns` (docs/learning.md). What ppo_td has no counterpart for: RL Zoo anneals
-# CartPole's clip range (lin_0.2; constant 0.2 here) and explores MountainCarContinuous with gSDE (a plain Gaussian
-# here, from its log-std of -3.29); its batch_size 256 over MountainCarContinuous's 8-step rollouts, which SB3 takes
-# as the whole rollout (and --from-zoo refuses: 256 does not divide 8), is that rollout here (batch_size 8).
+# CartPole's clip range (lin_0.2; constant 0.2 here). MountainCarContinuous explores with gSDE (model.exploration,
+# as RL Zoo's use_sde); its batch_size 256 over 8-step rollouts, which SB3 takes as the whole rollout (and
+# --from-zoo refuses: 256 does not divide 8), is that rollout here (batch_size 8).
 # halfcheetah-zoo is RL Zoo's tuned HalfCheetah-v4 entry on v5, beside the halfcheetah preset (CleanRL's settings).
 RL_ZOO = {
     "cartpole-zoo": _rl_zoo("CartPole-v1", 8, 32, 256, 100_000, loss=dict(gamma=0.98, gae_lambda=0.8),
@@ -285,7 +285,8 @@ RL_ZOO = {
     "mountaincar": _rl_zoo("MountainCar-v0", 16, 16, 64, 1_000_000, True, loss=dict(gae_lambda=0.98),
                            optim=dict(update_epochs=4)),
     "mountaincar-continuous": _rl_zoo(
-        "MountainCarContinuous-v0", 1, 8, 8, 20_000, True, model=dict(log_std_init=-3.29, orthogonal_init=False),
+        "MountainCarContinuous-v0", 1, 8, 8, 20_000, True, model=dict(log_std_init=-3.29, orthogonal_init=False,
+                                                                   exploration="gsde"),
         loss=dict(gamma=0.9999, gae_lambda=0.9, clip_epsilon=0.1, entropy_coeff=0.00429, critic_coeff=0.19),
         optim=dict(lr=7.77e-05, max_grad_norm=5.0)),
     "lunarlander": _rl_zoo("LunarLander-v3", 16, 1024, 64, 1_000_000,

@@ -27,6 +27,8 @@ policy               the encoders pick themselves from the observation;
                      CnnPolicy shares the CNN, heads on its features
 policy_kwargs        net_arch (same for pi and vf), activation_fn (nn.Tanh,
                      nn.ReLU), log_std_init, ortho_init (model.orthogonal_init)
+use_sde              model.exploration = 'gsde' (ppo_td.models.gsde)
+sde_sample_freq      model.sde_sample_every (-1, once per rollout: 0)
 env_wrapper          AtariWrapper -> env.atari
 frame_stack          4 with env.atari (part of it)
 ===================  ==========================================================
@@ -133,6 +135,10 @@ def from_zoo(entry: dict[str, Any], env_id: str, base: TrainConfig | None = None
             model.update(hidden_sizes=(), activation="relu", shared_trunk=True)
         elif key == "frame_stack" and int(value) == 4 and "AtariWrapper" in str(entry.get("env_wrapper", "")):
             continue
+        elif key == "use_sde":
+            model["exploration"] = "gsde" if value else "gaussian"
+        elif key == "sde_sample_freq":
+            model["sde_sample_every"] = max(int(value), 0)  # SB3's -1 (once per rollout) is ppo_td's 0
         else:
             notes.append(f"{key}: {value!r} has no ppo_td counterpart; ignored")
     config = dataclasses.replace(

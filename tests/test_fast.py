@@ -198,6 +198,9 @@ LOSS_CASES = {
     "pendulum-squashed": CASES["pendulum-squashed"],  # entropy sampled: both paths from the same seed
     "mountaincar-squashed": CASES["mountaincar-squashed"],  # ... and scored in closed form
     "pendulum-entropy": CASES["pendulum-entropy"],
+    # gSDE: collected by TorchRL's Collector (its noise transform), scored by the fast loss from the observation alone
+    "pendulum-gsde": dataclasses.replace(CASES["pendulum-entropy"], model=ModelConfig(exploration="gsde",
+                                                                                      log_std_init=-1.0)),
 }
 
 

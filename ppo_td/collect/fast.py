@@ -60,6 +60,7 @@ from ppo_td.envs import BuiltEnv, FiniteCheck, IndexObservations, MaskCheck, Ret
 from ppo_td.envs.info import INFO, info_values
 from ppo_td.envs.masking import MASK_KEY
 from ppo_td.models import ClosedForm, PolicyNet, ValueNet, policy_net, value_net
+from ppo_td.models.gsde import gsde_head
 from ppo_td.models.inference import NumpyPolicy
 from ppo_td.models.networks import SharedFeatures
 from ppo_td.models.recurrent import IS_INIT, Recurrent, is_recurrent, recurrent_parts
@@ -122,6 +123,9 @@ class FastPolicy:
         """A recurrent actor's encoder, core and head (its state read from and written to the step's values)."""
         net = self.recurrent.head if self.recurrent is not None else policy_net(actor)
         if not isinstance(net, PolicyNet):
+            if gsde_head(actor) is not None:
+                raise FastUnsupported("the actor explores with gSDE (model.exploration='gsde'), whose noise matrices "
+                                      "the env carries in the TensorDict")
             raise FastUnsupported(f"the actor ({type(actor).__name__}) is not one that ppo_td.models.make_actor "
                                   "builds, so the fast collector cannot run it on plain tensors")
         self.net: PolicyNet = net

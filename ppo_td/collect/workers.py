@@ -32,6 +32,7 @@ from torchrl.envs import Compose, EnvBase, TransformedEnv
 from ppo_td.collect.failures import WorkerError, check_alive, reported_failures, watched
 from ppo_td.config import EnvConfig, TrainConfig
 from ppo_td.envs import RunningMoments, make_env, merge_moments, moments_since
+from ppo_td.models.gsde import ExplorationNoise, gsde_head, noise_every
 from ppo_td.models.recurrent import MemorySpec, collection_policy, memory_spec, memory_transforms
 
 
@@ -49,21 +50,26 @@ class WorkerEnv:
     index: int
     memory: MemorySpec = ()
     """The recurrent states the policy carries (the env adds InitTracker and their primer)."""
+    noise: tuple[tuple[int, int], int] | None = None
+    """A gSDE policy's noise matrices: their shape and the steps between draws (the env adds ExplorationNoise)."""
 
     def __call__(self) -> TransformedEnv:
         torch.manual_seed(self.seed)
         env = make_env(self.config, seed=self.seed, gamma=self.gamma)
         for transform in memory_transforms(self.memory):
             env.append_transform(transform)
+        if self.noise is not None:
+            env.append_transform(ExplorationNoise(*self.noise))
         return env
 
 
-def worker_envs(config: TrainConfig, memory: MemorySpec = ()) -> list[WorkerEnv]:
+def worker_envs(config: TrainConfig, memory: MemorySpec = (),
+                noise: tuple[tuple[int, int], int] | None = None) -> list[WorkerEnv]:
     """One factory per worker; worker i's copies get seeds ``seed + i * copies_per_worker + k``, as in-process."""
     n = config.collector.workers
     per = config.env.num_envs // n
     env_config = dataclasses.replace(config.env, num_envs=per)
-    return [WorkerEnv(env_config, config.seed + i * per, config.loss.gamma, i, memory) for i in range(n)]
+    return [WorkerEnv(env_config, config.seed + i * per, config.loss.gamma, i, memory, noise) for i in range(n)]
 
 
 class ReportingCollector(Collector):
@@ -159,7 +165,9 @@ def make_worker_collector(config: TrainConfig, actor: TensorDictModule, total_fr
     of them (built by the same factory): each push copies the learner's weights into the copies first
     (:attr:`WorkerCollector.mirror`)."""
     c = config.collector
-    envs, policy = worker_envs(config, memory_spec(actor, critic)), collection_policy(actor, critic)
+    head = gsde_head(actor)
+    noise = None if head is None else (head.noise_shape, noise_every(config))
+    envs, policy = worker_envs(config, memory_spec(actor, critic), noise), collection_policy(actor, critic)
     pair = (collection_policy(*learner), policy) if learner is not None else None
     if pair is None and any(q.device.type != "cpu" for q in policy.parameters()):
         raise ValueError("the workers act on the CPU: give make_worker_collector CPU copies of the actor and critic, "

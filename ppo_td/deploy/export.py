@@ -53,7 +53,7 @@ class DeterministicPolicy(nn.Module):
         self.entries = [e for e in layout.entries if e.key != MASK_KEY]
         self.masked = layout.masked
         self.flat = [e.key for e in self.entries] == [keys.OBSERVATION]
-        plain, rec = policy_net(policy.actor), recurrent_parts(policy.actor)
+        plain, rec = policy_net(policy.actor, acting=True), recurrent_parts(policy.actor)
         if plain is None and rec is None:
             raise ExportError(f"the actor is a {type(policy.actor).__name__} that ppo_td's factories did not build "
                               "(export bakes in ppo_td's own networks); export it yourself with torch.export.export "
@@ -340,7 +340,7 @@ def _describe(policy: Policy | AgentsPolicy) -> str:
         return (f"the agent group's policy ({type(group.net).__name__} with {group.distribution_class.__name__} "
                 f"actions; inputs {', '.join(input_names(policy))})")
     rec = recurrent_parts(policy.actor)
-    net = policy_net(policy.actor)
+    net = policy_net(policy.actor, acting=True)
     encoder = rec.encoder if rec is not None else (net.trunk if net is not None else None)
     parts = [f"encoder {type(encoder).__name__} (model.encoder={policy.config.model.encoder!r})"
              if encoder is not None else "no encoder"]

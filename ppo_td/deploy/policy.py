@@ -35,6 +35,7 @@ from ppo_td.envs.wrappers import needs_nesting, nest_observation, nests_entries
 from ppo_td.models import make_actor_critic
 from ppo_td.models.device import resolve_device
 from ppo_td.models.distributions import deterministic_action
+from ppo_td.models.gsde import NOISE_KEY, gsde_head
 from ppo_td.models.inference import NumpyPolicy
 from ppo_td.models.networks import PolicyNet
 from ppo_td.models.plain import policy_net
@@ -160,7 +161,7 @@ class Policy(nn.Module):
         flat = {e.key for e in layout.entries} <= {keys.OBSERVATION, MASK_KEY}
         # the plain networks of a ppo_td-built actor (inside self.actor: held in a tuple, so state_dict() lists
         # them once), for the deterministic action without the TensorDict round trip
-        self._plain = (policy_net(self.actor) if flat and not self.memory else None,
+        self._plain = (policy_net(self.actor, acting=True) if flat and not self.memory else None,
                        recurrent_parts(self.actor) if flat and self.memory else None)
         self.to(where)
         # one float32 observation's deterministic action in numpy (models/inference.py): a fraction of the torch
@@ -296,6 +297,9 @@ class Policy(nn.Module):
             td = TensorDict(values, batch_size=[rows], device=self.device)
             if self.memory:
                 td.update({IS_INIT: self._fresh.clone(), **self._state})
+            head = gsde_head(self.actor)
+            if head is not None:  # a sampled gSDE action: a fresh noise matrix per call (no episode to hold it over)
+                td.set(NOISE_KEY, torch.randn(rows, *head.noise_shape, device=self.device))
             with set_exploration_type(ExplorationType.DETERMINISTIC if mode else ExplorationType.RANDOM):
                 out = self.actor(td)
             self._state = {key: out.get(("next", key)) for key in self.memory}

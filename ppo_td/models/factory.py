@@ -14,8 +14,9 @@ from ppo_td.envs import MASK_KEY, EnvDescription, import_attr
 from ppo_td.envs.multiagent import describe_any
 from ppo_td.models.distributions import MaskedMultiCategorical
 from ppo_td.models.encoders import EncoderFactory, check_encoder, features, make_encoder
+from ppo_td.models.gsde import NOISE_KEY, GSDEHead, GSDENormal
 from ppo_td.models.multiagent import make_agent_actor_critic, make_team_actor_critic
-from ppo_td.models.networks import GaussianHead, PolicyNet, ValueNet, init_layers_, mlp
+from ppo_td.models.networks import PARAM_KEYS, GaussianHead, PolicyNet, ValueNet, init_layers_, mlp
 from ppo_td.models.recurrent import make_core, recurrent_actor, recurrent_critic
 
 
@@ -49,6 +50,9 @@ def _policy_net(desc: EnvDescription, config: ModelConfig, head_in: int, trunk: 
             return mlp(head_in, out, config, config.policy_head_gain)
         return init_layers_(nn.Linear(head_in, out), config, config.policy_head_gain)
 
+    if desc.action_kind != "box" and config.exploration == "gsde":
+        raise ValueError(f"model.exploration='gsde' explores Box actions; this env's are {desc.action_kind}: use "
+                         "model.exploration='gaussian'")
     if desc.action_kind != "box":
         if desc.action_kind == "discrete":
             dist = MaskedCategorical if desc.action_mask else torch.distributions.Categorical
@@ -57,6 +61,12 @@ def _policy_net(desc: EnvDescription, config: ModelConfig, head_in: int, trunk: 
             dist, kwargs = MaskedMultiCategorical, {"nvec": list(desc.action_nvec)}
         masked = desc.action_mask
         return PolicyNet(head_layers(desc.action_size), ("logits",), dist, kwargs, masked=masked, trunk=trunk)
+    if config.exploration == "gsde":  # the last hidden features feed the state-dependent noise
+        body = mlp(head_in, config.hidden_sizes[-1], config, None) if hidden and config.hidden_sizes else None
+        width = config.hidden_sizes[-1] if body is not None else head_in
+        mean = init_layers_(nn.Linear(width, desc.action_size), config, config.policy_head_gain)
+        return PolicyNet(GSDEHead(body, mean, config.log_std_init), ("loc", "scale", "noise"), GSDENormal, {},
+                         trunk=trunk)
     head = GaussianHead(head_layers(desc.action_size), desc.action_size, config.log_std_init)
     if config.squash_actions:
         dist, kwargs = TanhNormal, {"low": torch.tensor(desc.action_low, device=device),
@@ -69,13 +79,13 @@ def _policy_net(desc: EnvDescription, config: ModelConfig, head_in: int, trunk: 
 def wrap_policy(net: PolicyNet) -> ProbabilisticActor:
     """``net`` as TorchRL's ``ProbabilisticActor``: reads ``"observation"`` (and the mask), writes the
     distribution parameters, ``"action"`` and its log-prob."""
-    param_keys = {"logits": keys.LOGITS, "loc": keys.LOC, "scale": keys.SCALE}
-    out_keys = [param_keys[name] for name in net.param_names]
+    out_keys = [PARAM_KEYS[name] for name in net.param_names]
     dist_keys = dict(zip(net.param_names, out_keys, strict=True))
     if net.masked:
         dist_keys["mask"] = MASK_KEY
+    reads = [keys.OBSERVATION] + ([NOISE_KEY] if isinstance(net.head, GSDEHead) else [])
     return ProbabilisticActor(
-        TensorDictModule(net, in_keys=[keys.OBSERVATION], out_keys=out_keys),
+        TensorDictModule(net, in_keys=reads, out_keys=out_keys),
         in_keys=dist_keys, out_keys=[keys.ACTION], distribution_class=net.distribution_class,
         distribution_kwargs=net.distribution_kwargs, return_log_prob=True,
     )
@@ -128,7 +138,7 @@ def _core(config: ModelConfig, encoder: nn.Module | None, size: int, prefix: str
 
 
 def _param_keys(net: PolicyNet) -> list:
-    return [{"logits": keys.LOGITS, "loc": keys.LOC, "scale": keys.SCALE}[name] for name in net.param_names]
+    return [PARAM_KEYS[name] for name in net.param_names]
 
 
 def _device(device: torch.device | str | None) -> torch.device:
@@ -144,6 +154,9 @@ def make_actor_critic(env: EnvDescription | EnvBase, config: ModelConfig, encode
     tensors, trained by both losses.
     """
     desc = _description(env)
+    if (desc.teams or desc.group is not None) and config.exploration == "gsde":
+        raise ValueError("model.exploration='gsde' is for one-agent envs; the agents' networks explore with a "
+                         "Gaussian: use model.exploration='gaussian'")
     if desc.teams:  # several agent groups: each its own networks
         return make_team_actor_critic(desc, config, _device(device))
     if desc.group is not None:  # a multi-agent env's group: per-agent networks (ppo_td.models.multiagent)

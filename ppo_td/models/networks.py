@@ -16,8 +16,12 @@ import torch
 from torch import nn
 from torchrl.modules import MLP
 
+from ppo_td import keys
 from ppo_td.config import ModelConfig
 from ppo_td.models.activations import Tanh
+
+PARAM_KEYS = {"logits": keys.LOGITS, "loc": keys.LOC, "scale": keys.SCALE, "noise": keys.ACTION_NOISE}
+"""The TensorDict entry of each distribution parameter a :class:`PolicyNet` returns."""
 
 ACTIVATIONS = {"tanh": Tanh, "relu": nn.ReLU}  # Tanh: nn.Tanh, numpy's kernel on large tensors
 
@@ -115,8 +119,10 @@ class PolicyNet(nn.Module):
         self.masked = masked
         self.shared_features: SharedFeatures | None = None
 
-    def forward(self, observation: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
-        return self.head(_trunk_features(self, observation))
+    def forward(self, observation: torch.Tensor, *extra: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """The parameters for ``observation``; ``extra`` inputs go to the head after the features (a gSDE head's
+        noise matrix, :mod:`ppo_td.models.gsde`)."""
+        return self.head(_trunk_features(self, observation), *extra)
 
     def distribution(self, params: torch.Tensor | tuple[torch.Tensor, ...],
                      mask: torch.Tensor | None = None) -> torch.distributions.Distribution:

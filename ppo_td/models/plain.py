@@ -19,23 +19,27 @@ from torchrl.modules import ProbabilisticActor, ValueOperator
 
 from ppo_td import keys
 from ppo_td.envs import MASK_KEY
-from ppo_td.models.networks import PolicyNet, ValueNet
+from ppo_td.models.gsde import NOISE_KEY, GSDEHead
+from ppo_td.models.networks import PARAM_KEYS, PolicyNet, ValueNet
 
-_PARAM_KEYS = {"logits": keys.LOGITS, "loc": keys.LOC, "scale": keys.SCALE}
 
+def policy_net(actor: nn.Module, acting: bool = False) -> PolicyNet | None:
+    """The :class:`PolicyNet` that ``actor`` runs, when ``actor`` is exactly a ppo_td-built policy; else None.
 
-def policy_net(actor: nn.Module) -> PolicyNet | None:
-    """The :class:`PolicyNet` that ``actor`` runs, when ``actor`` is exactly a ppo_td-built policy; else None."""
+    ``acting``: also a gSDE actor (:mod:`ppo_td.models.gsde`), whose samples read a noise matrix from the
+    TensorDict: its network called on observations alone gives the deterministic action and the log-probs, not the
+    samples (a deployed policy, an export); the fast collector and loss do not take it."""
     if type(actor) is not ProbabilisticActor or len(actor.module) != 2:
         return None
     wrapper, dist_module = actor.module[0], actor.module[1]
     net = getattr(wrapper, "module", None)
     if type(wrapper) is not TensorDictModule or not isinstance(net, PolicyNet):
         return None
-    param_keys = [_PARAM_KEYS[name] for name in net.param_names]
-    reads = [keys.OBSERVATION] + ([MASK_KEY] if net.masked else [])
+    param_keys = [PARAM_KEYS[name] for name in net.param_names]
+    inputs = [keys.OBSERVATION] + ([NOISE_KEY] if acting and isinstance(net.head, GSDEHead) else [])
+    reads = inputs + ([MASK_KEY] if net.masked else [])
     writes = param_keys + [keys.ACTION, dist_module.log_prob_key]
-    same = (list(wrapper.in_keys) == [keys.OBSERVATION] and list(wrapper.out_keys) == param_keys
+    same = (list(wrapper.in_keys) == inputs and list(wrapper.out_keys) == param_keys
             and sorted(actor.in_keys) == sorted(reads) and list(actor.out_keys) == writes
             and dist_module.distribution_class is net.distribution_class
             and _same_kwargs(dist_module.distribution_kwargs, net.distribution_kwargs)

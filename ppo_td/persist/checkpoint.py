@@ -18,6 +18,7 @@ from ppo_td.config import TrainConfig, from_dict, to_dict
 from ppo_td.envs import EnvDescription, build_env
 from ppo_td.envs.sources.vmas import runnable_here
 from ppo_td.models import make_actor_critic
+from ppo_td.models.gsde import add_noise, noise_every
 from ppo_td.models.recurrent import add_memory, is_recurrent
 from ppo_td.persist.runfolder import current_umask, remove_stale_temporaries
 from ppo_td.persist.snapshot import capture, inexact_reason, restore_snapshot
@@ -266,6 +267,7 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     where = run_device(config, env.description, env.env.device)
     actor, critic = make_actor_critic(env.description, config.model, device=where)
     add_memory(env.env, actor, critic)  # a recurrent model's states, before the collector plans its steps
+    add_noise(env.env, actor, noise_every(config))  # a gSDE actor's noise matrices (drawn anew)
     threads = choose_threads(threads, env.description)
     with using_threads(threads):  # worker processes take the count in force when they start
         collector_ = make_collector(env, actor, config, done_frames=state["frames"], critic=critic, device=where)

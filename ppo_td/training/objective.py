@@ -373,7 +373,7 @@ class FastLoss:
             actor = cores[0].head
             critic = cores[1].head if cores[1] is not None else value_net(loss.critic_network)
         else:
-            actor, critic, cores = policy_net(loss.actor_network), value_net(loss.critic_network), None
+            actor, critic, cores = policy_net(loss.actor_network, acting=True), value_net(loss.critic_network), None
         if isinstance(actor, PolicyNet) and isinstance(critic, ValueNet) and (
                 issubclass(actor.distribution_class, _ANALYTIC_ENTROPY)
                 or (cores is None and actor.distribution_class is TanhNormal)):

@@ -30,6 +30,7 @@ from ppo_td.envs.multiagent import describe_any, groups_of
 from ppo_td.envs.rebuild import env_config_for, from_python
 from ppo_td.envs.torchrl_envs import observation_transforms, say
 from ppo_td.models import make_actor_critic, resolve_device, same_device
+from ppo_td.models.gsde import NOISE_KEY, add_noise, gsde_head, noise_every
 from ppo_td.models.recurrent import IS_INIT, add_memory, is_recurrent, memory_spec
 from ppo_td.training.memory import check_before_envs, check_run
 from ppo_td.training.objective import (
@@ -265,6 +266,8 @@ def _check_parts(config: TrainConfig, **parts: Any) -> None:
         provided = set(torchrl_env(env).observation_spec.keys(True))
         if is_recurrent(actor):  # its states and "is_init": added to the env by build_pipeline
             provided |= {IS_INIT, *(key for key, _ in memory_spec(actor))}
+        if gsde_head(actor) is not None:  # its noise matrices: added to the env by build_pipeline
+            provided.add(NOISE_KEY)
         missing = [k for k in actor.in_keys if k not in provided]
         if missing:
             raise ValueError(f"the actor reads {missing}, which the env does not provide (it has "
@@ -360,6 +363,7 @@ def build_pipeline(
     if recurrent:
         config.check_sequences("a recurrent actor or critic")
         add_memory(torchrl_env(env), actor, critic)  # InitTracker and the states' primer, where missing
+    add_noise(torchrl_env(env), actor, noise_every(config))  # a gSDE actor's noise matrices, where missing
     group, teams = description.group, description.group_names if description.teams else []
     if teams:  # several agent groups: each its own GAE and loss, on its own networks
         advantage = advantage if advantage is not None else make_team_advantage(critic, config.loss, teams)
