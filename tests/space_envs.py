@@ -74,3 +74,28 @@ class Shop(gym.Env):
 
 def shop() -> Shop:
     return Shop()
+
+
+class Counts(gym.Env):
+    """A uint8 vector observation (as Atari's RAM, or MiniGrid's flattened grid): counters that grow at different
+    rates and wrap, so their means and spreads differ; a reward for matching the counters' parity."""
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Box(0, 255, (4,), np.uint8)
+        self.action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.state = self.np_random.integers(0, 256, 4).astype(np.int64)
+        self.t = 0
+        return self.state.astype(np.uint8), {}
+
+    def step(self, action):
+        self.t += 1
+        self.state = (self.state + np.array([1, 3, 17, 101]) + action) % 256
+        reward = float(int(action) == int(self.state[0] % 2))
+        return self.state.astype(np.uint8), reward, False, self.t >= 15, {}
+
+
+def counts() -> Counts:
+    return Counts()

@@ -84,6 +84,9 @@ CASES = {
     "trading-masked": dataclasses.replace(get_preset("trading"), env=EnvConfig("ppo_td/Trading-v0", num_envs=4),
                                           frames_per_batch=128, total_frames=512),
     "multidiscrete-masked": small_config(env=EnvConfig("ppo_td_test/MultiTarget-v0", num_envs=4)),
+    # a uint8 vector observation, normalized (RunningObsNorm casts it to float32), partial resets
+    "uint8-vector-normalized": small_config(env=EnvConfig("space_envs:counts", num_envs=4, max_episode_steps=11,
+                                                          normalize_observations=True)),
     # a Tuple observation of Discrete entries
     "blackjack-tuple": small_config(env=EnvConfig("Blackjack-v1", num_envs=4)),
     # a Dict of an image, Discrete, MultiDiscrete and a nested Tuple with a float64 Box (cast inside the Dict)

@@ -56,7 +56,7 @@ def test_choosing_a_source_enters_no_source_module(monkeypatch):
 def test_a_normalizer_over_an_observation_it_cannot_standardize_is_refused_with_the_way_out(config, match):
     from ppo_td.envs import build_env
 
-    with pytest.raises(ValueError, match=f"env.normalize_observations standardizes a float vector 'observation'.*"
+    with pytest.raises(ValueError, match=f"env.normalize_observations standardizes a vector of numbers .observation..*"
                                          f"{match}.*Set it to False"):
         build_env(config, seed=0)
 

@@ -72,10 +72,11 @@ def _observation_norm(config: EnvConfig, spec: TensorSpec | None, *, raw: bool) 
     """``RunningObsNorm`` for a vector ``"observation"``: the env's own (``raw``), which must be float, or what the
     user's transforms made of it; a clear error for anything else."""
     space = observation_space(spec, 1) if spec is not None else None
+    numbers = ("float32", "float64", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32")
     if space is None or not (space.kind == "vector" and len(space.shape) == 1
-                             and (not raw or space.dtype in ("float32", "float64"))):
+                             and (not raw or space.dtype in numbers)):
         where = "" if raw else " after the env's transforms"
-        raise ValueError(f"env {config.env_id!r}: env.normalize_observations standardizes a float vector "
+        raise ValueError(f"env {config.env_id!r}: env.normalize_observations standardizes a vector of numbers "
                          f"'observation', and{where} it is {space}. Set it to False (images are scaled by 1/255 in "
                          "the encoder), or make it one (flatten it in a wrapper, or a transform that emits one)")
     return RunningObsNorm(spec.shape[-1], clip=config.obs_clip)

@@ -243,7 +243,8 @@ class ReturnScaling(RunningMoments, _Freezable, Transform):
 
 
 class RunningObsNorm(RunningMoments, _Freezable, Transform):
-    """Standardize observations by count-based running statistics over all env copies, then clip.
+    """Standardize observations by count-based running statistics over all env copies, then clip (integer
+    observations come out float32).
 
     The statistics are the mean and (population) variance of every observation the
     envs emitted: step observations, and the first observation of each copy that
@@ -285,6 +286,8 @@ class RunningObsNorm(RunningMoments, _Freezable, Transform):
         def step(obs: np.ndarray) -> np.ndarray:
             if not self.frozen:
                 _moments_update(obs, mean, var, counter)
+            if obs.dtype.kind != "f":  # integer observations (Atari's RAM, a flattened grid) come out float32
+                obs = obs.astype(np.float32)
             dtype = obs.dtype
             scaled = (obs - mean.astype(dtype)) / np.sqrt(var + eps).astype(dtype)
             np.maximum(scaled, -clip, out=scaled)
@@ -292,7 +295,9 @@ class RunningObsNorm(RunningMoments, _Freezable, Transform):
         return step
 
     def normalized(self, obs: torch.Tensor) -> torch.Tensor:
-        """``obs`` standardized by the current statistics and clipped (no update)."""
+        """``obs`` standardized by the current statistics and clipped (no update); integers come out float32."""
+        if not obs.is_floating_point():
+            obs = obs.to(torch.float32)
         scaled = (obs - self.mean.to(obs.dtype)) / torch.sqrt(self.var + self.eps).to(obs.dtype)
         return scaled.clamp_(-self.clip, self.clip)
 
@@ -317,8 +322,9 @@ class RunningObsNorm(RunningMoments, _Freezable, Transform):
 
     def transform_observation_spec(self, observation_spec: Composite) -> Composite:
         spec = observation_spec[self.in_keys[0]]
+        dtype = spec.dtype if spec.dtype.is_floating_point else torch.float32
         observation_spec[self.in_keys[0]] = Bounded(low=-self.clip, high=self.clip, shape=spec.shape,
-                                                    dtype=spec.dtype, device=spec.device)
+                                                    dtype=dtype, device=spec.device)
         return observation_spec
 
 
