@@ -29,7 +29,8 @@ policy_kwargs        net_arch (same for pi and vf), activation_fn (nn.Tanh,
                      nn.ReLU), log_std_init, ortho_init (model.orthogonal_init)
 use_sde              model.exploration = 'gsde' (ppo_td.models.gsde)
 sde_sample_freq      model.sde_sample_every (-1, once per rollout: 0)
-env_wrapper          AtariWrapper -> env.atari
+env_wrapper          AtariWrapper -> env.atari; other wrapper classes (no
+                     arguments) -> env.wrappers (FlatObsWrapper: MiniGrid)
 frame_stack          4 with env.atari (part of it)
 ===================  ==========================================================
 """
@@ -133,6 +134,9 @@ def from_zoo(entry: dict[str, Any], env_id: str, base: TrainConfig | None = None
             env["atari"] = True
             env["kwargs"] = tuple(sorted(set(env["kwargs"]) | {"frameskip=1", "repeat_action_probability=0.0"}))
             model.update(hidden_sizes=(), activation="relu", shared_trunk=True)
+        elif key == "env_wrapper" and all(isinstance(w, str) for w in ([value] if isinstance(value, str) else value)):
+            names = [value] if isinstance(value, str) else list(value)  # module.Class -> module:Class
+            env["wrappers"] = tuple(env["wrappers"]) + tuple(":".join(w.rsplit(".", 1)) for w in names)
         elif key == "frame_stack" and int(value) == 4 and "AtariWrapper" in str(entry.get("env_wrapper", "")):
             continue
         elif key == "use_sde":

@@ -236,13 +236,27 @@ def test_a_minatar_id_registers_its_game_and_starts_from_its_preset(tmp_path, ca
 
 def test_a_minigrid_id_without_its_module_starts_from_the_minigrid_preset(tmp_path, capsys):
     """A bare MiniGrid id (no ``minigrid:``) is registered by the run's build (importing ppo_td registers nothing)
-    and gets the minigrid preset: its symbolic image read as it is, not scaled by 1/255 as pixels are."""
+    and gets the minigrid preset, RL Zoo's entry: the image and mission flattened, then normalized."""
     pytest.importorskip("minigrid")
     from ppo_td.presets import get_preset, preset_for
 
     assert preset_for("MiniGrid-DoorKey-5x5-v0")[0] == "minigrid"
-    assert get_preset("minigrid").model.scale_images is False and get_preset("pixels").model.scale_images is True
+    assert get_preset("pixels").model.scale_images is True
     assert main(["train", "--env.env-id", "MiniGrid-Empty-5x5-v0", "--total-frames", "1024", "--eval-episodes", "1",
                  "--no-progress", "--run-dir", str(tmp_path / "run")]) == 0
     assert "preset 'minigrid'" in capsys.readouterr().out
-    assert json.loads((tmp_path / "run" / "config.json").read_text())["model"]["scale_images"] is False
+    env = json.loads((tmp_path / "run" / "config.json").read_text())["env"]
+    assert env["wrappers"] == ["minigrid.wrappers:FlatObsWrapper"] and env["normalize_observations"]
+
+
+def test_a_symbolic_image_is_read_as_it_is_with_no_scale_images(tmp_path):
+    """The image route for MiniGrid (its 7x7x3 alone, ImgObsWrapper) with --model.no-scale-images: the small CNN
+    reads the indices as they are."""
+    pytest.importorskip("minigrid")
+    from ppo_td import load_policy
+
+    assert main(["train", "--env.env-id", "MiniGrid-Empty-5x5-v0", "--env.wrappers", "minigrid.wrappers:ImgObsWrapper",
+                 "--env.no-normalize-observations", "--model.no-scale-images", "--total-frames", "1024",
+                 "--eval-episodes", "1", "--no-progress", "--run-dir", str(tmp_path / "run")]) == 0
+    trunk = load_policy(tmp_path / "run").policy_net.trunk
+    assert type(trunk).__name__ == "SmallCNN" and trunk.input.scale == 1.0

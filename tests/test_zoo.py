@@ -144,19 +144,24 @@ RL_ZOO_ENTRIES = textwrap.dedent("""
                                batch_size: 64, gae_lambda: 0.98, gamma: 0.999, n_epochs: 4, ent_coef: 0.01}
     Swimmer-v5: {normalize: true, n_timesteps: !!float 1e6, policy: 'MlpPolicy', gamma: 0.9999, n_envs: 4,
                  n_steps: 1024, batch_size: 256, learning_rate: !!float 6e-4, gae_lambda: 0.98}
+    MiniGrid-Empty-Random-5x5-v0: {env_wrapper: minigrid.wrappers.FlatObsWrapper, normalize: true, n_envs: 8,
+                                   n_timesteps: !!float 1e5, policy: 'MlpPolicy', n_steps: 128, batch_size: 64,
+                                   gae_lambda: 0.95, gamma: 0.99, n_epochs: 10, ent_coef: 0.0,
+                                   learning_rate: 2.5e-4, clip_range: 0.2}
     HalfCheetah-v5: {normalize: true, n_envs: 1, policy: 'MlpPolicy', n_timesteps: !!float 1e6, batch_size: 64,
                      n_steps: 512, gamma: 0.98, learning_rate: 2.0633e-05, ent_coef: 0.000401762, clip_range: 0.1,
                      n_epochs: 20, gae_lambda: 0.92, max_grad_norm: 0.8, vf_coef: 0.58096,
                      policy_kwargs: "dict(log_std_init=-2, ortho_init=False, activation_fn=nn.ReLU,
                                      net_arch=dict(pi=[256, 256], vf=[256, 256]))"}
 """)
-"""RL Zoo's entries (Swimmer-v4's with RL Zoo's mujoco defaults merged, and HalfCheetah-v4's, on v5)."""
+"""RL Zoo's entries (Swimmer-v4's with RL Zoo's mujoco defaults merged, and HalfCheetah-v4's, on v5; MiniGrid's
+minigrid-defaults)."""
 
 PRESET_OF = {"CartPole-v1": "cartpole-zoo", "MountainCar-v0": "mountaincar",
              "MountainCarContinuous-v0": "mountaincar-continuous", "Acrobot-v1": "acrobot",
              "BipedalWalker-v3": "bipedalwalker", "LunarLander-v3": "lunarlander",
              "LunarLanderContinuous-v3": "lunarlander-continuous", "Swimmer-v5": "swimmer",
-             "HalfCheetah-v5": "halfcheetah-zoo"}
+             "HalfCheetah-v5": "halfcheetah-zoo", "minigrid:MiniGrid-Empty-Random-5x5-v0": "minigrid"}
 STARTS_FROM = {"CartPole-v1": "cartpole", "HalfCheetah-v5": "halfcheetah"}
 """Ids whose own preset comes first without --preset (the default, CleanRL's MuJoCo settings)."""
 
