@@ -95,7 +95,7 @@ SUITES: dict[str, list[Task]] = {
              note="a 500-step limit (none is registered)"),
         Task("Blackjack-v1", "cleanrl", 500_000, sb3=False),
     ],
-    "minigrid": [  # the 7x7x3 image observation, encoded by ppo_td (RL Zoo flattens it with FlatObsWrapper)
+    "minigrid": [  # RL Zoo's entry: the 7x7x3 image and the mission flattened (FlatObsWrapper), normalized
         Task("minigrid:MiniGrid-Empty-Random-5x5-v0", "minigrid", 100_000, sb3=False),
         Task("minigrid:MiniGrid-DoorKey-5x5-v0", "minigrid", 100_000, sb3=False),
     ],

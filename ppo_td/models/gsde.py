@@ -12,9 +12,9 @@ variance ``z(s)^2 @ std^2`` per action: the log-prob and the entropy PPO uses ar
 The pieces are TorchRL's way of carrying exploration noise (its ``gSDEModule`` and ``gSDENoise``): ``eps`` lives in
 the TensorDict (``"gsde_noise"``), an env transform (:class:`ExplorationNoise`) draws it, and the policy reads it
 beside the observation. :func:`add_noise` adds the transform to an env built for such an actor (training,
-evaluation, worker processes, a resume). With ``"gsde_noise"`` among its inputs the actor is not one the fast
-paths take (:func:`~ppo_td.models.plain.policy_net` is None): TorchRL's ``Collector`` and ``ClipPPOLoss.forward``
-run it.
+evaluation, worker processes, a resume). ppo_td's fast collector does not sample it (TorchRL's ``Collector`` steps
+the env and the actor); the fast loss scores it from the observations alone, as the log-prob and the entropy do not
+depend on ``eps`` (:func:`~ppo_td.models.plain.policy_net` with ``acting=True``).
 """
 
 from __future__ import annotations
