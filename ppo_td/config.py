@@ -280,9 +280,10 @@ class ModelConfig:
     the policy's last hidden features, held for sde_sample_every steps, with a learned [features, actions] log-std
     matrix (from log_std_init). RL Zoo's MountainCarContinuous and Pendulum entries use it."""
     sde_sample_every: int = 0
-    """exploration='gsde': steps of each env copy between new noise matrices (SB3's sde_sample_freq); 0 (SB3's
-    -1): once per rollout, every frames_per_batch / num_envs steps. A new matrix is drawn at each episode start
-    too."""
+    """exploration='gsde': steps of each env copy between new noise matrices (SB3's sde_sample_freq, counted from
+    the env's start); 0 (SB3's -1): once per rollout, every frames_per_batch / num_envs steps. A new matrix is drawn
+    at each episode start too (SB3 does not). A sampled evaluation holds one per episode; a deployed policy
+    (ppo_td.load_policy) sampling draws one per call."""
     recurrent: Literal["none", "lstm", "gru"] = "none"
     """A memory between the encoder and the hidden layers (ppo_td.models.recurrent): TorchRL's LSTMModule or
     GRUModule, its state carried from step to step in the TensorDict and reset where an episode starts; the update

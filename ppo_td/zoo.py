@@ -134,7 +134,8 @@ def from_zoo(entry: dict[str, Any], env_id: str, base: TrainConfig | None = None
             env["atari"] = True
             env["kwargs"] = tuple(sorted(set(env["kwargs"]) | {"frameskip=1", "repeat_action_probability=0.0"}))
             model.update(hidden_sizes=(), activation="relu", shared_trunk=True)
-        elif key == "env_wrapper" and all(isinstance(w, str) for w in ([value] if isinstance(value, str) else value)):
+        elif key == "env_wrapper" and (isinstance(value, str) or (
+                isinstance(value, list) and all(isinstance(w, str) for w in value))):
             names = [value] if isinstance(value, str) else list(value)  # module.Class -> module:Class
             env["wrappers"] = tuple(env["wrappers"]) + tuple(":".join(w.rsplit(".", 1)) for w in names)
         elif key == "frame_stack" and int(value) == 4 and "AtariWrapper" in str(entry.get("env_wrapper", "")):

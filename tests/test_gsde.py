@@ -65,6 +65,22 @@ def test_the_noise_is_held_for_every_steps_and_redrawn_at_episode_starts():
     env.close()
 
 
+def test_at_a_partial_reset_only_the_copies_that_start_again_draw_a_new_matrix():
+    env = make_env(EnvConfig("CartPole-v1", num_envs=4), seed=1)  # episodes of different lengths
+    env.append_transform(ExplorationNoise((3, 2), every=0))  # episode starts only
+    torch.manual_seed(0)
+    td = env.rollout(60, break_when_any_done=False)
+    eps, done = td[NOISE_KEY], td["next", "done"].squeeze(-1)
+    starts = 0
+    for t in range(1, 60):
+        for copy in range(4):
+            new = not torch.equal(eps[copy, t], eps[copy, t - 1])
+            assert new is bool(done[copy, t - 1]), (copy, t)
+            starts += new
+    assert starts >= 3 and not done[:, :-1].all(0).any()  # resets happened, never all copies at once
+    env.close()
+
+
 def test_collected_actions_are_the_mean_plus_the_state_dependent_noise_and_scored_by_its_gaussian():
     p = build_pipeline(_config())
     assert type(p.collector).__name__ == "Collector"  # the noise transform: TorchRL's collector steps it

@@ -45,7 +45,7 @@ def _modules(p: Pipeline) -> tuple[Any, Any]:
     """The actor and critic to audit: ppo_td's own networks where the actor and critic are ppo_td's (the fast paths
     call them directly, so the audit's forward hooks see every forward on either path), else the modules as they
     are."""
-    actor, critic = policy_net(p.actor), value_net(p.critic)
+    actor, critic = policy_net(p.actor, acting=True), value_net(p.critic)
     group = group_networks(p.actor, p.critic) if actor is None or critic is None else None
     if group is not None:  # an agent group's: the fast loss calls these two as well
         actor, critic = group[0].net, group[1]

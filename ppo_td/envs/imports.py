@@ -63,9 +63,9 @@ def register_minigrid(env_id: str) -> None:
     registered yet, so the bare id works as ``minigrid:MiniGrid-...`` does; a clear error without the package."""
     import gymnasium as gym
 
-    bare = env_id.rpartition(":")[2]
-    if bare in gym.registry or not bare.startswith(("MiniGrid-", "BabyAI-")):
-        return
+    module, _, bare = env_id.rpartition(":")
+    if bare in gym.registry or not bare.startswith(("MiniGrid-", "BabyAI-")) or module not in ("", "minigrid"):
+        return  # (a user's module registering such an id imports what it needs)
     try:
         importlib.import_module("minigrid")
     except ImportError as err:

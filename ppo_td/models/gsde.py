@@ -90,8 +90,10 @@ class ExplorationNoise(Transform):
     step in between.
 
     The count runs over the copy's steps since the env was made (not since its episode started), so with ``every``
-    equal to the steps each copy takes per batch a new ``eps`` starts each rollout (SB3's ``sde_sample_freq=-1``).
-    Draws come from torch's global generator, which the run seeds."""
+    equal to the steps each copy takes per batch a new ``eps`` starts each rollout, as SB3's
+    ``sde_sample_freq=-1``. Unlike SB3 (which counts from each rollout's start and does not look at episodes), a
+    new ``eps`` is drawn at each episode start too, and an ``every`` that does not divide the rollout is counted
+    across rollouts. Draws come from torch's global generator, which the run seeds."""
 
     def __init__(self, shape: tuple[int, int], every: int) -> None:
         if every < 0:
@@ -105,16 +107,11 @@ class ExplorationNoise(Transform):
         return torch.randn(*batch, *self.shape, device=device)
 
     def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+        # a matrix for every copy: at a partial reset TorchRL keeps the other copies' entries as they were
         batch = tensordict_reset.batch_size
-        fresh = self._draw(batch, tensordict_reset.device)
-        reset = None if tensordict is None else tensordict.get("_reset", None)
-        previous = None if tensordict is None else tensordict.get(NOISE_KEY, None)
-        if reset is not None and previous is not None:  # a partial reset: the other copies keep theirs
-            keep = ~reset.reshape(*batch, 1, 1)
-            fresh = torch.where(keep, previous, fresh)
         if self.steps is None or self.steps.shape != batch:
             self.steps = torch.zeros(batch, dtype=torch.long)
-        tensordict_reset.set(NOISE_KEY, fresh)
+        tensordict_reset.set(NOISE_KEY, self._draw(batch, tensordict_reset.device))
         return tensordict_reset
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
@@ -126,9 +123,9 @@ class ExplorationNoise(Transform):
         if self.steps is None or self.steps.shape != batch:
             self.steps = torch.zeros(batch, dtype=torch.long)
         self.steps += 1
-        due = (self.steps % self.every == 0).to(eps.device)
-        if bool(due.any()):
-            eps = torch.where(due.reshape(*batch, 1, 1), self._draw(batch, eps.device), eps)
+        due = self.steps % self.every == 0
+        if bool(due.any()):  # on the CPU: no device sync per step
+            eps = torch.where(due.reshape(*batch, 1, 1).to(eps.device), self._draw(batch, eps.device), eps)
         next_tensordict.set(NOISE_KEY, eps)
         return next_tensordict
 
@@ -163,6 +160,7 @@ def add_noise(env: EnvBase, actor: nn.Module | None, every: int) -> EnvBase:
         return env
     if not isinstance(env, TransformedEnv):
         raise ValueError(f"the gSDE policy reads {NOISE_KEY!r}, which this {type(env).__name__} does not carry: wrap "
-                         f"it as TransformedEnv(env) and append ppo_td.models.gsde.ExplorationNoise{transform.shape}")
+                         f"it as TransformedEnv(env) and append ppo_td.models.gsde.ExplorationNoise({transform.shape}, "
+                         f"every={every})")
     env.append_transform(transform)
     return env

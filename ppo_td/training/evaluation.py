@@ -88,8 +88,9 @@ def evaluate(actor: TensorDictModule, env_config: EnvConfig, episodes: int, seed
         env = add_memory(env, actor)  # a recurrent actor's states
         env = add_noise(env, actor, 0)  # a gSDE actor's noise matrices, one per episode (sampled evaluations)
         limit = step_cap(env_config, max_steps)[0]
-        if not sampled:
-            return _in_rounds(actor, env, episodes, limit, ExplorationType.DETERMINISTIC)
+        if not sampled:  # forked too: a gSDE actor's noise is drawn at resets, and the caller's stream is its own
+            with _forked_rng(actor):
+                return _in_rounds(actor, env, episodes, limit, ExplorationType.DETERMINISTIC)
         with _forked_rng(actor):
             torch.manual_seed(seed)
             return _in_rounds(actor, env, episodes, limit, ExplorationType.RANDOM)

@@ -30,7 +30,7 @@ from ppo_td.envs.multiagent import describe_any, groups_of
 from ppo_td.envs.rebuild import env_config_for, from_python
 from ppo_td.envs.torchrl_envs import observation_transforms, say
 from ppo_td.models import make_actor_critic, resolve_device, same_device
-from ppo_td.models.gsde import NOISE_KEY, add_noise, gsde_head, noise_every
+from ppo_td.models.gsde import NOISE_KEY, ExplorationNoise, add_noise, gsde_head, noise_every
 from ppo_td.models.recurrent import IS_INIT, add_memory, is_recurrent, memory_spec
 from ppo_td.training.memory import check_before_envs, check_run
 from ppo_td.training.objective import (
@@ -344,7 +344,8 @@ def build_pipeline(
     built = env if isinstance(env, BuiltEnv) else None
     for note in built.notes if built is not None else ():
         say(note)
-    appended = [t for t in built.appended() if not isinstance(t, (InitTracker, TensorDictPrimer))] if built else []
+    appended = [t for t in built.appended() if not isinstance(t, (InitTracker, TensorDictPrimer, ExplorationNoise))
+                ] if built else []  # what build_pipeline adds for a recurrent or gSDE actor is not the user's
     if appended and config.collector.backend != "inprocess":
         raise ValueError(f"the env has transforms appended after it was built ({_names(appended)}), which worker "
                          f"processes (collector.backend={config.collector.backend!r}) cannot rebuild: give them as "
