@@ -156,6 +156,8 @@ class Policy(nn.Module):
             self.register_buffer("action_high", torch.as_tensor(space.high), persistent=False)
         self.register_buffer("anchor", torch.zeros(()), persistent=False)  # where the policy is: see device
         self.memory = dict(memory_spec(self.actor))  # a recurrent actor's state keys -> per-copy shape
+        head = gsde_head(self.actor)
+        self._noise_shape = None if head is None else head.noise_shape  # a gSDE actor's noise matrix, per row
         self._state: dict[str, torch.Tensor] = {}
         self._fresh: torch.Tensor | None = None
         flat = {e.key for e in layout.entries} <= {keys.OBSERVATION, MASK_KEY}
@@ -297,9 +299,8 @@ class Policy(nn.Module):
             td = TensorDict(values, batch_size=[rows], device=self.device)
             if self.memory:
                 td.update({IS_INIT: self._fresh.clone(), **self._state})
-            head = gsde_head(self.actor)
-            if head is not None:  # a sampled gSDE action: a fresh noise matrix per call (no episode to hold it over)
-                td.set(NOISE_KEY, torch.randn(rows, *head.noise_shape, device=self.device))
+            if self._noise_shape is not None:  # a sampled gSDE action: a fresh matrix per call (no episode to hold)
+                td.set(NOISE_KEY, torch.randn(rows, *self._noise_shape, device=self.device))
             with set_exploration_type(ExplorationType.DETERMINISTIC if mode else ExplorationType.RANDOM):
                 out = self.actor(td)
             self._state = {key: out.get(("next", key)) for key in self.memory}

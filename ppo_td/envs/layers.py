@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 from torchrl.data import TensorSpec
 from torchrl.envs import Compose, RewardClipping, RewardSum, StepCounter, TransformedEnv
 
@@ -69,12 +70,11 @@ def one_agent(config: EnvConfig, base: Base, users: Sequence[UserTransform], see
 
 
 def _observation_norm(config: EnvConfig, spec: TensorSpec | None, *, raw: bool) -> RunningObsNorm:
-    """``RunningObsNorm`` for a vector ``"observation"``: the env's own (``raw``), which must be float, or what the
-    user's transforms made of it; a clear error for anything else."""
+    """``RunningObsNorm`` for a vector ``"observation"``: the env's own (``raw``), of float32/float64 or integers
+    (normalized to float32), or what the user's transforms made of it; a clear error for anything else."""
     space = observation_space(spec, 1) if spec is not None else None
-    numbers = ("float32", "float64", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32")
-    if space is None or not (space.kind == "vector" and len(space.shape) == 1
-                             and (not raw or space.dtype in numbers)):
+    numbers = space is not None and (space.dtype in ("float32", "float64") or np.dtype(space.dtype).kind in "iu")
+    if space is None or not (space.kind == "vector" and len(space.shape) == 1 and (not raw or numbers)):
         where = "" if raw else " after the env's transforms"
         raise ValueError(f"env {config.env_id!r}: env.normalize_observations standardizes a vector of numbers "
                          f"'observation', and{where} it is {space}. Set it to False (images are scaled by 1/255 in "

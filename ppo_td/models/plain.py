@@ -27,8 +27,9 @@ def policy_net(actor: nn.Module, acting: bool = False) -> PolicyNet | None:
     """The :class:`PolicyNet` that ``actor`` runs, when ``actor`` is exactly a ppo_td-built policy; else None.
 
     ``acting``: also a gSDE actor (:mod:`ppo_td.models.gsde`), whose samples read a noise matrix from the
-    TensorDict: its network called on observations alone gives the deterministic action and the log-probs, not the
-    samples (a deployed policy, an export); the fast collector and loss do not take it."""
+    TensorDict: its network called on observations alone gives the deterministic action, the log-probs and the
+    entropy, not the samples (a deployed policy, an export, the fast loss); the fast collector, which samples,
+    does not ask for it."""
     if type(actor) is not ProbabilisticActor or len(actor.module) != 2:
         return None
     wrapper, dist_module = actor.module[0], actor.module[1]
