@@ -9,7 +9,7 @@ Collector (``'torchrl'``), the same batches either way.
 For each preset and seed, one run of each (order alternating by seed); the ratio is
 taken pairwise.
 
-    python -m benchmarks.fast_paths --seeds 1 2 3 [--compare step-loop]
+    python -m benchmarks.fast_paths --seeds 1 2 3 [--compare step-loop] [--presets mountaincar-continuous]
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ RUNS = {  # preset -> frames (None: the preset's budget)
     "cartpole": None,
     "cleanrl": 20_480,
     "halfcheetah": 10_240,
+    "mountaincar-continuous": None,  # gSDE, one env copy, 8-frame batches: 20k frames
 }
+DEFAULT_RUNS = ["cartpole", "cleanrl", "halfcheetah"]
 
 
 def one(preset: str, seed: int, frames: int | None, on: bool, compare: str = "fast") -> dict:
@@ -46,11 +48,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--compare", choices=["step-loop", "fast-loss", "fast", "compile"], default="fast")
+    parser.add_argument("--presets", nargs="+", choices=list(RUNS), default=DEFAULT_RUNS,
+                        help=f"default: {' '.join(DEFAULT_RUNS)}")
     parser.add_argument("--out", default=None, help="default: bench_results/<compare>.md")
     args = parser.parse_args()
     args.out = args.out or f"bench_results/{args.compare}.md"
     rows = []
-    for preset, frames in RUNS.items():
+    for preset in args.presets:
+        frames = RUNS[preset]
         for i, seed in enumerate(args.seeds):
             for on in ((True, False) if i % 2 == 0 else (False, True)):
                 rows.append(one(preset, seed, frames, on, args.compare))
@@ -62,7 +67,7 @@ def main() -> None:
     lines = [f"Compared: {meaning[args.compare]}. Seeds {args.seeds}.", "",
              "| preset | frames | train s, off | train s, on | speed-up (pairwise median, min-max) | "
              "collect s off -> on | update s off -> on |", "|---|---|---|---|---|---|---|"]
-    for preset in RUNS:
+    for preset in args.presets:
         pairs = [(next(r for r in rows if r["preset"] == preset and r["seed"] == s and not r["on"]),
                   next(r for r in rows if r["preset"] == preset and r["seed"] == s and r["on"]))
                  for s in args.seeds]

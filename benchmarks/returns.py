@@ -95,9 +95,10 @@ SUITES: dict[str, list[Task]] = {
              note="a 500-step limit (none is registered)"),
         Task("Blackjack-v1", "cleanrl", 500_000, sb3=False),
     ],
-    "minigrid": [  # RL Zoo's entry: the 7x7x3 image and the mission flattened (FlatObsWrapper), normalized
-        Task("minigrid:MiniGrid-Empty-Random-5x5-v0", "minigrid", 100_000, sb3=False),
-        Task("minigrid:MiniGrid-DoorKey-5x5-v0", "minigrid", 100_000, sb3=False),
+    "minigrid": [  # RL Zoo's entry: the 7x7x3 image and the mission flattened (FlatObsWrapper), normalized; SB3
+        # takes the same wrapped env (benchmarks.worker builds it as ppo_td's user sees it)
+        Task("minigrid:MiniGrid-Empty-Random-5x5-v0", "minigrid", 100_000),
+        Task("minigrid:MiniGrid-DoorKey-5x5-v0", "minigrid", 100_000),
     ],
     "multiagent": [  # reward per agent; BenchMARL is the peer here (python -m benchmarks multiagent)
         Task("navigation", "vmas-navigation", 600_000, sb3=False),

@@ -71,9 +71,12 @@ def run_ppo_td(config: TrainConfig) -> dict[str, Any]:
 
 def _sb3_env_id(config: TrainConfig) -> Any:
     """What SB3's make_vec_env takes: the Gymnasium id, or for ppo_td's ``module:function`` form the factory (with
-    ``env.kwargs``)."""
-    from ppo_td.envs import env_factory
+    ``env.kwargs``); with ``env.wrappers`` (MiniGrid's FlatObsWrapper), a maker of the env as ppo_td's user sees it
+    (:func:`ppo_td.envs.gym_env`: the id, its kwargs, the wrappers and the time limit)."""
+    from ppo_td.envs import env_factory, gym_env
 
+    if config.env.wrappers:
+        return functools.partial(gym_env, config.env)
     factory = env_factory(config.env.env_id)
     if factory is None:
         return config.env.env_id

@@ -43,6 +43,10 @@ CASES = {
                                                          transforms=("torchrl.envs:RewardScaling loc=0.0 scale=2.0",
                                                                      )),
                                            frames_per_batch=60, total_frames=240),
+    # a gSDE actor on a TorchRL env from a factory: its noise transform stepped by the env's own step, the actor
+    # sampled on plain tensors with each copy's matrix
+    "torchrl-factory-gsde": dataclasses.replace(_pendulum("torchrl_factories:gym_pendulum"), model=ModelConfig(
+        hidden_sizes=(16,), exploration="gsde", log_std_init=-1.0, sde_sample_every=5)),
 }
 
 

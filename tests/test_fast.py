@@ -80,6 +80,15 @@ CASES = {
                                             max_episode_steps=30),
                                             loss=dataclasses.replace(get_preset("pendulum").loss, entropy_coeff=0.01),
                                             frames_per_batch=64, total_frames=256),
+    # gSDE: the noise matrices drawn at resets and every 5 steps by ExplorationNoise's own code, the actor's samples
+    # the mean plus the state-dependent noise; then one copy (the numpy step) on the mountaincar-continuous preset
+    # (normalized, a new matrix each rollout)
+    "pendulum-gsde": dataclasses.replace(get_preset("pendulum"), env=EnvConfig("Pendulum-v1", num_envs=2,
+                                         max_episode_steps=30), model=ModelConfig(exploration="gsde", log_std_init=-1.0,
+                                                                                  sde_sample_every=5),
+                                         frames_per_batch=64, total_frames=256),
+    "mountaincar-gsde-one-copy": dataclasses.replace(get_preset("mountaincar-continuous"), env=dataclasses.replace(
+        get_preset("mountaincar-continuous").env, max_episode_steps=20), frames_per_batch=16, total_frames=160),
     # action masks: Discrete (ActionMask transform, MaskedCategorical) and MultiDiscrete (MaskedMultiCategorical)
     "trading-masked": dataclasses.replace(get_preset("trading"), env=EnvConfig("ppo_td/Trading-v0", num_envs=4),
                                           frames_per_batch=128, total_frames=512),
@@ -201,7 +210,7 @@ LOSS_CASES = {
     "pendulum-squashed": CASES["pendulum-squashed"],  # entropy sampled: both paths from the same seed
     "mountaincar-squashed": CASES["mountaincar-squashed"],  # ... and scored in closed form
     "pendulum-entropy": CASES["pendulum-entropy"],
-    # gSDE: collected by TorchRL's Collector (its noise transform), scored by the fast loss from the observation alone
+    # gSDE: scored by the fast loss from the observation alone
     "pendulum-gsde": dataclasses.replace(CASES["pendulum-entropy"], model=ModelConfig(exploration="gsde",
                                                                                       log_std_init=-1.0)),
 }

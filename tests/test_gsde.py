@@ -83,7 +83,7 @@ def test_at_a_partial_reset_only_the_copies_that_start_again_draw_a_new_matrix()
 
 def test_collected_actions_are_the_mean_plus_the_state_dependent_noise_and_scored_by_its_gaussian():
     p = build_pipeline(_config())
-    assert type(p.collector).__name__ == "Collector"  # the noise transform: TorchRL's collector steps it
+    assert type(p.collector).__name__ == "FastCollector"  # the noise transform's own code, stepped by ppo_td's loop
     batch = next(iter(p.collector))
     p.collector.shutdown()
     torch.testing.assert_close(batch["action"], batch["loc"] + batch["action_noise"])
@@ -105,9 +105,9 @@ def test_collected_actions_are_the_mean_plus_the_state_dependent_noise_and_score
 
 
 def test_every_entry_point_takes_a_gsde_run(tmp_path, capsys):
-    """Python training stopped after an iteration, the command line resumes it (with fresh noise matrices, and says
-    the resume is not exact), its evaluation adds the noise transform too; ppo-td eval and export take the run, a
-    deployed policy acts with its mean and samples with fresh noise."""
+    """Python training stopped after an iteration, the command line resumes it exactly (the noise matrices and the
+    steps to their next draw are in the checkpoint, tests/test_resume.py), its evaluation adds the noise transform
+    too; ppo-td eval and export take the run, a deployed policy acts with its mean and samples with fresh noise."""
     import ppo_td
 
     run = tmp_path / "run"
@@ -120,7 +120,7 @@ def test_every_entry_point_takes_a_gsde_run(tmp_path, capsys):
     assert result.stopped and json.loads((run / "config.json").read_text())["model"]["exploration"] == "gsde"
     assert main(["train", "--resume", str(run), "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "with fresh episodes" in out and "over 2 episodes" in out
+    assert "exactly" in out and "over 2 episodes" in out
     assert json.loads((run / "summary.json").read_text())["frames"] == 96
     assert main(["eval", str(run), "--episodes", "1", "--max-steps", "20"]) == 0
     assert main(["export", "--format", "torchscript", "--out", str(tmp_path / "p.pt"), str(run / "checkpoint.pt")]) == 0

@@ -103,6 +103,20 @@ def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path, name):
     assert first.episodes + second.episodes == full.episodes
 
 
+def test_a_gsde_run_resumes_exactly_with_its_noise_matrices_and_their_schedule(tmp_path):
+    """The fast collector carries each copy's gSDE matrix; the checkpoint holds it and the count of steps to the next
+    draw (every 5 steps: not a divisor of the 32 steps per rollout, so the count matters)."""
+    from ppo_td.config import ModelConfig
+
+    config = small_config(env=EnvConfig("Pendulum-v1", num_envs=2, max_episode_steps=40), total_frames=64 * 6,
+                          eval_episodes=2, model=ModelConfig(hidden_sizes=(16, 16), exploration="gsde",
+                                                             log_std_init=-1.0, sde_sample_every=5))
+    full, first, second, resumed = _interrupt_and_resume(config, tmp_path, 3)
+    assert resumed.exact and "exactly" in resumed.describe()
+    _equal(_strip(first.history + second.history), _strip(full.history))
+    assert second.eval_returns == full.eval_returns
+
+
 def test_a_wrapper_with_unknown_state_resumes_with_fresh_episodes_and_names_it(tmp_path):
     config = small_config(env=EnvConfig("ppo_td_test/CountedCartPole-v0", num_envs=4, vectorization="sync"),
                           total_frames=64 * 3, eval_episodes=1)

@@ -19,7 +19,8 @@ naming the part (:func:`ppo_td.collect.make_collector` then uses TorchRL's Colle
 - env: a :class:`~ppo_td.envs.BuiltEnv` (not a bare TorchRL env);
 - transforms: ``IndexObservations``, ``FiniteCheck``, ``MaskCheck``, ``ActionMask``, ``DoubleToFloat``,
   TorchRL's ``ObservationNorm`` (in place), ``RunningObsNorm``, ``StepCounter`` (no ``max_steps``), ``RewardSum``,
-  ``RewardClipping``, ``ReturnScaling``;
+  ``RewardClipping``, ``ReturnScaling``, a recurrent policy's ``InitTracker`` and primer, a gSDE policy's
+  ``ExplorationNoise``;
 - observations: any space ppo_td encodes (a ``Dict``/``Tuple`` observation is carried as a TensorDict);
 - policy: an actor built by :func:`ppo_td.models.make_actor` (see :mod:`ppo_td.models.plain`).
 
@@ -60,7 +61,7 @@ from ppo_td.envs import BuiltEnv, FiniteCheck, IndexObservations, MaskCheck, Ret
 from ppo_td.envs.info import INFO, info_values
 from ppo_td.envs.masking import MASK_KEY
 from ppo_td.models import ClosedForm, PolicyNet, ValueNet, policy_net, value_net
-from ppo_td.models.gsde import gsde_head
+from ppo_td.models.gsde import NOISE_KEY, ExplorationNoise, GSDEHead
 from ppo_td.models.inference import NumpyPolicy
 from ppo_td.models.networks import SharedFeatures
 from ppo_td.models.recurrent import IS_INIT, Recurrent, is_recurrent, recurrent_parts
@@ -121,14 +122,13 @@ class FastPolicy:
         """Where the networks run: each step's observation goes there, its outputs come back to the CPU."""
         self.recurrent: Recurrent | None = recurrent_parts(actor)
         """A recurrent actor's encoder, core and head (its state read from and written to the step's values)."""
-        net = self.recurrent.head if self.recurrent is not None else policy_net(actor)
+        net = self.recurrent.head if self.recurrent is not None else policy_net(actor, acting=True)
         if not isinstance(net, PolicyNet):
-            if gsde_head(actor) is not None:
-                raise FastUnsupported("the actor explores with gSDE (model.exploration='gsde'), whose noise matrices "
-                                      "the env carries in the TensorDict")
             raise FastUnsupported(f"the actor ({type(actor).__name__}) is not one that ppo_td.models.make_actor "
                                   "builds, so the fast collector cannot run it on plain tensors")
         self.net: PolicyNet = net
+        self.noise = isinstance(net.head, GSDEHead)
+        """A gSDE actor: its network reads each copy's noise matrix (``"gsde_noise"``) beside the observation."""
         dist_module = actor.module[1]
         self.param_keys = list(actor.module[0].out_keys[-len(net.param_names):])
         self.log_prob_key = dist_module.log_prob_key
@@ -157,7 +157,8 @@ class FastPolicy:
         self.states = [*(self.recurrent.state if self.recurrent else ()),
                        *(self.critic_core.state if self.critic_core else ())]
         """The recurrent states this policy reads and writes (``("next", key)``)."""
-        self.inputs = [keys.OBSERVATION, MASK_KEY, *((IS_INIT, *self.states) if self.recurrent else ())]
+        self.inputs = [keys.OBSERVATION, MASK_KEY, *((IS_INIT, *self.states) if self.recurrent else ()),
+                       *((NOISE_KEY,) if self.noise else ())]
         self.numpy: NumpyPolicy | None = None
         """The policy's sampling in numpy (:mod:`ppo_td.models.inference`), where ``inference`` allows it."""
         self.forward: Callable[[Any], Any] = self.net
@@ -227,15 +228,16 @@ class FastPolicy:
 
     def _sample(self, values: Values) -> None:
         obs = self._features(values)
+        extra = (values[NOISE_KEY],) if self.noise else ()
         if self.value is not None:
             self.net.shared_features = self.value.shared_features = SharedFeatures()
             try:
                 values[keys.STATE_VALUE] = self.value(obs)
-                params = self.net(obs)
+                params = self.net(obs, *extra)
             finally:
                 self.net.shared_features = self.value.shared_features = None
         else:
-            params = self.forward(obs)
+            params = self.forward(obs, *extra)
         params = params if isinstance(params, tuple) else (params,)
         if self.closed_form is not None:
             sample, log_prob = self.closed_form.sample(params)
@@ -281,7 +283,8 @@ class FastEnv:
         """Observation keys whose value has entries of its own (a ``Dict`` or ``Tuple`` space): a TensorDict."""
         self.transforms = self.current_transforms()
         self.memory: list[str] = []
-        """Keys a recurrent policy's transforms add (``"is_init"``, its states), carried from step to step."""
+        """Keys a policy's transforms add (a recurrent one's ``"is_init"`` and states, a gSDE one's noise
+        matrices), carried from step to step."""
         self.states: list[str] = []
         """The recurrent states a primer adds: the policy writes their next values."""
         self._steps: list[Callable[[Values, Values], None]] = []
@@ -381,6 +384,11 @@ class FastEnv:
                     key, torch.zeros(spec.shape, dtype=spec.dtype)))
                 self.memory.append(key)
                 self.states.append(key)
+        elif kind is ExplorationNoise:  # its own step and reset code: the same draws in the same order
+            self._steps.append(lambda cur, nxt: nxt.__setitem__(NOISE_KEY, t.stepped(cur[NOISE_KEY])))
+            self._resets.append(lambda cur, out, reset: out.__setitem__(
+                NOISE_KEY, t.restarted(torch.Size([self.num_envs]))))
+            self.memory.append(NOISE_KEY)
         else:
             raise FastUnsupported(f"the env has a {kind.__name__} transform, which the fast collector does not run")
 
@@ -424,6 +432,8 @@ class FastEnv:
                 ops.append(lambda cur, nxt: nxt.__setitem__(IS_INIT, np.zeros((self.num_envs, 1), dtype=bool)))
             elif kind is TensorDictPrimer:
                 continue  # the policy writes the next states
+            elif kind is ExplorationNoise:  # torch's draws: a tensor, its memory shared with the array
+                ops.append(lambda cur, nxt, t=t: nxt.__setitem__(NOISE_KEY, t.stepped(cur[NOISE_KEY]).numpy()))
             else:  # RewardClipping's tensor bounds, masks, index observations: the tensor step
                 return None
         return ops

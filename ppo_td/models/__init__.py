@@ -6,6 +6,7 @@ Reads the env only through :class:`ppo_td.envs.EnvDescription`.
 from ppo_td.models.device import resolve_device, same_device
 from ppo_td.models.distributions import ClosedForm, MaskedMultiCategorical
 from ppo_td.models.factory import make_actor, make_actor_critic, make_critic, wrap_policy, wrap_value
+from ppo_td.models.inputs import add_policy_inputs
 from ppo_td.models.networks import GaussianHead, PolicyNet, ValueNet, init_orthogonal_, mlp
 from ppo_td.models.plain import policy_net, value_net
 from ppo_td.models.recurrent import add_memory, is_recurrent, recurrent_parts
@@ -16,6 +17,7 @@ __all__ = [
     "MaskedMultiCategorical",
     "PolicyNet",
     "add_memory",
+    "add_policy_inputs",
     "ValueNet",
     "init_orthogonal_",
     "is_recurrent",

@@ -12,9 +12,10 @@ variance ``z(s)^2 @ std^2`` per action: the log-prob and the entropy PPO uses ar
 The pieces are TorchRL's way of carrying exploration noise (its ``gSDEModule`` and ``gSDENoise``): ``eps`` lives in
 the TensorDict (``"gsde_noise"``), an env transform (:class:`ExplorationNoise`) draws it, and the policy reads it
 beside the observation. :func:`add_noise` adds the transform to an env built for such an actor (training,
-evaluation, worker processes, a resume). ppo_td's fast collector does not sample it (TorchRL's ``Collector`` steps
-the env and the actor); the fast loss scores it from the observations alone, as the log-prob and the entropy do not
-depend on ``eps`` (:func:`~ppo_td.models.plain.policy_net` with ``acting=True``).
+evaluation, worker processes, a resume). ppo_td's fast collector steps the transform by its own code
+(:meth:`ExplorationNoise.stepped` and :meth:`ExplorationNoise.restarted`) and samples the actor on plain tensors; the
+fast loss scores it from the observations alone, as the log-prob and the entropy do not depend on ``eps``
+(:func:`~ppo_td.models.plain.policy_net` with ``acting=True``).
 """
 
 from __future__ import annotations
@@ -101,32 +102,47 @@ class ExplorationNoise(Transform):
         super().__init__(in_keys=[], out_keys=[NOISE_KEY])
         self.shape = tuple(int(n) for n in shape)
         self.every = int(every)
-        self.steps: torch.Tensor | None = None
+        self.steps = torch.zeros(0, dtype=torch.long)
+        """Each copy's steps so far (sized at the first reset), on the CPU wherever the env runs (no device sync per
+        step); the env's ``state_dict()`` (a checkpoint's) holds it: :meth:`get_extra_state`."""
+
+    def get_extra_state(self) -> torch.Tensor:
+        """The step counts, which set when the next matrices are drawn (torch's hook for a module's own state)."""
+        return self.steps.clone()
+
+    def set_extra_state(self, state: torch.Tensor) -> None:
+        self.steps = state.to("cpu", torch.long).clone()
 
     def _draw(self, batch: torch.Size, device: torch.device | None) -> torch.Tensor:
         return torch.randn(*batch, *self.shape, device=device)
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
-        # a matrix for every copy: at a partial reset TorchRL keeps the other copies' entries as they were
-        batch = tensordict_reset.batch_size
-        if self.steps is None or self.steps.shape != batch:
+    def restarted(self, batch: torch.Size, device: torch.device | None = None) -> torch.Tensor:
+        """New matrices for a reset of copies ``batch``, one per copy (at a partial reset only the restarting copies
+        take theirs: TorchRL keeps the others' entries, as the fast collector does)."""
+        if self.steps.shape != batch:
             self.steps = torch.zeros(batch, dtype=torch.long)
-        tensordict_reset.set(NOISE_KEY, self._draw(batch, tensordict_reset.device))
-        return tensordict_reset
+        return self._draw(batch, device)
 
-    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        eps = tensordict.get(NOISE_KEY)
+    def stepped(self, eps: torch.Tensor) -> torch.Tensor:
+        """The matrices after one step of every copy: ``eps`` (``[*batch, features, actions]``), with those of the
+        copies now due redrawn."""
         if not self.every:
-            next_tensordict.set(NOISE_KEY, eps)
-            return next_tensordict
-        batch = next_tensordict.batch_size
-        if self.steps is None or self.steps.shape != batch:
+            return eps
+        batch = eps.shape[:-2]
+        if self.steps.shape != batch:
             self.steps = torch.zeros(batch, dtype=torch.long)
         self.steps += 1
         due = self.steps % self.every == 0
         if bool(due.any()):  # on the CPU: no device sync per step
             eps = torch.where(due.reshape(*batch, 1, 1).to(eps.device), self._draw(batch, eps.device), eps)
-        next_tensordict.set(NOISE_KEY, eps)
+        return eps
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+        tensordict_reset.set(NOISE_KEY, self.restarted(tensordict_reset.batch_size, tensordict_reset.device))
+        return tensordict_reset
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        next_tensordict.set(NOISE_KEY, self.stepped(tensordict.get(NOISE_KEY)))
         return next_tensordict
 
     def transform_observation_spec(self, observation_spec: Composite) -> Composite:

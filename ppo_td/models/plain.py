@@ -28,8 +28,8 @@ def policy_net(actor: nn.Module, acting: bool = False) -> PolicyNet | None:
 
     ``acting``: also a gSDE actor (:mod:`ppo_td.models.gsde`), whose samples read a noise matrix from the
     TensorDict: its network called on observations alone gives the deterministic action, the log-probs and the
-    entropy, not the samples (a deployed policy, an export, the fast loss); the fast collector, which samples,
-    does not ask for it."""
+    entropy (a deployed policy, an export, the fast loss); called with each env copy's matrix too, the samples'
+    noise (the fast collector)."""
     if type(actor) is not ProbabilisticActor or len(actor.module) != 2:
         return None
     wrapper, dist_module = actor.module[0], actor.module[1]

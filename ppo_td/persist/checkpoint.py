@@ -17,9 +17,9 @@ from ppo_td.collect import make_collector, push_to_workers, shutdown
 from ppo_td.config import TrainConfig, from_dict, to_dict
 from ppo_td.envs import EnvDescription, build_env
 from ppo_td.envs.sources.vmas import runnable_here
-from ppo_td.models import make_actor_critic
-from ppo_td.models.gsde import add_noise, noise_every
-from ppo_td.models.recurrent import add_memory, is_recurrent
+from ppo_td.models import add_policy_inputs, make_actor_critic
+from ppo_td.models.gsde import noise_every
+from ppo_td.models.recurrent import is_recurrent
 from ppo_td.persist.runfolder import current_umask, remove_stale_temporaries
 from ppo_td.persist.snapshot import capture, inexact_reason, restore_snapshot
 from ppo_td.training import NonFiniteError, Pipeline, StopTraining, build_pipeline, make_train_env, run_device
@@ -266,8 +266,9 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     check_compatible(state, env.description)
     where = run_device(config, env.description, env.env.device)
     actor, critic = make_actor_critic(env.description, config.model, device=where)
-    add_memory(env.env, actor, critic)  # a recurrent model's states, before the collector plans its steps
-    add_noise(env.env, actor, noise_every(config))  # a gSDE actor's noise matrices (drawn anew)
+    # a recurrent model's states, a gSDE actor's noise matrices (the snapshot restores them), before the collector
+    # plans its steps
+    add_policy_inputs(env.env, actor, critic, noise_every(config))
     threads = choose_threads(threads, env.description)
     with using_threads(threads):  # worker processes take the count in force when they start
         collector_ = make_collector(env, actor, config, done_frames=state["frames"], critic=critic, device=where)

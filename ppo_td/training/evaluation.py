@@ -25,8 +25,7 @@ from ppo_td.envs.custom import UserTransform
 from ppo_td.envs.multiagent import groups_of
 from ppo_td.envs.sources.vmas import runnable_here
 from ppo_td.models import same_device
-from ppo_td.models.gsde import add_noise
-from ppo_td.models.recurrent import add_memory
+from ppo_td.models.inputs import add_policy_inputs
 
 DEFAULT_MAX_STEPS = TrainConfig.eval_max_steps
 EVAL_COPIES = 32
@@ -85,8 +84,8 @@ def evaluate(actor: TensorDictModule, env_config: EnvConfig, episodes: int, seed
     try:
         for transform in appended:  # transforms the user appended to the training env: as trained, at the end
             env.append_transform(copy.deepcopy(transform.clone()))  # clone: no parent; deepcopy: own buffers
-        env = add_memory(env, actor)  # a recurrent actor's states
-        env = add_noise(env, actor, 0)  # a gSDE actor's noise matrices, one per episode (sampled evaluations)
+        env = add_policy_inputs(env, actor)  # a recurrent actor's states, a gSDE actor's noise matrices (one per
+        # episode: sampled evaluations)
         limit = step_cap(env_config, max_steps)[0]
         if not sampled:  # forked too: a gSDE actor's noise is drawn at resets, and the caller's stream is its own
             with _forked_rng(actor):

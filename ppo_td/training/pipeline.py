@@ -29,9 +29,9 @@ from ppo_td.envs.custom import INIT_SEED, UserTransform, initialize_statistics, 
 from ppo_td.envs.multiagent import describe_any, groups_of
 from ppo_td.envs.rebuild import env_config_for, from_python
 from ppo_td.envs.torchrl_envs import observation_transforms, say
-from ppo_td.models import make_actor_critic, resolve_device, same_device
-from ppo_td.models.gsde import NOISE_KEY, ExplorationNoise, add_noise, gsde_head, noise_every
-from ppo_td.models.recurrent import IS_INIT, add_memory, is_recurrent, memory_spec
+from ppo_td.models import add_policy_inputs, make_actor_critic, resolve_device, same_device
+from ppo_td.models.gsde import NOISE_KEY, ExplorationNoise, gsde_head, noise_every
+from ppo_td.models.recurrent import IS_INIT, is_recurrent, memory_spec
 from ppo_td.training.memory import check_before_envs, check_run
 from ppo_td.training.objective import (
     TeamAdvantage,
@@ -363,8 +363,8 @@ def build_pipeline(
     recurrent = is_recurrent(actor) or is_recurrent(critic)
     if recurrent:
         config.check_sequences("a recurrent actor or critic")
-        add_memory(torchrl_env(env), actor, critic)  # InitTracker and the states' primer, where missing
-    add_noise(torchrl_env(env), actor, noise_every(config))  # a gSDE actor's noise matrices, where missing
+    # a recurrent model's InitTracker and states' primer, a gSDE actor's noise matrices, where missing
+    add_policy_inputs(torchrl_env(env), actor, critic, noise_every(config))
     group, teams = description.group, description.group_names if description.teams else []
     if teams:  # several agent groups: each its own GAE and loss, on its own networks
         advantage = advantage if advantage is not None else make_team_advantage(critic, config.loss, teams)
