@@ -87,6 +87,12 @@ CASES = {
                                          max_episode_steps=30), model=ModelConfig(exploration="gsde", log_std_init=-1.0,
                                                                                   sde_sample_every=5),
                                          frames_per_batch=64, total_frames=256),
+    # copies whose episodes end at different steps (LunarLander's crashes): a partial reset draws the whole batch and
+    # keeps the other copies' matrices, as TorchRL's
+    "lunarlander-gsde-partial-resets": dataclasses.replace(
+        get_preset("pendulum"), env=EnvConfig("LunarLanderContinuous-v3", num_envs=3),
+        model=ModelConfig(exploration="gsde", log_std_init=-1.0, sde_sample_every=7), frames_per_batch=96,
+        total_frames=480),
     "mountaincar-gsde-one-copy": dataclasses.replace(get_preset("mountaincar-continuous"), env=dataclasses.replace(
         get_preset("mountaincar-continuous").env, max_episode_steps=20), frames_per_batch=16, total_frames=160),
     # action masks: Discrete (ActionMask transform, MaskedCategorical) and MultiDiscrete (MaskedMultiCategorical)
@@ -117,6 +123,9 @@ def test_fast_batches_equal_torchrl_collector_batches(case):
     kind_b, fast_batches, state_b = _collect(config, "fast", batches=5)
     assert kind_a is Collector and kind_b is FastCollector
     assert any(b["next", "done"].any() for b in torchrl_batches[:4]), "the case must cover resets"
+    if case.endswith("partial-resets"):  # some copies restart while others go on
+        done = torch.cat([b["next", "done"].reshape(b.shape) for b in torchrl_batches], 1).sum(0)
+        assert bool(((done > 0) & (done < config.env.num_envs)).any())
     # batch k+1 starts from the state batch k left (current step, counters, trajectory ids): comparing five
     # batches checks the carried state four times
     for a, b in zip(torchrl_batches, fast_batches, strict=True):
@@ -191,6 +200,14 @@ def test_policies_the_fast_loop_cannot_run_are_named():
     assert policy_net(p.actor) is wrapper.module
     wrapper.out_keys = ["other_logits"]
     assert policy_net(p.actor) is None
+    p.collector.shutdown()
+
+
+def test_a_gsde_actor_on_an_env_without_its_noise_transform_is_refused_naming_the_fix():
+    config = CASES["pendulum-gsde"]
+    p = build_pipeline(config)
+    with pytest.raises(FastUnsupported, match="gsde_noise.*add_policy_inputs"):
+        FastCollector(build_env(config.env, seed=1), p.actor, frames_per_batch=64, total_frames=64)
     p.collector.shutdown()
 
 

@@ -117,6 +117,25 @@ def test_a_gsde_run_resumes_exactly_with_its_noise_matrices_and_their_schedule(t
     assert second.eval_returns == full.eval_returns
 
 
+def test_a_gsde_checkpoint_from_before_the_noise_schedule_was_saved_still_resumes(tmp_path):
+    """Checkpoints written before ExplorationNoise had state lack its extra-state key: the resume takes the fresh
+    env's instead of refusing the checkpoint."""
+    import torch
+
+    from ppo_td.config import ModelConfig
+
+    config = small_config(env=EnvConfig("Pendulum-v1", num_envs=2, max_episode_steps=40), total_frames=64 * 3,
+                          eval_episodes=1, model=ModelConfig(hidden_sizes=(16, 16), exploration="gsde"))
+    train(config, callbacks=[stop_after(tmp_path, 1)])
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    old = {k: v for k, v in state["env_state"].items() if not k.endswith("_extra_state")}
+    assert len(old) < len(state["env_state"])
+    torch.save({**state, "env_state": old}, tmp_path / "checkpoint.pt")
+    resumed = resume_pipeline(tmp_path / "checkpoint.pt")
+    second = run(resumed.pipeline, frames=resumed.frames, iteration=resumed.iteration)
+    assert [m["iteration"] for m in second.history] == [2, 3]
+
+
 def test_a_wrapper_with_unknown_state_resumes_with_fresh_episodes_and_names_it(tmp_path):
     config = small_config(env=EnvConfig("ppo_td_test/CountedCartPole-v0", num_envs=4, vectorization="sync"),
                           total_frames=64 * 3, eval_episodes=1)

@@ -603,7 +603,10 @@ class FastCollector(InProcessCollector):
         if sorted(self.fast_env.states) != sorted(self.fast_policy.states):
             raise FastUnsupported(f"the env carries the recurrent states {sorted(self.fast_env.states)}, the policy "
                                   f"{sorted(self.fast_policy.states)}: build the env with "
-                                  "ppo_td.models.recurrent.add_memory(env, actor, critic)")
+                                  "ppo_td.models.add_policy_inputs(env, actor, critic)")
+        if self.fast_policy.noise and NOISE_KEY not in self.fast_env.memory:
+            raise FastUnsupported(f"the gSDE actor reads {NOISE_KEY!r}, which the env does not carry: build the env "
+                                  "with ppo_td.models.add_policy_inputs(env, actor, critic, every)")
         self.env, self.policy = env.env, actor
         n = self.fast_env.num_envs
         if frames_per_batch % n:

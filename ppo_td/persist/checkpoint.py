@@ -178,7 +178,10 @@ def restore(pipeline: Pipeline, state: dict[str, Any]) -> bool:
     load_weights(pipeline.critic, state, "critic")
     pipeline.optimizer.load_state_dict(state["optimizer"])
     pipeline.scheduler.load_state_dict(state["scheduler"])
-    pipeline.env.load_state_dict(state["env_state"])
+    # a transform's own state (torch's extra state: the gSDE noise schedule) that a checkpoint from before it had
+    # is missing there: this env's fresh one stands in (that resume starts fresh episodes anyway)
+    fresh = {k: v for k, v in pipeline.env.state_dict().items() if k.endswith("_extra_state")}
+    pipeline.env.load_state_dict({**fresh, **state["env_state"]})
     if value_norm is not None:
         value_norm.load_state_dict(state["value_norm"])
     exact = restore_snapshot(pipeline, state["snapshot"])
