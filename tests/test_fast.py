@@ -81,8 +81,7 @@ CASES = {
                                             loss=dataclasses.replace(get_preset("pendulum").loss, entropy_coeff=0.01),
                                             frames_per_batch=64, total_frames=256),
     # gSDE: the noise matrices drawn at resets and every 5 steps by ExplorationNoise's own code, the actor's samples
-    # the mean plus the state-dependent noise; then one copy (the numpy step) on the mountaincar-continuous preset
-    # (normalized, a new matrix each rollout)
+    # the mean plus the state-dependent noise
     "pendulum-gsde": dataclasses.replace(get_preset("pendulum"), env=EnvConfig("Pendulum-v1", num_envs=2,
                                          max_episode_steps=30), model=ModelConfig(exploration="gsde", log_std_init=-1.0,
                                                                                   sde_sample_every=5),
@@ -93,6 +92,7 @@ CASES = {
         get_preset("pendulum"), env=EnvConfig("LunarLanderContinuous-v3", num_envs=3),
         model=ModelConfig(exploration="gsde", log_std_init=-1.0, sde_sample_every=7), frames_per_batch=96,
         total_frames=480),
+    # gSDE on one copy (the numpy step) on the mountaincar-continuous preset (normalized, a new matrix each rollout)
     "mountaincar-gsde-one-copy": dataclasses.replace(get_preset("mountaincar-continuous"), env=dataclasses.replace(
         get_preset("mountaincar-continuous").env, max_episode_steps=20), frames_per_batch=16, total_frames=160),
     # action masks: Discrete (ActionMask transform, MaskedCategorical) and MultiDiscrete (MaskedMultiCategorical)

@@ -113,14 +113,18 @@ class ExplorationNoise(Transform):
     def set_extra_state(self, state: torch.Tensor) -> None:
         self.steps = state.to("cpu", torch.long).clone()
 
+    def _count(self, batch: torch.Size) -> None:
+        """Step counts for copies ``batch``: kept while the copies are the same, zeros for another layout."""
+        if self.steps.shape != batch:
+            self.steps = torch.zeros(batch, dtype=torch.long)
+
     def _draw(self, batch: torch.Size, device: torch.device | None) -> torch.Tensor:
         return torch.randn(*batch, *self.shape, device=device)
 
     def restarted(self, batch: torch.Size, device: torch.device | None = None) -> torch.Tensor:
         """New matrices for a reset of copies ``batch``, one per copy (at a partial reset only the restarting copies
         take theirs: TorchRL keeps the others' entries, as the fast collector does)."""
-        if self.steps.shape != batch:
-            self.steps = torch.zeros(batch, dtype=torch.long)
+        self._count(batch)
         return self._draw(batch, device)
 
     def stepped(self, eps: torch.Tensor) -> torch.Tensor:
@@ -129,8 +133,7 @@ class ExplorationNoise(Transform):
         if not self.every:
             return eps
         batch = eps.shape[:-2]
-        if self.steps.shape != batch:
-            self.steps = torch.zeros(batch, dtype=torch.long)
+        self._count(batch)
         self.steps += 1
         due = self.steps % self.every == 0
         if bool(due.any()):  # on the CPU: no device sync per step
