@@ -111,9 +111,10 @@ SUITES: dict[str, list[Task]] = {
 cores (Atari at 10M frames is about a day a seed here); MinAtar stands in for Atari, at 2M frames."""
 
 DEFAULT_SEEDS = [1, 2, 3, 4, 5]
-SEEDS = {"minatar": [1, 2, 3]}
-"""Fewer seeds where a suite's budget demands it: MinAtar's 2M frames take about 26 min a run on one
-core (from the 1,263 frames/s measured on Breakout over 40k frames)."""
+SEEDS = {"minatar": [1, 2, 3], "mujoco": [1, 2, 3], "multiagent": [1, 2, 3]}
+"""Fewer seeds where a suite's budget demands it, on one core a run: MinAtar's 2M frames take about 26 min
+(from the 1,263 frames/s measured on Breakout over 40k frames); MuJoCo's 1M frames 9-18 min for ppo_td and
+13-26 min for SB3 (the stored runs of 2026-11-28); VMAS navigation's 600k frames 22 min (2026-11-29)."""
 
 ANCHORS: dict[str, list[tuple[str, float, float | None, str]]] = {
     # env: [(source, mean, std or None, what)], copied from the sources named
@@ -411,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("suites", nargs="+", choices=list(SUITES), metavar="SUITE",
                         help=f"one or more of {', '.join(SUITES)}")
     parser.add_argument("--seeds", type=int, nargs="+",
-                        help="default: 1-5, or 1-3 where a suite's budget demands it (minatar)")
+                        help="default: 1-5, or 1-3 where a suite's budget demands it (minatar, mujoco, multiagent)")
     parser.add_argument("--libraries", nargs="+", choices=["ppo_td", "sb3"], default=["ppo_td", "sb3"])
     parser.add_argument("--envs", nargs="+", help="only these env ids of the suites")
     parser.add_argument("--settings", metavar="PRESET",
