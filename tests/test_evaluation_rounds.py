@@ -1,6 +1,8 @@
 """Evaluation runs in rounds of a bounded number of env copies, so memory does not grow with the episodes asked
 for; the count asked for is capped, and refused above the cap in one line."""
 
+import itertools
+
 import pytest
 import torch
 
@@ -41,3 +43,17 @@ def test_an_episode_count_above_the_cap_is_refused_in_one_line(tmp_path, capsys)
     assert not (tmp_path / "run").exists()
     assert main(["eval", str(tmp_path), "--episodes", "2147483648"]) == 2
     assert "--episodes must be in [1, 100,000]" in capsys.readouterr().err
+
+
+def test_runs_of_different_seeds_evaluate_from_unrelated_start_states_and_training_uses_that_seed():
+    from ppo_td.training import evaluation_seed, train
+
+    n = evaluation_module.EVAL_COPIES  # the eval env seeds copy i with the evaluation seed + i
+    starts = sorted(evaluation_seed(seed) for seed in range(2000))
+    assert all(b - a >= n for a, b in itertools.pairwise(starts))  # seed + 10_000 overlapped: 1's copies were 2's
+    assert 0 <= starts[0] and starts[-1] + n < 2**32 and evaluation_seed(7) == evaluation_seed(7)
+    config = small_config(eval_episodes=3)
+    result = train(config)
+    again = evaluate(result.actor, config.env, 3, seed=evaluation_seed(config.seed))
+    assert result.evaluation.returns == again.returns and result.evaluation.returns != evaluate(
+        result.actor, config.env, 3, seed=config.seed + 10_000).returns

@@ -154,9 +154,10 @@ def _video_recorder(out: Path | None, cmd: TrainCommand, config: TrainConfig, sh
         raise ValueError(f"--video-every records one-agent runs; env.suite={config.env.suite!r} is multi-agent "
                          "(videos of multi-agent runs are not supported yet): leave --video-every out")
     from ppo_td.deploy.video import VideoRecorder, headless_rendering
+    from ppo_td.training import evaluation_seed
 
     headless_rendering()
-    recorder = VideoRecorder(Path(out or ".") / "videos", cmd.video_every, seed=config.seed + 10_000,
+    recorder = VideoRecorder(Path(out or ".") / "videos", cmd.video_every, seed=evaluation_seed(config.seed),
                              should_stop=should_stop, sinks=sinks)
     recorder.check(config)
     return [recorder] if out is not None else []
@@ -312,7 +313,7 @@ def _summarize(out: Path, config: TrainConfig, started: float) -> list:
     """Evaluate the run's checkpoint, write ``summary.json`` and the learning curve, print the evaluations;
     returns them (deterministic, sampled; none with ``eval_episodes=0``)."""
     from ppo_td.persist import load_for_evaluation, plot_learning_curve, read_episodes, read_metrics
-    from ppo_td.training import evaluate
+    from ppo_td.training import evaluate, evaluation_seed
 
     if (out / "summary.json").exists():
         raise ValueError(f"{out}: the run is complete (summary.json is written), nothing to resume; evaluate it "
@@ -323,7 +324,7 @@ def _summarize(out: Path, config: TrainConfig, started: float) -> list:
         note = cap_note(config.env, config.eval_max_steps, "--eval-max-steps")
         if note:
             print(note)
-        evaluations = [evaluate(actor, config.env, config.eval_episodes, seed=config.seed + 10_000,
+        evaluations = [evaluate(actor, config.env, config.eval_episodes, seed=evaluation_seed(config.seed),
                                 obs_stats=obs_stats, sampled=s, max_steps=config.eval_max_steps,
                                 transform_states=transform_states) for s in (False, True)]
     plot_learning_curve(read_episodes(out), out / "learning_curve.png", f"{config.env.env_id}")

@@ -3,6 +3,7 @@
 from ppo_td.training.evaluation import (
     Evaluation,
     evaluate,
+    evaluation_seed,
     load_transform_states,
     make_eval_env,
     run_episodes,
@@ -40,6 +41,7 @@ __all__ = [
     "ValueNorm",
     "build_pipeline",
     "evaluate",
+    "evaluation_seed",
     "explained_variance",
     "make_advantage",
     "make_buffer",

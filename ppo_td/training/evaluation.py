@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
@@ -31,6 +32,14 @@ DEFAULT_MAX_STEPS = TrainConfig.eval_max_steps
 EVAL_COPIES = 32
 """Env copies an evaluation steps at once: more episodes run in rounds of this many, so memory stays bounded
 whatever the count asked for (the returns are kept, one float each: ``TrainConfig.eval_episodes`` caps it)."""
+
+
+def evaluation_seed(seed: int) -> int:
+    """The seed of the final evaluation of a run seeded ``seed``: drawn from it by numpy's ``SeedSequence``, so
+    runs of different seeds evaluate from unrelated start states. The eval env seeds its copy ``i`` with this
+    plus ``i``; with ``seed + 10_000`` (before 2026-11-29) runs 1 to 5 shared most of their episodes' start
+    states, which made a benchmark's evaluations across seeds one small sample (docs/learning.md)."""
+    return int(np.random.SeedSequence([seed, 10_000]).generate_state(1)[0] >> 1)  # < 2**31: room for the copies
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,7 @@ from ppo_td import keys
 from ppo_td.collect import WorkerError, batches, gather_statistics, push_to_workers, shutdown
 from ppo_td.config import TrainConfig
 from ppo_td.envs.info import episode_infos, recorded
-from ppo_td.training.evaluation import Evaluation, evaluate, evaluate_on
+from ppo_td.training.evaluation import Evaluation, evaluate, evaluate_on, evaluation_seed
 from ppo_td.training.objective import (
     LeanTerms,
     PPOObjective,
@@ -196,7 +196,7 @@ def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iterati
                 break  # the plan is done (a collector over an env ppo_td cannot rebuild has one batch more)
         if cfg.eval_episodes and evaluate_at_end and not p.rebuildable:  # a TorchRL env ppo_td cannot rebuild:
             result.record_evaluations(  # evaluated on itself, before it is closed
-                *(evaluate_on(p.actor, p.env, cfg.eval_episodes, seed=cfg.seed + 10_000, sampled=sampled,
+                *(evaluate_on(p.actor, p.env, cfg.eval_episodes, seed=evaluation_seed(cfg.seed), sampled=sampled,
                               max_steps=cfg.eval_max_steps) for sampled in (False, True)))
     except StopTraining:
         result.stopped = True
@@ -208,9 +208,10 @@ def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iterati
         shutdown(p.collector)
     if cfg.eval_episodes and not result.stopped and evaluate_at_end and p.rebuildable:
         result.record_evaluations(
-            *(evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000, obs_stats=p.observation_stats(),
-                       sampled=sampled, max_steps=cfg.eval_max_steps, transform_states=p.transform_states(),
-                       transforms=p.user_transforms, appended=p.appended) for sampled in (False, True)))
+            *(evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=evaluation_seed(cfg.seed),
+                       obs_stats=p.observation_stats(), sampled=sampled, max_steps=cfg.eval_max_steps,
+                       transform_states=p.transform_states(), transforms=p.user_transforms, appended=p.appended)
+              for sampled in (False, True)))
     return result
 
 
