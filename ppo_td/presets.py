@@ -209,7 +209,8 @@ VMAS_NAVIGATION = TrainConfig(
 # centralised critic, value normalization (the paper's sec. 4.1). Not the paper's: no recurrent layer, 8 envs x 100
 # steps. Measured (seed 1, 400k frames): training reward per agent -24.6 -> -18.8, deterministic evaluation -16.1.
 # VMAS on a laptop: a VMAS scenario that shows learning on 2 CPU cores within a minute (balance: the team's
-# episode reward per agent from about -14 to about 37 in 30 s, 400k frames; docs/multi-agent.md). Smaller networks
+# episode reward per agent from about -14 to about 37 in 30 s, 400k frames; docs/multi-agent.md), on some seeds:
+# 1 of 3 in the returns benchmark, 2 of 3 at 5x the frames (docs/learning.md). Smaller networks
 # (64, 64) and batches (64 envs x 50 steps, 4 epochs of 4 minibatches) than BenchMARL's navigation settings, the
 # published PPO learning rate 3e-4; the rest as vmas-navigation.
 VMAS_LIGHT = dataclasses.replace(
