@@ -1,6 +1,7 @@
 """Torch threads: ``ppo-td train`` and the Python API (``ppo_td.train``, ``build_pipeline`` + ``run``, ``run_dir``)
 choose them alike, take a count given, keep a count the user set, and give torch's back after a Python call."""
 
+import dataclasses
 import json
 import logging
 
@@ -116,3 +117,19 @@ def test_images_for_the_nature_cnn_keep_torch_default_small_ones_take_one_thread
         assert pipeline.threads == (torch_default if env.size >= 36 else 1)
     finally:
         pipeline.collector.shutdown()
+
+
+def test_the_networks_are_built_on_the_run_s_threads(torch_default):
+    """A 64x64 orthogonal init rounds differently on 2 threads than on 1: built on torch's default and trained on
+    the count ppo_td chooses, a run differed from the same run with that count set first (a VMAS balance seed ended
+    at 24.3 against 8.5, docs/learning.md)."""
+    config = small_config(model=dataclasses.replace(small_config().model, hidden_sizes=(64, 64)))
+    chosen = build_pipeline(config)  # torch's default in force: ppo_td chooses one thread for vector observations
+    chosen.collector.shutdown()
+    torch.set_num_threads(1)
+    set_first = build_pipeline(config)
+    set_first.collector.shutdown()
+    torch.set_num_threads(torch_default)
+    for net in ("actor", "critic"):
+        pairs = zip(getattr(chosen, net).parameters(), getattr(set_first, net).parameters(), strict=True)
+        assert all(torch.equal(a, b) for a, b in pairs), net

@@ -357,7 +357,8 @@ def build_pipeline(
     check_run(config, description, on_host=device.type == "cpu")
     _check_devices(device, actor=actor, critic=critic, loss=loss)
     if actor is None or critic is None:
-        default_actor, default_critic = make_actor_critic(description, config.model, encoder, device)
+        with using_threads(threads):  # the run's count from its first float (an init's rounding can change a seed)
+            default_actor, default_critic = make_actor_critic(description, config.model, encoder, device)
         actor = actor if actor is not None else default_actor
         critic = critic if critic is not None else default_critic
     recurrent = is_recurrent(actor) or is_recurrent(critic)
