@@ -412,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("suites", nargs="+", choices=list(SUITES), metavar="SUITE",
                         help=f"one or more of {', '.join(SUITES)}")
     parser.add_argument("--seeds", type=int, nargs="+",
-                        help="default: 1-5, or 1-3 where a suite's budget demands it (minatar, mujoco, multiagent)")
+                        help=f"default: 1-5, or 1-3 where a suite's budget demands it ({', '.join(SEEDS)})")
     parser.add_argument("--libraries", nargs="+", choices=["ppo_td", "sb3"], default=["ppo_td", "sb3"])
     parser.add_argument("--envs", nargs="+", help="only these env ids of the suites")
     parser.add_argument("--settings", metavar="PRESET",

@@ -39,7 +39,8 @@ def evaluation_seed(seed: int) -> int:
     runs of different seeds evaluate from unrelated start states. The eval env seeds its copy ``i`` with this
     plus ``i``; with ``seed + 10_000`` (before 2026-11-29) runs 1 to 5 shared most of their episodes' start
     states, which made a benchmark's evaluations across seeds one small sample (docs/learning.md)."""
-    return int(np.random.SeedSequence([seed, 10_000]).generate_state(1)[0] >> 1)  # < 2**31: room for the copies
+    # [seed, 10_000]: the run's seed and a key of the evaluation's own stream; >> 1: under 2**31, room for the copies
+    return int(np.random.SeedSequence([seed, 10_000]).generate_state(1)[0] >> 1)
 
 
 @dataclasses.dataclass(frozen=True)
