@@ -80,7 +80,7 @@ SUITES: dict[str, list[Task]] = {
         Task("Hopper-v5", "hopper", 1_000_000),
         Task("Walker2d-v5", "walker2d", 1_000_000),
         Task("HalfCheetah-v5", "halfcheetah", 1_000_000),
-        Task("Ant-v5", "ant", 1_000_000),
+        Task("Ant-v5", "ant", 1_000_000, note="v4's observation (the ant preset: no contact forces)"),
         Task("Swimmer-v5", "swimmer", 1_000_000, note="RL Zoo's Swimmer-v4 entry on v5"),
     ],
     "minatar": [  # MinAtar's 10x10 games at 2M frames, 3 seeds (about 26 min a run on one core); no published PPO
@@ -102,7 +102,7 @@ SUITES: dict[str, list[Task]] = {
     ],
     "multiagent": [  # reward per agent; BenchMARL is the peer here (python -m benchmarks multiagent)
         Task("navigation", "vmas-navigation", 600_000, sb3=False),
-        Task("balance", "vmas-light", 409_600, sb3=False),
+        Task("balance", "vmas-light", 2_048_000, sb3=False, note="2M frames: at 409,600 one seed of three learned"),
         Task("mpe2.simple_spread_v3", "mpe-spread", 400_000, sb3=False),
     ],
 }
