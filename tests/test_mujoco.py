@@ -20,3 +20,18 @@ def test_mujoco_preset_runs_an_iteration(name):
                                 optim=dataclasses.replace(config.optim, num_minibatches=4, update_epochs=1))
     result = train(short)
     assert result.history[-1]["frames"] == 256 and len(result.eval_returns) == 1
+
+
+def test_ant_preset_observes_as_v4_did():
+    """Ant-v5 on the ``ant`` preset sees v4's 27 numbers, not v5's default 105 (78 contact forces more): the
+    observation the published Ant numbers come from (docs/learning.md, the mujoco suite)."""
+    import gymnasium as gym
+
+    from ppo_td.envs import build_env
+
+    built = build_env(get_preset("ant").env, seed=0)
+    try:
+        assert built.description.observation_shape == (27,)
+    finally:
+        built.env.close()
+    assert gym.make("Ant-v5").observation_space.shape == (105,)  # what the preset leaves out
