@@ -64,9 +64,10 @@ def _mujoco(env_id: str) -> TrainConfig:
 
 
 # Ant-v5 with v4's observation (27 numbers): v5 adds the external contact forces (``cfrc_ext``, 78 more) by default,
-# v4 left them out (``use_contact_forces=False``), and the published Ant numbers (RL Zoo's v3, CleanRL's v4) come from
-# that observation. On v5's 105 numbers these settings learned little (last 100 episodes 495.6 +- 74.4, 3 seeds,
-# 1M frames, SB3 the same: 424.7 +- 46.4); on v4's, seed 1 reached 1,993.9 (docs/learning.md, 2026-11-29).
+# v4 left them out (``use_contact_forces=False``), and the published Ant numbers come from that observation
+# (CleanRL's v4; RL Zoo's v3, whose contact forces read as zeros with mujoco-py above 2.0, as Gymnasium's ant_v5.py
+# notes). On v5's 105 numbers these settings learned little (last 100 episodes 495.6 +- 74.4, 3 seeds, 1M frames;
+# SB3 the same: 424.7 +- 46.4); on v4's, 2,467.7 +- 604.0 (the same seeds; docs/learning.md, 2026-11-29).
 ANT = dataclasses.replace(_MUJOCO, env=dataclasses.replace(_MUJOCO.env, env_id="Ant-v5",
                                                           kwargs=("include_cfrc_ext_in_observation=False",)))
 
@@ -218,7 +219,7 @@ VMAS_NAVIGATION = TrainConfig(
 # steps. Measured (seed 1, 400k frames): training reward per agent -24.6 -> -18.8, deterministic evaluation -16.1.
 # VMAS on a laptop: a VMAS scenario that shows learning on 2 CPU cores within a minute (balance: the team's
 # episode reward per agent from about -14 to about 37 in 30 s, 400k frames; docs/multi-agent.md), on some seeds:
-# 1 of 3 in the returns benchmark, 2 of 3 at 5x the frames (docs/learning.md). Smaller networks
+# 1 of 3 at these 409,600 frames, 2 of 3 at 5x (the returns benchmark's budget; docs/learning.md). Smaller networks
 # (64, 64) and batches (64 envs x 50 steps, 4 epochs of 4 minibatches) than BenchMARL's navigation settings, the
 # published PPO learning rate 3e-4; the rest as vmas-navigation.
 VMAS_LIGHT = dataclasses.replace(
