@@ -322,9 +322,11 @@ def write_report(suites: list[str], store: Path) -> str:
     """The report of ``suites`` from ``store`` as Markdown, also written to ``store/report.md``."""
     runs = read_store(store)
     commits = sorted({r["commit"][:12] for r in runs if r["suite"] in suites})
+    count = sum(r["suite"] in suites for r in runs)
     lines = [f"# Multi-seed returns ({dt.date.today().isoformat()})", "",
-             f"From `{store.name}/runs.jsonl`: {sum(r['suite'] in suites for r in runs)} runs of "
-             f"{', '.join(suites)} at commits {', '.join(commits) or '-'}; made by `python -m benchmarks returns "
+             f"From `{store.name}/runs.jsonl`: {count} run{'' if count == 1 else 's'} of {', '.join(suites)} "
+             "(the tables take the latest run of each config and seed; runs of a preset since changed stay "
+             f"in the store) at commits {', '.join(commits) or '-'}; made by `python -m benchmarks returns "
              f"{' '.join(suites)}`, this report by the same command with `--report`. One torch thread per run, "
              "runs one or two at a time on a 2-core machine.", ""]
     for suite in suites:
