@@ -83,10 +83,10 @@ SUITES: dict[str, list[Task]] = {
         Task("Ant-v5", "ant", 1_000_000, note="v4's observation (the ant preset: no contact forces)"),
         Task("Swimmer-v5", "swimmer", 1_000_000, note="RL Zoo's Swimmer-v4 entry on v5"),
     ],
-    "minatar": [  # MinAtar's 10x10 games at 2M frames, 3 seeds (about 26 min a run on one core); no published PPO
-        # number exists at this budget (MinAtar's paper reports DQN and AC(lambda) curves at 5M frames)
-        Task("MinAtar/Breakout-v1", "minatar", 2_000_000, sb3=False),
-        Task("MinAtar/SpaceInvaders-v1", "minatar", 2_000_000, sb3=False),
+    "minatar": [  # MinAtar's 10x10 games at 10M frames, PureJaxRL's budget (about 7.5 min a run on one core); no PPO
+        # table is published for them (MinAtar's paper reports DQN and AC(lambda) curves at 5M frames)
+        Task("MinAtar/Breakout-v1", "minatar", 10_000_000, sb3=False),
+        Task("MinAtar/SpaceInvaders-v1", "minatar", 10_000_000, sb3=False),
     ],
     "toytext": [  # CleanRL's ppo.py settings (the cleanrl preset); no published PPO numbers exist for these
         Task("Taxi-v4", "cleanrl", 500_000, sb3=False),
@@ -108,12 +108,11 @@ SUITES: dict[str, list[Task]] = {
 }
 """The suites: each env with its settings and budget. MuJoCo at 1M frames on ppo_td's presets (CleanRL's
 ``ppo_continuous_action.py`` settings, the PPO paper's); Humanoid and Atari are left out of these suites on two
-cores (Atari at 10M frames is about a day a seed here); MinAtar stands in for Atari, at 2M frames."""
+cores (Atari at 10M frames is about a day a seed here); MinAtar stands in for Atari, at 10M frames."""
 
 DEFAULT_SEEDS = [1, 2, 3, 4, 5]
-SEEDS = {"minatar": [1, 2, 3], "mujoco": [1, 2, 3], "multiagent": [1, 2, 3]}
-"""Fewer seeds where a suite's budget demands it, on one core a run: MinAtar's 2M frames take about 26 min
-(from the 1,263 frames/s measured on Breakout over 40k frames); MuJoCo's 1M frames 9-18 min for ppo_td and
+SEEDS = {"mujoco": [1, 2, 3], "multiagent": [1, 2, 3]}
+"""Fewer seeds where a suite's budget demands it, on one core a run: MuJoCo's 1M frames take 9-18 min for ppo_td and
 13-26 min for SB3 (the stored runs of 2026-11-28); VMAS navigation's 600k frames 22 min (2026-11-29)."""
 
 ANCHORS: dict[str, list[tuple[str, float, float | None, str]]] = {

@@ -102,7 +102,7 @@ def test_a_suite_whose_budget_demands_it_runs_three_seeds_unless_told(tiny, tmp_
     started.clear()
     assert returns.main([tiny, "--libraries", "ppo_td", "--seeds", "4", "--store", str(tmp_path)]) == 1
     assert started == [4]
-    assert returns.SEEDS["minatar"] == [1, 2, 3] and "minatar" in SUITES
+    assert returns.SEEDS["mujoco"] == [1, 2, 3] and "minatar" not in returns.SEEDS and "minatar" in SUITES
 
 
 def test_a_run_of_many_episodes_keeps_its_curve_and_the_report_plots_the_same_means():
