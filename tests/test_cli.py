@@ -228,8 +228,9 @@ def test_a_minatar_id_registers_its_game_and_starts_from_its_preset(tmp_path, ca
     from ppo_td.presets import preset_for
 
     assert preset_for("MinAtar/Breakout-v1") == ("minatar", "MinAtar/Breakout-v1 is a MinAtar game")
-    assert main(["train", "--env.env-id", "MinAtar/SpaceInvaders-v1", "--total-frames", "1024", "--eval-episodes",
-                 "1", "--eval-max-steps", "50", "--no-progress", "--run-dir", str(tmp_path / "run")]) == 0
+    assert main(["train", "--env.env-id", "MinAtar/SpaceInvaders-v1", "--total-frames", "1024", "--frames-per-batch",
+                 "1024", "--eval-episodes", "1", "--eval-max-steps", "50", "--no-progress",
+                 "--run-dir", str(tmp_path / "run")]) == 0
     assert "preset 'minatar'" in capsys.readouterr().out
     assert "MinAtar/SpaceInvaders-v1" in gym.registry  # registered by the run's build, not by importing ppo_td
 
