@@ -361,8 +361,8 @@ def run_suites(suites: list[str], seeds: list[int] | None, libraries: list[str],
             for library in libraries if (library == "ppo_td" or task.sb3) and (not envs or task.env_id in envs)]
     # env by env (a finished env has all its seeds), the libraries alternating seed by seed (noise hits both)
     left = [p for p in plan if key_of(p[1], p[2], p[3]) not in finished]
-    print(f"{len(plan)} runs in {', '.join(suites)}: {len(plan) - len(left)} in the store ({store / 'runs.jsonl'}), "
-          f"{len(left)} to run, {jobs} at a time", flush=True)
+    print(f"{len(plan)} run{'' if len(plan) == 1 else 's'} in {', '.join(suites)}: {len(plan) - len(left)} in the "
+          f"store ({store / 'runs.jsonl'}), {len(left)} to run, {jobs} at a time", flush=True)
     done, failed = [], 0
     pool = ThreadPoolExecutor(max_workers=jobs)  # each thread waits on one worker process
     running: dict[Future, tuple[str, Task, str, int, float]] = {}
