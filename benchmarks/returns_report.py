@@ -274,7 +274,7 @@ def suite_section(suite: str, runs: list[dict[str, Any]], store: Path) -> list[s
     curves = plot_curves(suite, tasks, runs, store / f"{suite}_curves.png")
     if curves:
         lines += ([] if envs else [""]) + [f"Curves: `{curves.name}`."]  # a table above ends at a blank line
-    lines += ["", "Normalization and notes: " + "; ".join(notes) + "." if notes else "", ""]
+    lines += ["", "Normalization and notes: " + "; ".join(notes) + ".", ""] if notes else [""]
     return lines
 
 
