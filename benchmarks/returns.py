@@ -83,8 +83,9 @@ SUITES: dict[str, list[Task]] = {
         Task("Ant-v5", "ant", 1_000_000, note="v4's observation (the ant preset: no contact forces)"),
         Task("Swimmer-v5", "swimmer", 1_000_000, note="RL Zoo's Swimmer-v4 entry on v5"),
     ],
-    "minatar": [  # MinAtar's 10x10 games at 10M frames, PureJaxRL's budget (about 7.5 min a run on one core); no PPO
-        # table is published for them (MinAtar's paper reports DQN and AC(lambda) curves at 5M frames)
+    "minatar": [  # MinAtar's 10x10 games at 10M frames, PureJaxRL's budget (on one core about 7.5 min a Breakout
+        # run, 14 a SpaceInvaders one, 2026-11-29); no PPO table is published for them (MinAtar's paper reports DQN
+        # and AC(lambda) curves at 5M frames)
         Task("MinAtar/Breakout-v1", "minatar", 10_000_000, sb3=False),
         Task("MinAtar/SpaceInvaders-v1", "minatar", 10_000_000, sb3=False),
     ],

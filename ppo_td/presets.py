@@ -59,8 +59,8 @@ _MUJOCO = TrainConfig(
 )
 
 
-def _mujoco(env_id: str) -> TrainConfig:
-    return dataclasses.replace(_MUJOCO, env=dataclasses.replace(_MUJOCO.env, env_id=env_id))
+def _mujoco(env_id: str, kwargs: tuple[str, ...] = ()) -> TrainConfig:
+    return dataclasses.replace(_MUJOCO, env=dataclasses.replace(_MUJOCO.env, env_id=env_id, kwargs=kwargs))
 
 
 # Ant-v5 with v4's observation (27 numbers): v5 adds the external contact forces (``cfrc_ext``, 78 more) by default,
@@ -68,8 +68,7 @@ def _mujoco(env_id: str) -> TrainConfig:
 # (CleanRL's v4; RL Zoo's v3, whose contact forces read as zeros with mujoco-py above 2.0, as Gymnasium's ant_v5.py
 # notes). On v5's 105 numbers these settings learned little (last 100 episodes 495.6 +- 74.4, 3 seeds, 1M frames;
 # SB3 the same: 424.7 +- 46.4); on v4's, 2,467.7 +- 604.0 (the same seeds; docs/learning.md, 2026-11-29).
-ANT = dataclasses.replace(_MUJOCO, env=dataclasses.replace(_MUJOCO.env, env_id="Ant-v5",
-                                                          kwargs=("include_cfrc_ext_in_observation=False",)))
+ANT = _mujoco("Ant-v5", kwargs=("include_cfrc_ext_in_observation=False",))
 
 
 # Pendulum-v1, tuned here: 8 envs x 256 steps, 10 epochs x 16 minibatches, lr 1e-3,
