@@ -332,12 +332,15 @@ MINIGRID = dataclasses.replace(MINIGRID, env=dataclasses.replace(MINIGRID.env,
 # coefficient 0.5 on half the squared error, gradients clipped at 0.5, 10M frames. Measured 2026-11-29 on Breakout,
 # seed 1, 2M frames: a return of 17.8 over the last iteration's episodes (evaluation 17.0) at 23,281 frames/s, where
 # the CleanRL-Atari settings on the small CNN this preset had before reached 6.7 (6.4 on seed 2) at 1,263 frames/s.
+# One change from PureJaxRL, lr 2.5e-3 instead of 5e-3: at 5e-3 SpaceInvaders seed 2 of 5 collapsed at 2.2M frames
+# (the policy's logits saturated on one action; a return of 3.0 to the end) while the same seed at 2.5e-3 ran past
+# it (132.3 at 4.3M frames). Being measured on both games x 5 seeds (docs/learning.md, MinAtar).
 MINATAR = TrainConfig(
     env=EnvConfig(env_id="MinAtar/Breakout-v1", num_envs=64),
     model=ModelConfig(hidden_sizes=(64, 64), activation="relu", encoder="flat"),
     loss=LossConfig(gamma=0.99, gae_lambda=0.95, clip_epsilon=0.2, clip_value=0.2, entropy_coeff=0.01,
                     critic_coeff=0.25, loss_critic_type="l2", normalize_advantage=True),
-    optim=OptimConfig(lr=5e-3, adam_eps=1e-5, anneal_lr=True, update_epochs=4, num_minibatches=8, max_grad_norm=0.5),
+    optim=OptimConfig(lr=2.5e-3, adam_eps=1e-5, anneal_lr=True, update_epochs=4, num_minibatches=8, max_grad_norm=0.5),
     total_frames=10_000_000,
     frames_per_batch=64 * 128,
     seed=1,
