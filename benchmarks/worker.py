@@ -70,18 +70,14 @@ def run_ppo_td(config: TrainConfig) -> dict[str, Any]:
 
 
 def _sb3_env_id(config: TrainConfig) -> Any:
-    """What SB3's make_vec_env takes: the Gymnasium id, or for ppo_td's ``module:function`` form the factory (with
-    ``env.kwargs``); with ``env.wrappers`` (MiniGrid's FlatObsWrapper), a maker of the env as ppo_td's user sees it
-    (:func:`ppo_td.envs.gym_env`: the id, its kwargs, the wrappers and the time limit)."""
+    """What SB3's make_vec_env takes: the Gymnasium id, or for ppo_td's ``module:function`` form the factory; with
+    ``env.kwargs`` (the ant preset's v4 observation) or ``env.wrappers`` (MiniGrid's FlatObsWrapper), a maker of the
+    env as ppo_td's user sees it (:func:`ppo_td.envs.gym_env`: the id, its kwargs, the wrappers and the time limit)."""
     from ppo_td.envs import env_factory, gym_env
 
-    if config.env.wrappers:
+    if config.env.wrappers or config.env.kwargs:
         return functools.partial(gym_env, config.env)
-    factory = env_factory(config.env.env_id)
-    if factory is None:
-        return config.env.env_id
-    kwargs = {k: ast.literal_eval(v) for k, v in (item.split("=", 1) for item in config.env.kwargs)}
-    return functools.partial(factory, **kwargs)
+    return env_factory(config.env.env_id) or config.env.env_id
 
 
 def _sb3_kwargs(config: TrainConfig) -> dict[str, Any]:

@@ -4,6 +4,7 @@ is run again, the report reads the store (tables, rliable's intervals, plots).""
 import json
 import subprocess
 
+import gymnasium as gym
 import pytest
 import torch
 
@@ -195,3 +196,30 @@ def test_the_committed_runs_are_still_found_after_config_fields_were_added():
     before = [r for r in returns.read_store(store)  # runs from before it (images scaled by 1/255) are not its runs
               if r["env"] == minigrid.env_id and "scale_images" not in r["command"]]
     assert len(before) == 5 and all(r["key"] != returns.key_of(minigrid, "ppo_td", r["seed"]) for r in before)
+
+
+def test_sb3_trains_on_the_env_ppo_td_trains_on_kwargs_and_wrappers_included():
+    """Each task SB3 runs beside gets the env ppo_td's side makes: the same observation and action spaces (the ant
+    preset's ``include_cfrc_ext_in_observation=False`` gives 27 numbers, Ant-v5's default 105)."""
+    from benchmarks.worker import _sb3_env_id
+    from ppo_td.envs import gym_env
+
+    checked = 0
+    for task in (t for name, tasks in SUITES.items() if name != "tiny" for t in tasks if t.sb3):
+        config = returns.config_of(task)
+        if config.env.atari:
+            continue
+        try:
+            ours = gym_env(config.env)
+        except (ImportError, gym.error.DependencyNotInstalled):
+            continue  # box2d or mujoco not installed here
+        made = _sb3_env_id(config)
+        theirs = made() if callable(made) else gym.make(made)
+        try:
+            assert theirs.observation_space == ours.observation_space, task.env_id
+            assert theirs.action_space == ours.action_space, task.env_id
+        finally:
+            ours.close()
+            theirs.close()
+        checked += 1
+    assert checked >= 5
