@@ -89,11 +89,12 @@ SUITES: dict[str, list[Task]] = {
         Task("MinAtar/Breakout-v1", "minatar", 10_000_000, sb3=False),
         Task("MinAtar/SpaceInvaders-v1", "minatar", 10_000_000, sb3=False),
     ],
-    "toytext": [  # CleanRL's ppo.py settings (the cleanrl preset); no published PPO numbers exist for these
+    "toytext": [  # CleanRL's ppo.py settings (the cleanrl preset), CliffWalking on the settings `ppo-td tune` found
+        # for it (the cliffwalking preset, at the 200k frames it was tuned at); no published PPO numbers exist for these
         Task("Taxi-v4", "cleanrl", 500_000, sb3=False),
         Task("FrozenLake8x8-v1", "cleanrl", 500_000, sb3=False, note="slippery, Gymnasium's 200-step limit"),
-        Task("CliffWalking-v1", "cleanrl", 500_000, max_episode_steps=500, sb3=False,
-             note="a 500-step limit (none is registered)"),
+        Task("CliffWalking-v1", "cliffwalking", 200_000, sb3=False,
+             note="tuned on the cleanrl preset (docs/tuning.md); a 500-step limit (none is registered)"),
         Task("Blackjack-v1", "cleanrl", 500_000, sb3=False),
     ],
     "minigrid": [  # RL Zoo's entry: the 7x7x3 image and the mission flattened (FlatObsWrapper), normalized; SB3
