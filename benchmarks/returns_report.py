@@ -134,10 +134,11 @@ def _row(env: str, label: str, mine: list[dict[str, Any]]) -> str:
     evals = [r["eval_mean"] for r in mine if r["eval_mean"] is not None]
     iqm, low, high = iqm_interval(last[:, None])
     minutes = statistics.median(r["train_seconds"] for r in mine) / 60
+    speed = statistics.median(r["frames"] / r["train_seconds"] for r in mine)  # a fix that learns slower shows
     cells = [env, label, str(len(mine)), f"{_fmt(float(last.mean()))} +- {_fmt(float(last.std()))}",
              _fmt(float(np.median(last))), f"{_fmt(iqm)} [{_fmt(low)}, {_fmt(high)}]",
              f"{_fmt(statistics.fmean(evals)) if evals else '-'} +- {_fmt(statistics.pstdev(evals)) if evals else '-'}",
-             f"{minutes:.1f}"]
+             f"{minutes:.1f}", f"{speed:,.0f}"]
     return ("| " + " | ".join(cells) + " |") if env else ("| | " + " | ".join(cells[1:]) + " |")
 
 
@@ -160,11 +161,11 @@ def env_rows(task: Task, runs: list[dict[str, Any]]) -> tuple[list[str], dict[st
                 rows.append(_row(task.env_id if not rows else "", f"{LABEL[library]} on `{settings}`", theirs))
     for source, mean, std, what in ANCHORS.get(task.env_id, []):
         rows.append(f"| | {source} | | {mean:,}" + (f" +- {std:,}" if std is not None else "") +  # as published
-                    f" | | | | ({what}) |")
+                    f" | | | | ({what}) | |")
     if len(scores) == 2:
         p, low, high = improvement(np.array(list(scores["ppo_td"].values()))[:, None],
                                    np.array(list(scores["sb3"].values()))[:, None])
-        rows.append(f"| | P(ppo_td run > SB3 run) | | {p:.2f} [{low:.2f}, {high:.2f}] | | | | |")
+        rows.append(f"| | P(ppo_td run > SB3 run) | | {p:.2f} [{low:.2f}, {high:.2f}] | | | | | |")
     return rows, scores
 
 
@@ -237,8 +238,8 @@ def suite_section(suite: str, runs: list[dict[str, Any]], store: Path) -> list[s
     """The tables of one suite, its normalized IQM and its plots (written beside the report)."""
     tasks = SUITES[suite]
     lines = [f"## {suite}", "", "| env | library / anchor | seeds | last 100 episodes: mean +- std over seeds | median "
-             "| IQM [95% CI] | deterministic eval (10 episodes): mean +- std over seeds | minutes per run |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| IQM [95% CI] | deterministic eval (10 episodes): mean +- std over seeds | minutes per run "
+             "| frames/s |", "|---|---|---|---|---|---|---|---|---|"]
     normalized: dict[str, dict[str, dict[int, float]]] = {lib: {} for lib in LIBRARIES}
     notes = []
     for task in tasks:
