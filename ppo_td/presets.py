@@ -4,7 +4,9 @@
 solve CartPole-v1 in few frames. ``cleanrl`` reproduces CleanRL ``ppo.py``'s
 defaults exactly (the parity preset). ``pendulum`` is tuned here; the MuJoCo presets
 (``halfcheetah``, ``hopper``, ``walker2d``, ``ant``; v5 tasks, MuJoCo is the optional
-``mujoco`` extra) use CleanRL ``ppo_continuous_action.py``'s published settings.
+``mujoco`` extra) use CleanRL ``ppo_continuous_action.py``'s published settings (``ant`` on v4's observation,
+without the contact forces). Each preset's comment below says where its settings come from and what they measured;
+the returns benchmark's suites (docs/learning.md) run on them.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import difflib
 
 from ppo_td.config import EnvConfig, LossConfig, ModelConfig, OptimConfig, TrainConfig
 
-# CleanRL ppo.py (v1.0): every default of its Args, in our names. See docs/cleanrl-names.md.
+# CleanRL ppo.py (v1.0): every default of its Args, in our names. See docs/cleanrl-names.md. The returns benchmark's
+# toytext suite runs Taxi, FrozenLake 8x8 and Blackjack on it (no published PPO settings exist for those).
 CLEANRL = TrainConfig(
     env=EnvConfig(env_id="CartPole-v1", num_envs=4),
     loss=LossConfig(gamma=0.99, gae_lambda=0.95, clip_epsilon=0.2, clip_value=0.2,
@@ -211,11 +214,6 @@ VMAS_NAVIGATION = TrainConfig(
     seed=1,
 )
 
-# MPE simple spread (PettingZoo's mpe2 1.1, 3 agents, 25 steps, discrete actions) with the MAPPO paper's MPE
-# settings where ppo_td has them (Yu et al. 2022, appendix, tables of MPE hyperparameters): lr 7e-4, 10 epochs of
-# one minibatch, clip 0.2, entropy 0.01, gamma 0.99, lambda 0.95, 64-unit layers, shared parameters, a
-# centralised critic, value normalization (the paper's sec. 4.1). Not the paper's: no recurrent layer, 8 envs x 100
-# steps. Measured (seed 1, 400k frames): training reward per agent -24.6 -> -18.8, deterministic evaluation -16.1.
 # VMAS on a laptop: a VMAS scenario that shows learning on 2 CPU cores within a minute (balance: the team's
 # episode reward per agent from about -14 to about 37 in 30 s, 400k frames; docs/multi-agent.md), on some seeds:
 # 1 of 3 at these 409,600 frames, 2 of 3 at 5x (the returns benchmark's budget; docs/learning.md). Smaller networks
@@ -243,6 +241,11 @@ VMAS_TAG = dataclasses.replace(
                           "respawn_at_catch=False")),
 )
 
+# MPE simple spread (PettingZoo's mpe2 1.1, 3 agents, 25 steps, discrete actions) with the MAPPO paper's MPE
+# settings where ppo_td has them (Yu et al. 2022, appendix, tables of MPE hyperparameters): lr 7e-4, 10 epochs of
+# one minibatch, clip 0.2, entropy 0.01, gamma 0.99, lambda 0.95, 64-unit layers, shared parameters, a
+# centralised critic, value normalization (the paper's sec. 4.1). Not the paper's: no recurrent layer, 8 envs x 100
+# steps. Measured (seed 1, 400k frames): training reward per agent -24.6 -> -18.8, deterministic evaluation -16.1.
 MPE_SPREAD = TrainConfig(
     env=EnvConfig(env_id="mpe2.simple_spread_v3", suite="pettingzoo", num_envs=8,
                   kwargs=("N=3", "max_cycles=25")),
