@@ -30,6 +30,7 @@ import time
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 
 from ppo_td.config import TrainConfig, from_dict
@@ -78,6 +79,19 @@ def _sb3_env_id(config: TrainConfig) -> Any:
     if config.env.wrappers or config.env.kwargs:
         return functools.partial(gym_env, config.env)
     return env_factory(config.env.env_id) or config.env.env_id
+
+
+def _float_observations(env: gym.Env) -> gym.Env:
+    """``env`` with an integer Box observation (MiniGrid's FlatObsWrapper: uint8) given as float32, the same values.
+
+    SB3 2.9's ``RolloutBuffer`` stores observations in the observation space's dtype, and ``VecNormalize`` keeps an
+    integer space for anything but images, so the normalized observations SB3 acts on were stored as uint8 (-1.56
+    as 254, 0.4 as 0) and trained on: on MiniGrid it stalled at 0 on every seed. Measured 2026-11-29 (seed 1,
+    RL Zoo's MiniGrid entry): 0.0 in evaluation with the uint8 space, 0.967 without observation normalization."""
+    space = env.observation_space
+    if isinstance(space, gym.spaces.Box) and np.issubdtype(space.dtype, np.integer):
+        return gym.wrappers.DtypeObservation(env, np.float32)
+    return env
 
 
 def _sb3_kwargs(config: TrainConfig) -> dict[str, Any]:
@@ -141,7 +155,7 @@ def run_sb3(config: TrainConfig, zoo: bool) -> dict[str, Any]:
                                            **vec), n_stack=4)
         policy = "CnnPolicy"  # the Nature CNN, shared by actor and critic, heads on its 512 features
     else:
-        env = make_vec_env(_sb3_env_id(config), n_envs=n_envs, seed=config.seed)
+        env = make_vec_env(_sb3_env_id(config), n_envs=n_envs, seed=config.seed, wrapper_class=_float_observations)
     if config.env.normalize_observations or config.env.normalize_rewards:
         env = VecNormalize(env, norm_obs=config.env.normalize_observations, norm_reward=config.env.normalize_rewards,
                            clip_obs=config.env.obs_clip, clip_reward=config.env.reward_clip, gamma=config.loss.gamma)
@@ -293,8 +307,8 @@ def _sb3_evaluate(model, config: TrainConfig, train_env) -> list[float]:
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import VecNormalize
 
-    eval_env = make_vec_env(_sb3_env_id(config), n_envs=1, seed=config.seed + 10_000)  # recurrent: evaluate_policy
-    # carries the LSTM state and resets it per episode
+    # one env (recurrent: evaluate_policy carries the LSTM state and resets it per episode)
+    eval_env = make_vec_env(_sb3_env_id(config), n_envs=1, seed=config.seed + 10_000, wrapper_class=_float_observations)
     if isinstance(train_env, VecNormalize):
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False, clip_obs=config.env.obs_clip)
         eval_env.obs_rms = train_env.obs_rms

@@ -5,6 +5,7 @@ import json
 import subprocess
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 
@@ -223,3 +224,38 @@ def test_sb3_trains_on_the_env_ppo_td_trains_on_kwargs_and_wrappers_included():
             theirs.close()
         checked += 1
     assert checked >= 5
+
+
+def test_sb3_stores_the_normalized_observations_it_acts_on_when_the_env_observes_integers():
+    """SB3 2.9's rollout buffer takes the observation space's dtype, and VecNormalize keeps MiniGrid's uint8 space:
+    the worker gives SB3 integer observations as float32 (the same values), so the buffer holds what the policy saw
+    (it held -1.56 as 254 before, and SB3 stalled at 0 on MiniGrid)."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from benchmarks.worker import _float_observations
+
+    class Counter(gym.Env):  # a uint8 vector, as MiniGrid's flattened grid
+        observation_space = gym.spaces.Box(0, 255, (3,), np.uint8)
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            self.t = 0
+            return np.array([self.t, 7, 200], np.uint8), {}
+
+        def step(self, action):
+            self.t += 1
+            return np.array([self.t, 7 + action, 200], np.uint8), float(action), self.t >= 5, False, {}
+
+    env = VecNormalize(make_vec_env(Counter, n_envs=2, seed=1, wrapper_class=_float_observations), gamma=0.99)
+    assert env.observation_space.dtype == np.float32
+    model = PPO("MlpPolicy", env, n_steps=16, batch_size=32, n_epochs=1, seed=1, device="cpu")
+    model.learn(32)
+    stored = model.rollout_buffer.observations
+    assert stored.dtype == np.float32 and stored.min() < 0  # normalized values, not their uint8 wraps
+    raw = _float_observations(Counter())
+    obs, _ = raw.reset(seed=0)
+    assert obs.dtype == np.float32 and obs.tolist() == [0.0, 7.0, 200.0]
+    assert _float_observations(gym.make("CartPole-v1")).observation_space.dtype == np.float32  # floats untouched
