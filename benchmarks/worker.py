@@ -86,8 +86,9 @@ def _float_observations(env: gym.Env) -> gym.Env:
 
     SB3 2.9's ``RolloutBuffer`` stores observations in the observation space's dtype, and ``VecNormalize`` keeps an
     integer space for anything but images, so the normalized observations SB3 acts on were stored as uint8 (-1.56
-    as 254, 0.4 as 0) and trained on: on MiniGrid it stalled at 0 on every seed. Measured 2026-11-29 (seed 1,
-    RL Zoo's MiniGrid entry): 0.0 in evaluation with the uint8 space, 0.967 without observation normalization."""
+    as 255, -3.2 as 253, 0.4 as 0) and trained on: on MiniGrid it stalled at 0 on every seed. Measured 2026-11-29
+    (seed 1, RL Zoo's MiniGrid entry): 0.0 in evaluation with the uint8 space, 0.967 without observation
+    normalization."""
     space = env.observation_space
     if isinstance(space, gym.spaces.Box) and np.issubdtype(space.dtype, np.integer):
         return gym.wrappers.DtypeObservation(env, np.float32)

@@ -229,7 +229,7 @@ def test_sb3_trains_on_the_env_ppo_td_trains_on_kwargs_and_wrappers_included():
 def test_sb3_stores_the_normalized_observations_it_acts_on_when_the_env_observes_integers():
     """SB3 2.9's rollout buffer takes the observation space's dtype, and VecNormalize keeps MiniGrid's uint8 space:
     the worker gives SB3 integer observations as float32 (the same values), so the buffer holds what the policy saw
-    (it held -1.56 as 254 before, and SB3 stalled at 0 on MiniGrid)."""
+    (it held -1.56 as 255 before, and SB3 stalled at 0 on MiniGrid)."""
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
