@@ -58,12 +58,11 @@ def _sb3(config: Any, recurrent: bool) -> tuple[Callable[[np.ndarray], Any], Cal
     """SB3's deterministic call on one observation (with the normalizer first where the preset normalizes), and
     the reset of a recurrent model's state."""
     from stable_baselines3 import PPO
-    from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from benchmarks.worker import _recurrent_kwargs, _sb3_env_id, _sb3_kwargs
+    from benchmarks.worker import _recurrent_kwargs, _sb3_kwargs, sb3_vec_env
 
-    env = make_vec_env(_sb3_env_id(config), n_envs=1, seed=0)
+    env = sb3_vec_env(config, 1, 0)
     normalize = config.env.normalize_observations
     if normalize:
         env = VecNormalize(env, norm_obs=True, norm_reward=False, clip_obs=config.env.obs_clip)

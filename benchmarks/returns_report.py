@@ -134,7 +134,7 @@ def _row(env: str, label: str, mine: list[dict[str, Any]]) -> str:
     evals = [r["eval_mean"] for r in mine if r["eval_mean"] is not None]
     iqm, low, high = iqm_interval(last[:, None])
     minutes = statistics.median(r["train_seconds"] for r in mine) / 60
-    speed = statistics.median(r["frames"] / r["train_seconds"] for r in mine)  # a fix that learns slower shows
+    speed = statistics.median(r["frames"] / r["train_seconds"] for r in mine)  # a slower fix shows
     cells = [env, label, str(len(mine)), f"{_fmt(float(last.mean()))} +- {_fmt(float(last.std()))}",
              _fmt(float(np.median(last))), f"{_fmt(iqm)} [{_fmt(low)}, {_fmt(high)}]",
              f"{_fmt(statistics.fmean(evals)) if evals else '-'} +- {_fmt(statistics.pstdev(evals)) if evals else '-'}",

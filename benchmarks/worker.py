@@ -81,6 +81,14 @@ def _sb3_env_id(config: TrainConfig) -> Any:
     return env_factory(config.env.env_id) or config.env.env_id
 
 
+def sb3_vec_env(config: TrainConfig, n_envs: int, seed: int) -> Any:
+    """SB3's vector env of ``config``'s env (:func:`_sb3_env_id`), integer observations given as floats
+    (:func:`_float_observations`): what its training, evaluation and latency runs step."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    return make_vec_env(_sb3_env_id(config), n_envs=n_envs, seed=seed, wrapper_class=_float_observations)
+
+
 def _float_observations(env: gym.Env) -> gym.Env:
     """``env`` with an integer Box observation (MiniGrid's FlatObsWrapper: uint8) given as float32, the same values.
 
@@ -128,7 +136,6 @@ def _recurrent_kwargs(config: TrainConfig) -> dict[str, Any]:
 def run_sb3(config: TrainConfig, zoo: bool) -> dict[str, Any]:
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
     if zoo:
@@ -156,7 +163,7 @@ def run_sb3(config: TrainConfig, zoo: bool) -> dict[str, Any]:
                                            **vec), n_stack=4)
         policy = "CnnPolicy"  # the Nature CNN, shared by actor and critic, heads on its 512 features
     else:
-        env = make_vec_env(_sb3_env_id(config), n_envs=n_envs, seed=config.seed, wrapper_class=_float_observations)
+        env = sb3_vec_env(config, n_envs, config.seed)
     if config.env.normalize_observations or config.env.normalize_rewards:
         env = VecNormalize(env, norm_obs=config.env.normalize_observations, norm_reward=config.env.normalize_rewards,
                            clip_obs=config.env.obs_clip, clip_reward=config.env.reward_clip, gamma=config.loss.gamma)
@@ -304,12 +311,11 @@ def run_skrl(config: TrainConfig) -> dict[str, Any]:
 
 
 def _sb3_evaluate(model, config: TrainConfig, train_env) -> list[float]:
-    from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import VecNormalize
 
     # one env (recurrent: evaluate_policy carries the LSTM state and resets it per episode)
-    eval_env = make_vec_env(_sb3_env_id(config), n_envs=1, seed=config.seed + 10_000, wrapper_class=_float_observations)
+    eval_env = sb3_vec_env(config, 1, config.seed + 10_000)
     if isinstance(train_env, VecNormalize):
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False, clip_obs=config.env.obs_clip)
         eval_env.obs_rms = train_env.obs_rms

@@ -336,7 +336,7 @@ MINIGRID = dataclasses.replace(MINIGRID, env=dataclasses.replace(MINIGRID.env,
 # policy never reached the goal (-500 on each); the returns benchmark's cleanrl runs failed on 3 seeds of 5.
 CLIFFWALKING = dataclasses.replace(
     CLEANRL, env=EnvConfig(env_id="CliffWalking-v1", num_envs=4, max_episode_steps=500),
-    model=ModelConfig(activation="relu"),
+    model=dataclasses.replace(CLEANRL.model, activation="relu"),
     loss=dataclasses.replace(CLEANRL.loss, gamma=0.99923, gae_lambda=0.99858, clip_epsilon=0.1, entropy_coeff=2.3e-8),
     optim=dataclasses.replace(CLEANRL.optim, lr=3.78e-4, update_epochs=20, num_minibatches=32, max_grad_norm=0.844),
     total_frames=200_000, frames_per_batch=4096)
