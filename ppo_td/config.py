@@ -63,13 +63,14 @@ def transform_entries(tokens: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def transform_problem(entry: str) -> str | None:
-    """Why ``entry`` is not ``module:factory [KEY=VALUE ...]`` (None when it is)."""
+    """Why ``entry`` is not ``module:factory [KEY=VALUE ...]`` (a transform's or a wrapper's record; None when it
+    is)."""
     parts = entry.split()
     if not parts:
         return "it is empty"
     module, sep, name = parts[0].rpartition(":")
     if not (sep and module and name):
-        return f"{parts[0]!r} is not a module:factory import path"
+        return f"{parts[0]!r} is not a module:name import path"
     bad = [item for item in parts[1:] if not _KWARG.match(item)]
     return f"{bad[0]!r} is not KEY=VALUE" if bad else None
 
@@ -145,8 +146,9 @@ class EnvConfig:
     (the GPU when torch sees one). The rollout stays there: with the networks on the same device (--device auto
     follows the env) no step copies anything to the host. Gymnasium and PettingZoo envs step on the CPU."""
     wrappers: tuple[str, ...] = ()
-    """Gymnasium wrappers for each copy, innermost first, as module:Name import paths; each is called as
-    Name(env) (the module is looked for in the current folder too)."""
+    """Gymnasium wrappers for each copy, innermost first, each 'module:Name KEY=VALUE ...': called as
+    Name(env, KEY=VALUE, ...), values read as for env.kwargs (the module is looked for in the current folder too):
+    --env.wrappers my_wrappers:ClipObs my_wrappers:Scale reward_scale=100.0."""
     observation_keys: tuple[str, ...] = ()
     """A TorchRL env's observation entries the networks read, concatenated in this order into 'observation'
     (e.g. th thdot for torchrl.envs.PendulumEnv); () reads every tensor entry of its observation spec, leaving
@@ -177,18 +179,15 @@ class EnvConfig:
 
     def __post_init__(self) -> None:
         _check_types(self, "env.")
-        for name in ("transforms", "train_transforms"):
+        for name in ("transforms", "train_transforms", "wrappers"):
             entries = transform_entries(getattr(self, name))
             object.__setattr__(self, name, entries)  # command-line tokens joined: mod:F k=v -> "mod:F k=v"
             for entry in entries:
                 problem = transform_problem(entry)
-                _check(problem is None, f"env.{name}", entry, f"'module:factory KEY=VALUE ...' ({problem})")
+                _check(problem is None, f"env.{name}", entry, f"'module:Name KEY=VALUE ...' ({problem})")
         for item in self.kwargs:
             key = item.partition("=")[0]
             _check("=" in item and key.isidentifier(), "env.kwargs", item, "KEY=VALUE with KEY a Python name")
-        for item in self.wrappers:
-            module, sep, name = item.rpartition(":")
-            _check(bool(sep and module and name), "env.wrappers", item, "a module:Name import path")
         _check(bool(self.env_id), "env.env_id", self.env_id, "a Gymnasium id")
         for key in self.info_keys:
             _check(bool(key) and key.isidentifier(), "env.info_keys", key, "names of info entries (Python names, "

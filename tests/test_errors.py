@@ -239,8 +239,15 @@ def test_env_kwargs_and_wrappers_are_applied_and_bad_ones_refused():
     assert vec.step(np.zeros(2, dtype=np.int64))[1].tolist() == [0.0, 0.0]  # Sutton & Barto's reward: 0 per step
     with pytest.raises(ValueError, match="env.kwargs='g' is invalid: it must be KEY=VALUE"):
         EnvConfig("Pendulum-v1", kwargs=("g",))
-    with pytest.raises(ValueError, match="env.wrappers='FlattenObservation' is invalid: it must be a module:Name"):
+    with pytest.raises(ValueError, match="env.wrappers='FlattenObservation' is invalid: it must be 'module:Name "
+                       "KEY=VALUE ...' .*not a module:name import path"):
         EnvConfig("Pendulum-v1", wrappers=("FlattenObservation",))
+    clipped = build_env(EnvConfig("Pendulum-v1", num_envs=1, wrappers=(  # a wrapper's arguments, as KEY=VALUE tokens
+        "gymnasium.wrappers:ClipReward", "min_reward=-0.5", "max_reward=0.0"))).vector
+    clipped.reset(seed=0)
+    assert clipped.step(np.zeros((1, 1), dtype=np.float32))[1].tolist() == [-0.5]  # Pendulum's reward is below -0.5
+    with pytest.raises(ValueError, match=r"env.wrappers: gymnasium.wrappers:ClipReward low=-1 failed: .*low"):
+        build_env(EnvConfig("Pendulum-v1", wrappers=("gymnasium.wrappers:ClipReward low=-1",)))
     with pytest.raises(ValueError, match=r"env.wrappers: cannot import 'gymnasium.wrappers:Nope'"):
         build_env(EnvConfig("Pendulum-v1", wrappers=("gymnasium.wrappers:Nope",)))
     with pytest.raises(ValueError, match="without env.kwargs or env.wrappers"):

@@ -38,7 +38,7 @@ def _names(env) -> list[str]:
 def test_command_line_tokens_are_joined_into_entries_and_bad_entries_are_refused():
     config = EnvConfig(transforms=("user_transforms:ScaleObservation", "factor=0.5", "user_transforms:RewardBonus"))
     assert config.transforms == ("user_transforms:ScaleObservation factor=0.5", "user_transforms:RewardBonus")
-    with pytest.raises(ValueError, match="module:factory import path"):
+    with pytest.raises(ValueError, match="module:name import path"):
         EnvConfig(transforms=("ScaleObservation",))
     with pytest.raises(ValueError, match="'3' is not KEY=VALUE"):
         EnvConfig(train_transforms=("user_transforms:RewardBonus 3",))

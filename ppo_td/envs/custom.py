@@ -22,15 +22,9 @@ from typing import Any
 import torch
 from torchrl.envs import Compose, Transform, TransformedEnv
 
-from ppo_td.envs.imports import import_attr, keyword_arguments
+from ppo_td.envs.imports import import_attr, split_entry
 
 Maker = Callable[[], Transform]
-
-
-def split_entry(entry: str) -> tuple[str, dict[str, Any]]:
-    """``"module:factory key=value ..."`` -> (``"module:factory"``, keyword arguments)."""
-    path, *items = entry.split()
-    return path, keyword_arguments(items)
 
 
 def make_transform(entry: str, setting: str) -> Transform:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import sys
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
@@ -16,6 +16,7 @@ from torchrl.envs import EnvBase
 from ppo_td.config import EnvConfig
 from ppo_td.envs.atari import FRAME_SKIP, import_ale
 from ppo_td.envs.imports import env_kwargs_of, import_from_cwd, register_minatar, register_minigrid
+from ppo_td.envs.scripts import MAIN
 from ppo_td.envs.torchrl_envs import torchrl_factory
 
 
@@ -64,17 +65,23 @@ def check_env_id(env_id: str) -> Callable[..., gym.Env] | None:
     a registered id)."""
     register_packaged(env_id)
     module, sep, name = env_id.rpartition(":")
+    found = None
     if sep:
         try:
-            import_from_cwd(module)
+            found = import_from_cwd(module)
         except ImportError as err:
             raise ValueError(f"env id {module}:{name}: cannot import {module!r} ({err}); it must be importable "
                              "from the current folder or PYTHONPATH where training runs (and in every worker)") from err
     if name in gym.registry:
         return None
-    factory = _callable_in(module, name) if sep else None
+    factory = _callable_in(found, name) if sep else None
     if factory is not None:
         return factory
+    if module == MAIN:
+        raise ValueError(f"env id {env_id}: {name} was defined in the script or notebook that trained this run, as "
+                         "__main__, which this process cannot import (the script's training was not under `if "
+                         '__name__ == "__main__":`, or it was a notebook). Move it into a module and train again, or '
+                         f"evaluate in that session (a module of yours named {name}: give --env.env-id module:{name})")
     close = difflib.get_close_matches(name, list(gym.registry), n=3)
     hint = f" Close matches: {close}." if close else ""
     raise ValueError(
@@ -84,8 +91,8 @@ def check_env_id(env_id: str) -> Callable[..., gym.Env] | None:
     )
 
 
-def _callable_in(module: str, name: str) -> Callable[..., gym.Env] | None:
-    found = getattr(sys.modules[module], name, None)
+def _callable_in(module: ModuleType, name: str) -> Callable[..., gym.Env] | None:
+    found = getattr(module, name, None)
     return found if callable(found) and not isinstance(found, gym.Env) else None
 
 
@@ -96,10 +103,10 @@ def env_factory(env_id: str) -> Callable[..., gym.Env] | None:
     if not sep or name in gym.registry:
         return None
     try:
-        import_from_cwd(module)
+        found = import_from_cwd(module)
     except ImportError:
         return None
-    return _callable_in(module, name)
+    return _callable_in(found, name)
 
 
 def episode_limit(config: EnvConfig) -> int | None:

@@ -8,32 +8,41 @@ import importlib
 import os
 import sys
 from collections.abc import Iterable
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
+
+from ppo_td.envs.scripts import import_script, module_for
 
 if TYPE_CHECKING:
     from ppo_td.config import EnvConfig
 
 
-def import_from_cwd(module: str) -> None:
-    """Import ``module``, looking in the current folder too (as ``python -m`` would): Gymnasium's
-    ``module:EnvId`` convention for envs defined next to the user's script."""
+def import_from_cwd(module: str) -> ModuleType:
+    """Import ``module`` and return it, looking in the current folder too (as ``python -m`` would): Gymnasium's
+    ``module:EnvId`` convention for envs defined next to the user's script. A path ending in ``.py`` is a script
+    ppo_td recorded (:mod:`ppo_td.envs.scripts`), imported from its file; the running script is ``__main__`` by any
+    of its names."""
+    running = module_for(module)
+    if running is not None:
+        return running
+    if module.endswith(".py"):
+        return import_script(module)
     try:
-        importlib.import_module(module)
+        return importlib.import_module(module)
     except ModuleNotFoundError as err:
         cwd = os.getcwd()
         if err.name != module.split(".")[0] or cwd in sys.path:
             raise
         sys.path.append(cwd)
-        importlib.import_module(module)
+        return importlib.import_module(module)
 
 
 def import_attr(path: str, what: str) -> Any:
-    """The callable at ``module:Name`` (the module is looked for in the current folder too); ``what`` names the
-    setting in the error when it cannot be imported or is not callable."""
+    """The callable at ``module:Name`` (the module is looked for in the current folder too; a recorded script by its
+    file); ``what`` names the setting in the error when it cannot be imported or is not callable."""
     module, _, name = path.rpartition(":")
     try:
-        import_from_cwd(module)
-        found = getattr(sys.modules[module], name)
+        found = getattr(import_from_cwd(module), name)
     except (ImportError, AttributeError) as err:
         raise ValueError(f"{what}: cannot import {path!r} ({err}); give module:Name, importable from the current "
                          "folder or PYTHONPATH") from err
@@ -82,6 +91,13 @@ def keyword_arguments(items: Iterable[str]) -> dict[str, Any]:
         except (ValueError, SyntaxError):
             out[key] = text
     return out
+
+
+def split_entry(entry: str) -> tuple[str, dict[str, Any]]:
+    """``"module:Name key=value ..."`` (a transform's or a wrapper's record) -> (``"module:Name"``, its keyword
+    arguments)."""
+    path, *items = entry.split()
+    return path, keyword_arguments(items)
 
 
 def env_kwargs_of(config: EnvConfig) -> dict[str, Any]:

@@ -1,23 +1,31 @@
-"""A user's env object from Python -> the :class:`~ppo_td.config.EnvConfig` that rebuilds it.
+"""A user's env object from Python -> the :class:`~ppo_td.config.EnvConfig` that rebuilds it, checked to rebuild it.
 
 ppo_td never trains on the object it is given: it makes ``env.num_envs`` copies (and more for
 evaluation, and again on resume, in ``ppo-td eval`` and in worker processes). So what it keeps
 is how to make one, in the config, where checkpoints and the run folder record it:
 
 - a **factory** (a function or ``gymnasium.Env`` class at module level): its import path
-  ``module:function``; each copy is ``function(**env.kwargs)``;
+  ``module:function``; each copy is ``function(**env.kwargs)``; a ``functools.partial`` of one adds its keyword
+  arguments to ``env.kwargs``; one defined in the running script is recorded by the script's file
+  (:mod:`ppo_td.envs.scripts`);
 - a **Gymnasium env** or **vector env** made by ``gym.make``/``gym.make_vec``: its registered id,
-  keyword arguments and wrappers, read from Gymnasium's public ``env.spec``;
-- anything that cannot be rebuilt that way (an env made by hand, a wrapper taking arguments,
-  a factory defined inside a function) is refused with the reason, asking for a factory.
+  keyword arguments and wrappers, read from Gymnasium's public ``env.spec``; each wrapper with the arguments the
+  spec holds (a wrapper that records them: ``gymnasium.utils.RecordConstructorArgs``), or with none where its
+  constructor takes none;
+- anything that cannot be rebuilt that way (an env made by hand, a wrapper whose arguments the spec does not hold,
+  a lambda or a factory defined inside a function) is refused with the reason, asking for a factory.
+
+Then the record is checked: a copy made from it as another process would make it must equal the object given, or
+a copy the factory makes (:mod:`ppo_td.envs.verify`): the same spaces, and from the same seed the same
+observations, rewards and endings. Exact or refused, never rebuilt differently.
 """
 
 from __future__ import annotations
 
-import ast
 import copy
 import dataclasses
 import functools
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,62 +35,50 @@ from torchrl.envs import Transform
 from ppo_td.config import EnvConfig, transform_problem
 from ppo_td.envs.custom import Maker, UserTransform, from_config
 from ppo_td.envs.ids import env_factory
-from ppo_td.envs.imports import import_attr
+from ppo_td.envs.imports import keyword_arguments
+from ppo_td.envs.records import NotRebuildable, import_path, literal_text, with_arguments
+from ppo_td.envs.scripts import MAIN, record_of_main
+from ppo_td.envs.torchrl_envs import say
+from ppo_td.envs.verify import Mismatch, check_rebuilds
 
 _ASK = ("pass a factory instead: a function at module level returning one env copy "
         "(train(config, env=make_my_env)); ppo_td records its import path to rebuild the env")
 
+_MAKE_WRAPPERS = (gym.wrappers.TimeLimit, gym.wrappers.OrderEnforcing, gym.wrappers.PassiveEnvChecker)
+"""The wrappers ``gym.make`` puts on by itself (its spec records them as settings, not as wrappers)."""
 
-class NotRebuildable(ValueError):
-    """An env object ppo_td cannot record how to rebuild; the message says why and what to pass."""
+__all__ = ["NotRebuildable", "env_config_for", "factory_path", "from_python", "import_path"]
 
 
 def env_config_for(env: Any, base: EnvConfig) -> EnvConfig:
-    """``base`` with the env identity of ``env`` (a factory, a Gymnasium env or vector env); the other settings
-    (normalization, masks, num_envs, ...) stay ``base``'s. A vector env also sets ``num_envs``.
+    """``base`` with the env identity of ``env`` (a factory, a Gymnasium env or vector env), checked to rebuild it
+    (:mod:`ppo_td.envs.verify`); the other settings (normalization, masks, num_envs, ...) stay ``base``'s. A vector
+    env also sets ``num_envs``.
 
     Raises:
-        NotRebuildable: ``env`` cannot be rebuilt from a record (the message names why and asks for a factory).
+        NotRebuildable: ``env`` cannot be rebuilt from a record, or its record rebuilds another env (the message
+            names why and asks for a factory).
     """
     if isinstance(env, gym.vector.VectorEnv):
-        if env.spec is None:
-            raise NotRebuildable(f"the vector env {type(env).__name__} was not made by gym.make_vec, so ppo_td "
-                                 f"cannot make copies of it; {_ASK}")
-        kwargs = dict(env.spec.kwargs)
-        for key in ("num_envs", "vectorization_mode"):
-            kwargs.pop(key, None)
-        if kwargs.pop("vector_kwargs", None) or kwargs.pop("wrappers", None):
-            raise NotRebuildable(f"the vector env {env.spec.id} was made with vector_kwargs or wrappers, which "
-                                 f"ppo_td's own vector env does not take; {_ASK}")
-        limit = kwargs.pop("max_episode_steps", env.spec.max_episode_steps)  # make_vec passes the time limit here
-        spec = dataclasses.replace(env.spec, kwargs=kwargs, max_episode_steps=limit)
-        return dataclasses.replace(_from_spec(spec, base, type(env).__name__), num_envs=env.num_envs)
+        config = _from_vector(env, base)
+        _checked(None, config, f"the vector env {env.spec.id}",
+                 spaces=(env.single_observation_space, env.single_action_space))
+        return config
     if isinstance(env, gym.Env):
         if env.spec is None:
             raise NotRebuildable(f"the env {type(env.unwrapped).__name__} was not made by gym.make, so it has no "
                                  f"spec ppo_td can rebuild copies from; {_ASK}")
-        return _from_spec(env.spec, base, type(env.unwrapped).__name__, env)
+        config = _from_spec(env.spec, base, type(env.unwrapped).__name__, env)
+        _checked(_copies_of(env), config, f"the env {env.spec.id}", spaces=(env.observation_space, env.action_space))
+        return config
     if callable(env):
-        return dataclasses.replace(base, env_id=factory_path(env))
+        config = _from_factory(env, base)
+        if _in_script(config.env_id) or any(_in_script(w) for w in config.wrappers):
+            _checked(functools.partial(env, **keyword_arguments(base.kwargs)), config,
+                     f"the env factory {config.env_id.rpartition(':')[2]}")
+        return config
     raise TypeError(f"env={type(env).__name__}: pass a factory, a gymnasium.Env, a gymnasium vector env, a "
                     "ppo_td.envs.BuiltEnv or a TorchRL env")
-
-
-def import_path(obj: Any, what: str, ask: str) -> str:
-    """``module:name`` of a module-level function or class, checked to import back to the same object; ``what``
-    names it and ``ask`` says what to do instead in the errors."""
-    module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")
-    if module is None or not name or "<" in name or "." in name:
-        raise NotRebuildable(f"the {what} {obj!r} is not a function or class at module level (a lambda, "
-                             f"a nested function or a bound method cannot be imported back); {ask}")
-    path = f"{module}:{name}"
-    try:
-        found = import_attr(path, what)
-    except ValueError as err:
-        raise NotRebuildable(f"the {what} {path} cannot be imported back ({err}); {ask}") from err
-    if found is not obj:
-        raise NotRebuildable(f"{path} imports as another object than the {what} given; {ask}")
-    return path
 
 
 def factory_path(factory: Any) -> str:
@@ -91,6 +87,35 @@ def factory_path(factory: Any) -> str:
     if path.rpartition(":")[2] in gym.registry or env_factory(path) is not factory:
         raise NotRebuildable(f"the env factory {path} has the name of a registered Gymnasium env id; rename it")
     return path
+
+
+def _from_factory(env: Callable[..., Any], base: EnvConfig) -> EnvConfig:
+    """A factory's record: its path; a ``functools.partial``'s keyword arguments joined to ``env.kwargs`` (those
+    win, as a call's keywords win over a partial's: ppo_td calls the factory with ``env.kwargs``)."""
+    if not isinstance(env, functools.partial):
+        return dataclasses.replace(base, env_id=factory_path(env))
+    if env.args:
+        raise NotRebuildable(f"functools.partial({getattr(env.func, '__name__', env.func)}, ...) has positional "
+                             "arguments; give them as keywords, so they can be recorded as env.kwargs")
+    path = factory_path(env.func)
+    given = {item.partition("=")[0] for item in base.kwargs}
+    kwargs = [f"{k}={literal_text(k, v, path)}" for k, v in env.keywords.items() if k not in given]
+    return dataclasses.replace(base, env_id=path, kwargs=(*kwargs, *base.kwargs))
+
+
+def _from_vector(env: gym.vector.VectorEnv, base: EnvConfig) -> EnvConfig:
+    if env.spec is None:
+        raise NotRebuildable(f"the vector env {type(env).__name__} was not made by gym.make_vec, so ppo_td "
+                             f"cannot make copies of it; {_ASK}")
+    kwargs = dict(env.spec.kwargs)
+    for key in ("num_envs", "vectorization_mode"):
+        kwargs.pop(key, None)
+    if kwargs.pop("vector_kwargs", None) or kwargs.pop("wrappers", None):
+        raise NotRebuildable(f"the vector env {env.spec.id} was made with vector_kwargs or wrappers, which "
+                             f"ppo_td's own vector env does not take; {_ASK}")
+    limit = kwargs.pop("max_episode_steps", env.spec.max_episode_steps)  # make_vec passes the time limit here
+    spec = dataclasses.replace(env.spec, kwargs=kwargs, max_episode_steps=limit)
+    return dataclasses.replace(_from_spec(spec, base, type(env).__name__), num_envs=env.num_envs)
 
 
 def _from_spec(spec: gym.envs.registration.EnvSpec, base: EnvConfig, what: str,
@@ -102,49 +127,119 @@ def _from_spec(spec: gym.envs.registration.EnvSpec, base: EnvConfig, what: str,
     for key, value in spec.kwargs.items():
         if key in registered.kwargs and registered.kwargs[key] == value:
             continue
-        text = repr(value)
         try:
-            same = ast.literal_eval(text) == value
-        except (ValueError, SyntaxError):
-            same = False
-        if not same:
-            raise NotRebuildable(f"the env {spec.id} was made with {key}={text}, which ppo_td cannot record as a "
-                                 f"literal; {_ASK}")
-        kwargs.append(f"{key}={text}")
-    wrappers = []
-    for wrapper in spec.additional_wrappers:
-        entry = wrapper.entry_point if isinstance(wrapper.entry_point, str) else None
-        if entry is None or wrapper.kwargs:
-            raise NotRebuildable(f"the env {spec.id} is wrapped in {wrapper.name} with arguments {wrapper.kwargs}; "
-                                 f"env.wrappers records wrappers called as Name(env) only; {_ASK}")
-        wrappers.append(entry)
-    if env is not None:
-        _check_all_wrappers_recorded(env, spec, len(wrappers))
+            kwargs.append(f"{key}={literal_text(key, value, spec.id)}")
+        except NotRebuildable:
+            raise NotRebuildable(f"the env {spec.id} was made with {key}={value!r}, which ppo_td cannot record as "
+                                 f"a literal; {_ASK}") from None
+    wrappers = _wrapper_records(spec, env) if env is not None else _no_wrappers(spec)
     limit = spec.max_episode_steps if spec.max_episode_steps != registered.max_episode_steps else None
     module = _registering_module(spec)
     return dataclasses.replace(base, env_id=f"{module}:{spec.id}" if module else spec.id, kwargs=tuple(kwargs),
                                wrappers=tuple(wrappers), max_episode_steps=limit or base.max_episode_steps)
 
 
-def _check_all_wrappers_recorded(env: gym.Env, spec: gym.envs.registration.EnvSpec, recorded: int) -> None:
-    """Refuse an env wrapped in a wrapper its spec does not list (one that does not record its arguments)."""
-    ours = (gym.wrappers.TimeLimit, gym.wrappers.OrderEnforcing, gym.wrappers.PassiveEnvChecker)
-    layers, layer = 0, env
+def _no_wrappers(spec: gym.envs.registration.EnvSpec) -> list[str]:
+    if spec.additional_wrappers:
+        names = ", ".join(w.name for w in spec.additional_wrappers)
+        raise NotRebuildable(f"the vector env {spec.id} has wrappers ({names}) in its spec; {_ASK}")
+    return []
+
+
+def _wrapper_records(spec: gym.envs.registration.EnvSpec, env: gym.Env) -> list[str]:
+    """Each of the user's wrappers around ``env`` (innermost first) as ``module:Name KEY=VALUE ...``: its class's
+    import path and the arguments the spec holds; refused where the spec does not hold them (a wrapper that does not
+    record its constructor's arguments) and its constructor takes any."""
+    layers, layer = [], env
     while isinstance(layer, gym.Wrapper):
-        if not isinstance(layer, ours):
-            layers += 1
+        if not isinstance(layer, _MAKE_WRAPPERS):
+            layers.insert(0, layer)
         layer = layer.env
-    if layers != recorded:
-        raise NotRebuildable(f"the env {spec.id} has {layers} wrappers but its spec records {recorded} (a wrapper "
-                             "that does not record its constructor arguments); pass env.wrappers=(module:Name, ...) "
-                             f"in the config, or {_ASK}")
+    recorded = spec.additional_wrappers
+    if len(layers) != len(recorded) or any(type(w).__name__ != r.name for w, r in zip(layers, recorded, strict=False)):
+        raise NotRebuildable(f"the env {spec.id} has the wrappers {[type(w).__name__ for w in layers]} but its spec "
+                             f"records {[r.name for r in recorded]} (a wrapper that hides itself from the spec); pass "
+                             f"env.wrappers=('module:Name KEY=VALUE', ...) in the config, or {_ASK}")
+    return [_wrapper_record(type(w), r.kwargs, spec.id) for w, r in zip(layers, recorded, strict=True)]
+
+
+def _wrapper_record(cls: type, kwargs: dict[str, Any] | None, env_id: str) -> str:
+    ask = (f"pass a factory instead, a function at module level returning the wrapped env (def make_env(): return "
+           f"{cls.__name__}(gym.make({env_id!r}), ...); train(config, env=make_env)), or give {cls.__name__} "
+           "gymnasium.utils.RecordConstructorArgs so the spec records its arguments")
+    path = import_path(cls, "wrapper", ask)
+    defaults = _parameters_after_env(cls)
+    if kwargs is None:
+        if defaults is None or defaults:
+            taken = ", ".join(defaults) if defaults else "unreadable"
+            raise NotRebuildable(f"the env {env_id} is wrapped in {cls.__name__}, whose arguments ({taken}) "
+                                 f"Gymnasium's spec does not record (its record holds kwargs=None), so a copy would "
+                                 f"be made with its defaults, not the values given; {ask}")
+        return path
+    given = {k: v for k, v in kwargs.items() if k not in (defaults or {}) or not _equal(defaults[k], v)}
+    try:
+        return with_arguments(path, given)
+    except NotRebuildable as err:
+        raise NotRebuildable(f"the env {env_id} is wrapped in {cls.__name__}: {err}; {ask}") from None
+
+
+def _parameters_after_env(cls: type) -> dict[str, Any] | None:
+    """The parameters of ``cls(env, ...)`` after ``env`` -> their defaults (``inspect.Parameter.empty`` where none;
+    ``**kwargs`` as ``"**"``); None where the signature cannot be read."""
+    try:
+        params = list(inspect.signature(cls).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return None
+    return {("**" if p.kind is p.VAR_KEYWORD else "*" if p.kind is p.VAR_POSITIONAL else p.name): p.default
+            for p in params}
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - arrays and odd objects: not equal as far as a record goes
+        return False
+
+
+def _copies_of(env: gym.Env) -> Callable[[], gym.Env] | None:
+    """Deep copies of the user's env object (the object itself is never stepped), or None where it cannot be
+    copied (an emulator, a socket): then only its spaces are compared with its record."""
+    try:
+        copy.deepcopy(env).close()
+    except Exception:  # noqa: BLE001 - any object: deepcopy fails in many ways
+        return None
+    return lambda: copy.deepcopy(env)
+
+
+def _checked(given: Callable[[], gym.Env] | None, config: EnvConfig, what: str,
+             spaces: tuple[gym.Space, gym.Space] | None = None) -> None:
+    """:func:`~ppo_td.envs.verify.check_rebuilds`, its mismatch as :class:`NotRebuildable` naming the way out, and
+    what it could not compare said in one line."""
+    try:
+        say(check_rebuilds(given, config, what, spaces))
+    except Mismatch as err:
+        scripts = [path for path in (config.env_id, *config.wrappers) if _in_script(path)]
+        ask = _ASK if not scripts else (
+            "what a script defines must work when the script is imported without running its `if __name__ == "
+            "\"__main__\":` block, as another process imports it: give the factory what it reads there as keyword "
+            "arguments (functools.partial(make_env, env_id=...), recorded as env.kwargs), or move it into a module")
+        raise NotRebuildable(f"{err}; {ask}") from None
+
+
+def _in_script(path: str) -> bool:
+    """Whether a record names a module-level object of the running script by its file (or as ``__main__``)."""
+    module = path.split()[0].rpartition(":")[0]
+    return module == MAIN or module.endswith(".py")
 
 
 def _registering_module(spec: gym.envs.registration.EnvSpec) -> str | None:
     """The module that registers ``spec``'s env when imported (so workers and ``ppo-td eval`` find it): None for
-    Gymnasium's own envs, else the top package of its entry point."""
+    Gymnasium's own envs, else the top package of its entry point (the running script: its file, where it can be
+    imported again)."""
     entry = spec.entry_point if isinstance(spec.entry_point, str) else getattr(spec.entry_point, "__module__", "")
     top = entry.partition(":")[0].split(".")[0]
+    if top == MAIN:
+        return record_of_main("").rpartition(":")[0]
     return None if top in ("gymnasium", "") else top
 
 
@@ -183,29 +278,18 @@ def from_python(items: Sequence[Any], evaluation: bool, setting: str) -> list[Us
             kwargs = item.keywords if isinstance(item, functools.partial) else {}
             try:
                 path = import_path(base, "transform factory", "pass a module-level function or class")
-                entry = " ".join([path, *(f"{k}={_literal(k, v, path)}" for k, v in kwargs.items())])
+                entry = with_arguments(path, kwargs)
             except NotRebuildable:
                 entry = None
             name = entry.split()[0] if entry else getattr(base, "__qualname__", type(base).__name__)
-            out.append(UserTransform(_checked(item, name, setting), evaluation, entry, name))
+            out.append(UserTransform(_made_checked(item, name, setting), evaluation, entry, name))
         else:
             raise TypeError(f"{setting}: {type(item).__name__} is neither a torchrl.envs.Transform nor a factory "
                             "returning one")
     return out
 
 
-def _literal(key: str, value: Any, path: str) -> str:
-    text = repr(value)
-    try:
-        same = ast.literal_eval(text) == value and " " not in text
-    except (ValueError, SyntaxError):
-        same = False
-    if not same:
-        raise NotRebuildable(f"{path}'s argument {key}={text} is not a literal without spaces")
-    return text
-
-
-def _checked(factory: Callable[[], Any], name: str, setting: str) -> Maker:
+def _made_checked(factory: Callable[[], Any], name: str, setting: str) -> Maker:
     def make() -> Transform:
         made = factory()
         if not isinstance(made, Transform):

@@ -56,18 +56,20 @@ class StepErrorContext(gym.Wrapper):
         self.steps = int(state["steps"])
 
 
-class StepLimit(gym.Wrapper):
+class StepLimit(gym.wrappers.TimeLimit):
     """Truncate an episode after ``max_episode_steps`` steps: Gymnasium's ``TimeLimit`` with its step count
     public, so a checkpoint records it (``TimeLimit`` keeps it in a private attribute).
 
     ppo_td builds its env copies without ``TimeLimit`` and puts this wrapper in its place, with the same
-    semantics: ``truncated`` is True on the step that reaches the limit; ``reset`` starts the count again.
+    semantics: ``truncated`` is True on the step that reaches the limit; ``reset`` starts the count again. A
+    ``TimeLimit`` to the wrappers above it (its spec's ``max_episode_steps`` is the limit), as Gymnasium's is:
+    ``TimeAwareObservation`` reads it there.
     """
 
     def __init__(self, env: gym.Env, max_episode_steps: int) -> None:
-        super().__init__(env)
         if max_episode_steps < 1:
             raise ValueError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
+        super().__init__(env, int(max_episode_steps))
         self.max_episode_steps = int(max_episode_steps)
         self.elapsed_steps = 0
 

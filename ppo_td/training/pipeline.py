@@ -28,6 +28,8 @@ from ppo_td.envs import BuiltEnv, EnvDescription, build_env, observation_stats
 from ppo_td.envs.custom import INIT_SEED, UserTransform, initialize_statistics, unrecorded
 from ppo_td.envs.multiagent import describe_any, groups_of
 from ppo_td.envs.rebuild import env_config_for, from_python
+from ppo_td.envs.records import recorded_paths
+from ppo_td.envs.scripts import elsewhere_problem
 from ppo_td.envs.torchrl_envs import observation_transforms, say
 from ppo_td.models import add_policy_inputs, make_actor_critic, resolve_device, same_device
 from ppo_td.models.gsde import NOISE_KEY, ExplorationNoise, gsde_head, noise_every
@@ -331,6 +333,11 @@ def build_pipeline(
         raise TypeError(f"env={type(env).__name__} is not {_KINDS['env'][1]}")
     config, env = adopt_env(config, env)  # a BuiltEnv brings its config (num_envs included)
     config, users = _adopt_transforms(config, env, transforms, train_transforms)
+    if config.collector.backend != "inprocess":  # worker processes import what the config records
+        problem = elsewhere_problem(recorded_paths(config), f"collector.backend={config.collector.backend!r} builds "
+                                    "the env in worker processes")
+        if problem:
+            raise ValueError(f"{problem}; or collect in-process (collector.backend='inprocess')")
     _check_parts(config, env=env, actor=actor, critic=critic, buffer=buffer, advantage=advantage, loss=loss,
                  optimizer=optimizer)
     if advantage is not None and config.loss.normalize_values and getattr(advantage, "value_norm", None) is None:

@@ -4,7 +4,6 @@ checked against what ppo_td sets itself."""
 from __future__ import annotations
 
 import importlib.util
-import sys
 from typing import Any
 
 from ppo_td.config import EnvConfig
@@ -26,8 +25,7 @@ def checked_kwargs(config: EnvConfig) -> dict[str, Any]:
 
 def import_suite(suite: str, module: str) -> Any:
     try:
-        import_from_cwd(module)  # a module next to the user's script too, as Gymnasium's module:EnvId
-        return sys.modules[module]
+        return import_from_cwd(module)  # a module next to the user's script too, as Gymnasium's module:EnvId
     except ModuleNotFoundError as err:
         if err.name is not None and module.startswith(err.name.split(".")[0]) and err.name.split(".")[0] in (
                 "vmas", "pettingzoo", "mpe2"):

@@ -22,7 +22,7 @@ from ppo_td import keys
 from ppo_td.config import EnvConfig
 from ppo_td.envs.atari import atari_wrappers
 from ppo_td.envs.ids import EnvId, env_factory, resolve
-from ppo_td.envs.imports import env_kwargs_of, import_attr
+from ppo_td.envs.imports import env_kwargs_of, import_attr, split_entry
 from ppo_td.envs.info import InfoReader
 from ppo_td.envs.masking import MASK_KEY, MaskCheck
 from ppo_td.envs.sources.base import Base
@@ -172,8 +172,9 @@ def _plain_numpy(config: EnvConfig, env_id: EnvId) -> bool:
 
 
 def gym_env(config: EnvConfig, render_mode: str | None = None) -> gym.Env:
-    """One copy of the env as the user sees it: the registered env or the factory's, with ``env.kwargs``, the
-    user's ``env.wrappers`` (and the Atari preprocessing) and the time limit, but none of ppo_td's adapters.
+    """One copy of the env as the user sees it: the registered env or the factory's, with ``env.kwargs``, the time
+    limit under the user's ``env.wrappers`` (as ``gym.make`` puts its ``TimeLimit``; an Atari game's over ppo_td's
+    preprocessing), but none of ppo_td's adapters.
 
     Its observations are what :class:`ppo_td.deploy.Policy` takes and its actions what the policy gives; ppo_td's
     vector env adds error context, action clipping, the mask lift and nesting around copies of it.
@@ -192,7 +193,7 @@ def copy_maker(config: EnvConfig, render_mode: str | None = None, env_id: EnvId 
     kwargs = dict(env_id.kwargs)
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
-    wrappers = [import_attr(path, "env.wrappers") for path in config.wrappers]
+    wrappers = [(import_attr(path, "env.wrappers"), arguments) for path, arguments in map(split_entry, config.wrappers)]
 
     def make() -> gym.Env:
         own = copy.deepcopy(kwargs)  # each copy its own values (a list an env mutates is not its siblings')
@@ -209,11 +210,18 @@ def copy_maker(config: EnvConfig, render_mode: str | None = None, env_id: EnvId 
             if not isinstance(env, gym.Env):
                 raise TypeError(f"env factory {config.env_id} returned a {type(env).__name__}; it must return one "
                                 "gymnasium.Env (ppo_td makes env.num_envs copies)")
-        for wrapper in wrappers:
-            env = wrapper(env)
-        if config.atari:
+        if limit is not None and not config.atari:  # where gym.make puts its TimeLimit: under the user's wrappers,
+            env = StepLimit(env, max_episode_steps=limit)  # which see it (TimeAwareObservation reads it)
+        for (wrapper, arguments), entry in zip(wrappers, config.wrappers, strict=True):
+            try:
+                env = wrapper(env, **copy.deepcopy(arguments))
+            except TypeError as err:
+                raise ValueError(f"env.wrappers: {entry} failed: {err}. Check the wrapper's keyword arguments, given "
+                                 "as KEY=VALUE after its path") from err
+        if config.atari:  # an Atari game's limit counts the agent's steps, after the frame skip
             env = atari_wrappers(env, episodic_life=config.episodic_life)
-        return StepLimit(env, max_episode_steps=limit) if limit is not None else env
+            return StepLimit(env, max_episode_steps=limit) if limit is not None else env
+        return env
 
     return make
 
