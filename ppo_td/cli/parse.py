@@ -1,12 +1,17 @@
 """``ppo-td train``'s flags read into a :class:`~ppo_td.cli.command.TrainCommand`: the defaults (a preset, the one
 made for ``--env.env-id``, an RL Zoo entry with ``--from-zoo``, or a config file with ``--config``), then every
-flag over them. ``ppo-td tune`` reads its base config the same way."""
+flag over them. ``ppo-td tune`` reads its base config the same way. An unknown flag (naming the one meant) and an
+unknown Gymnasium id are refused before anything else is said."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
+import functools
 import json
+import typing
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import tyro
@@ -16,28 +21,37 @@ from ppo_td.config import TrainConfig, from_dict
 from ppo_td.presets import DEFAULT_PRESET, fit_recurrent, get_preset, preset_for
 
 
-def train_command(args: list[str], prog: str) -> tuple[TrainCommand, list[str]]:
+def train_command(args: list[str], prog: str, other_flags: Iterable[str] = ()) -> tuple[TrainCommand, list[str]]:
     """The command ``args`` give (validated), and the arguments as read (``--model.recurrent`` taken out where it
-    is fitted to the batch)."""
+    is fitted to the batch). ``other_flags``: the caller's own flags (``ppo-td tune``'s), offered for a typo."""
+    check_flags(args, other_flags)
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--preset")
     pre.add_argument("--env.env-id", "--env.env_id", dest="env_id")
     pre.add_argument("--from-zoo", "--from_zoo", dest="from_zoo")
     pre.add_argument("--config")
+    pre.add_argument("--env.suite", "--env_suite", dest="suite")
     known = pre.parse_known_args(args)[0]
     preset_name = known.preset or DEFAULT_PRESET
+    resuming = any(a.startswith("--resume") for a in args)  # (the id is the checkpoint's: --env.env-id is refused)
     if known.config is not None:
         if known.preset or known.from_zoo:
             raise ValueError(f"--config {known.config} is a whole config: drop --preset/--from-zoo (flags given "
                              "with it still change its fields)")
         default = TrainCommand(config=config_file(known.config), preset="config")
+        _check_env_id(known.env_id, known.suite or default.config.env.suite)
         args = _without(args, "--config")
     elif known.from_zoo:
+        _check_env_id(known.env_id, known.suite or "gymnasium")  # (RL Zoo's entries are Gymnasium envs)
         default = _zoo_command(known.from_zoo, known.env_id, known.preset)
     else:
-        if known.preset is None and known.env_id and not any(a.startswith("--resume") for a in args):
+        why = None
+        if known.preset is None and known.env_id and not resuming:
             _import_module_of(known.env_id)  # (a module next to the user's script registers it: the build's lookup)
             preset_name, why = preset_for(known.env_id)  # not CartPole's tuned values for another env
+        if not resuming:  # (the suite of the preset chosen: vmas-navigation's id is no Gymnasium id)
+            _check_env_id(known.env_id, known.suite or get_preset(preset_name).env.suite)
+        if why is not None:
             print(f"defaults: preset {preset_name!r}, {why} (--preset NAME to choose)")
         default = TrainCommand(config=_for_env(get_preset(preset_name), preset_name, known.env_id),
                                preset=preset_name)
@@ -48,6 +62,126 @@ def train_command(args: list[str], prog: str) -> tuple[TrainCommand, list[str]]:
         print(f"note: {note}")
         cmd = dataclasses.replace(cmd, config=fitted)
     return cmd, args
+
+
+# other libraries' names for ppo_td's flags (CleanRL's ppo.py, docs/cleanrl-names.md; SB3's PPO and RL Zoo), by the
+# flag's last dotted part, dashes for underscores: the flag to give, and what differs. Names ppo_td shares with them
+# (gamma, gae_lambda, max_grad_norm, target_kl, num_envs, seed...) are found under their section without this table
+SYNONYMS: dict[str, tuple[str, str]] = {
+    "learning-rate": ("--optim.lr", ""),
+    "total-timesteps": ("--total-frames", ""),
+    "n-timesteps": ("--total-frames", ""),
+    "num-steps": ("--frames-per-batch", "it counts frames across all envs: num_envs x num_steps"),
+    "n-steps": ("--frames-per-batch", "it counts frames across all envs: num_envs x n_steps"),
+    "n-envs": ("--env.num-envs", ""),
+    "env": ("--env.env-id", ""),
+    "n-epochs": ("--optim.update-epochs", ""),
+    "batch-size": ("--optim.num-minibatches", "ppo_td counts minibatches: frames_per_batch / batch_size"),
+    "minibatch-size": ("--optim.num-minibatches", "ppo_td counts minibatches: frames_per_batch / minibatch_size"),
+    "ent-coef": ("--loss.entropy-coeff", ""),
+    "vf-coef": ("--loss.critic-coeff", "critic_coeff = 0.5 x vf_coef: TorchRL's l2 loss has no 1/2"),
+    "clip-coef": ("--loss.clip-epsilon", ""),
+    "clip-range": ("--loss.clip-epsilon", ""),
+    "clip-vloss": ("--loss.clip-value", "the value clip range, a float, or None for none"),
+    "clip-range-vf": ("--loss.clip-value", ""),
+    "norm-adv": ("--loss.normalize-advantage", ""),
+    "use-sde": ("--model.exploration", "as --model.exploration gsde"),
+    "sde-sample-freq": ("--model.sde-sample-every", ""),
+    "capture-video": ("--video-every", "a video of one evaluation episode every N iterations"),
+    "track": ("--logger", "as --logger wandb"),
+    "wandb-project-name": ("--project", ""),
+    "cuda": ("--device", "cpu, cuda, cuda:N or auto"),
+}
+
+
+def check_flags(args: list[str], other_flags: Iterable[str] = ()) -> None:
+    """Refuse a ``--flag`` that is none of ``ppo-td train``'s (nor in ``other_flags``), naming the flag meant: a
+    synonym from another library, the same name in another section, else a close spelling. Tokens after ``--``
+    and those with one dash (values: ``-1``, ``-3e-4``) are left to tyro."""
+    known = known_flags() | {f.replace("_", "-") for f in other_flags}
+    unknown = []
+    for arg in args:
+        if arg == "--":
+            break
+        given = arg.split("=", 1)[0]
+        if arg.startswith("--") and given.replace("_", "-") not in known and given not in unknown:
+            unknown.append(given)
+    if unknown:
+        raise ValueError("; ".join(_meant(given, known) for given in unknown))
+
+
+def _meant(given: str, known: frozenset[str]) -> str:
+    """``unknown flag FLAG: did you mean ...?``, or where to find the flags."""
+    flag = given.replace("_", "-")
+    name = flag[2:].rpartition(".")[2]
+    bare = name.removeprefix("no-")  # --no-norm-adv: --loss.no-normalize-advantage
+    meant, note = SYNONYMS.get(bare, (None, ""))
+    if meant is None:  # the same name under another section: --optim.gamma, --lr
+        same = sorted(f for f in known if f.rpartition(".")[2].removeprefix("--") == bare)
+        meant = same[0] if len(same) == 1 else None
+    if meant is not None and bare != name:
+        head, dot, tail = meant.rpartition(".")
+        negated = f"{head}{dot}{'' if dot else '--'}no-{tail.removeprefix('--')}"
+        meant = negated if negated in known else meant  # (--no-cuda: --device)
+    if meant is None or meant not in known:
+        close = difflib.get_close_matches(flag, sorted(known), n=1)
+        meant, note = (close[0], "") if close else (None, "")
+    if meant is None:
+        return f"unknown flag {given}: ppo-td train --help lists every flag"
+    return f"unknown flag {given}: did you mean {meant}?" + (f" ({note})" if note else "")
+
+
+@functools.cache
+def known_flags() -> frozenset[str]:
+    """Every flag ``ppo-td train`` reads, as tyro names them (dashes): :class:`TrainCommand`'s fields and the
+    config's (``--section.field``, ``--no-X`` beside a bool), ``--config`` and ``--help``."""
+    return frozenset({"--help", "--config", *_field_flags(TrainCommand, "")})
+
+
+def _field_flags(cls: type, prefix: str) -> Iterator[str]:
+    hints = typing.get_type_hints(cls, include_extras=True)
+    for field in dataclasses.fields(cls):
+        hint = hints[field.name]
+        marks = getattr(hint, "__metadata__", ())
+        if tyro.conf.Suppress in marks:
+            continue
+        named = [m.name for m in marks if isinstance(m, _ARG_CONFIG) and m.name is not None]
+        name = named[0] if named else field.name.replace("_", "-")
+        kind = typing.get_args(hint)[0] if marks else hint
+        if dataclasses.is_dataclass(kind):  # a section: its fields under "name." (no prefix where named "")
+            yield from _field_flags(kind, f"{prefix}{name}." if name else prefix)
+            continue
+        yield f"--{prefix}{name}"
+        if kind is bool:
+            yield f"--{prefix}no-{name}"
+
+
+_ARG_CONFIG = type(tyro.conf.arg())  # what tyro.conf.arg(name=...) puts in an Annotated field
+
+
+PACKAGED = ("ALE/", "MinAtar/", "MiniGrid-", "BabyAI-")
+"""Id prefixes whose package registers them only when the build imports it (``ppo_td.envs.ids.register_packaged``)."""
+
+
+def _check_env_id(env_id: str | None, suite: str) -> None:
+    """Refuse a plain Gymnasium id that is not registered, with the build's message (``check_env_id``), before the
+    defaults are chosen and the config is checked: a typo first, not a complaint about a field. ``module:Name``
+    ids (importing the module registers them) and the multi-agent suites' ids are left to the build."""
+    if env_id is None or ":" in env_id or suite != "gymnasium":
+        return
+    import gymnasium as gym
+
+    if env_id in gym.registry:
+        return
+    if env_id.startswith(PACKAGED):
+        from ppo_td.envs.ids import check_env_id  # (TorchRL's import, seconds: only for such an id)
+
+        check_env_id(env_id)  # registers them, then checks the id
+        return
+    close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
+    hint = f" Close matches: {close}." if close else ""
+    raise ValueError(f"unknown Gymnasium env id {env_id!r}.{hint} Check the spelling and version suffix, or import "
+                     "the package that registers it before building the env.")
 
 
 def config_file(path: str) -> TrainConfig:

@@ -1,7 +1,7 @@
 """What a tuning run leaves to use: ``best_config.json`` (``ppo-td train --config`` runs it), ``trials.csv`` (every
-trial: state, value, parameters, why it was pruned, skipped or failed), ``report.md`` (the confirmation table and
-the cost), and the plots: the optimization history, the parameters' importances (Optuna's default evaluator,
-PED-ANOVA) and the confirmed rows' return curves."""
+trial: state, value, parameters, why it was pruned, skipped or failed), ``report.md`` (the confirmation table, the
+cost, and what the plots can and cannot show), and the plots: the optimization history, the parameters'
+importances (Optuna's default evaluator, PED-ANOVA) and the confirmed rows' return curves."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ def write_report(study: Any, plan: Plan, settings: Settings, confirmed: list[dic
         f"pruner {settings.pruner}, {settings.workers} worker(s). Score: {SCORES[plan.score]}"
         + (", normalized per env by " + ", ".join(f"{e} [{lo}, {hi}]" for e, (lo, hi) in plan.ranges.items())
            if plan.ranges else "") + ", averaged over the seeds.", "",
-        f"Cost: {_hours(seconds)} of trials and {_hours(confirm_seconds)} of confirmation, in core-hours (the sum "
-        f"of the runs' wall times, {settings.workers} process(es) at a time).", "",
+        f"Cost: {_core_time(seconds)} of trials and {_core_time(confirm_seconds)} of confirmation (the sum of the "
+        f"runs' wall times, one process each, {settings.workers} at a time).", "",
     ]
     if confirmed:
         lines += [f"## Confirmed on {len(confirmed[0]['seeds'])} fresh seed(s)", "",
@@ -59,6 +59,7 @@ def write_report(study: Any, plan: Plan, settings: Settings, confirmed: list[dic
             lines.append("No tuned config beat the base config on the fresh seeds.")
     else:
         lines.append("No trial completed, so nothing was confirmed.")
+    lines += _plot_notes(study, plan, plots)
     lines += ["", "Files: `trials.csv`, `study.log` (`optuna-dashboard study.log` shows it), `trials/` and "
                   "`confirm/` (the run folders)" + "".join(f", `{p.name}`" for p in plots) + "."]
     (folder / "report.md").write_text("\n".join(lines) + "\n")
@@ -71,8 +72,42 @@ def write_report(study: Any, plan: Plan, settings: Settings, confirmed: list[dic
     say(f"report: {folder / 'report.md'}")
 
 
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:.2f} h" if seconds >= 360 else f"{seconds / 60:.1f} min"
+def _core_time(seconds: float) -> str:
+    """Run time summed over one-process runs: core-minutes below 6 minutes (0.1 core-hours), else core-hours."""
+    return f"{seconds / 3600:.2f} core-hours" if seconds >= 360 else f"{seconds / 60:.1f} core-minutes"
+
+
+IMPORTANCE_TRIALS = 50
+"""Complete trials below which the importances are said to be unreliable: PED-ANOVA, Optuna's default evaluator,
+compares the top 10% of the trials with all of them, and Optuna's docs advise at least 5 trials in that top 10%
+(``PedAnovaImportanceEvaluator``), i.e. 50 complete trials."""
+
+
+def _plot_notes(study: Any, plan: Plan, plots: list[Path]) -> list[str]:
+    """What the plots show that the table does not: what the curves measure, how far the importances can be
+    trusted."""
+    lines = []
+    names = {p.name for p in plots}
+    if "curves.png" in names:
+        lines += ["", "`curves.png` plots each confirmed row's mean return of its last 100 training episodes (actions "
+                  f"sampled, as in training) against frames; the table scores {SCORES[plan.score]}"
+                  + (", normalized per env" if plan.ranges else "")
+                  + ("" if plan.score == "last100" else ", so a curve's end need not match its row's score")
+                  + ". The table names the winner."]
+    complete = _complete(study)
+    if "importances.png" in names and len(complete) < IMPORTANCE_TRIALS:
+        params = len({p for t in complete for p in t.params})
+        lines += ["", f"`importances.png` ranks {params} parameters from {len(complete)} complete trials: not "
+                  f"reliable with so few. PED-ANOVA (Optuna's default) compares the top 10% of the trials with all "
+                  f"of them, and Optuna advises at least 5 trials in that top 10% ({IMPORTANCE_TRIALS} complete "
+                  "trials): read it as a hint, not a reason to drop a parameter from the space."]
+    return lines
+
+
+def _complete(study: Any) -> list[Any]:
+    from optuna.trial import TrialState
+
+    return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
 
 
 def _trials_csv(study: Any, path: Path) -> None:
@@ -114,10 +149,9 @@ def _plots(study: Any, confirmed: list[dict[str, Any]], plan: Plan) -> list[Path
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import optuna
-    from optuna.trial import TrialState
 
     written = []
-    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    complete = _complete(study)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         warnings.filterwarnings("ignore", message="Target and region quantiles")  # few trials: equal importances
@@ -127,6 +161,9 @@ def _plots(study: Any, confirmed: list[dict[str, Any]], plan: Plan) -> list[Path
         if len(complete) >= 2 and len({p for t in complete for p in t.params}) >= 1:
             try:
                 ax = optuna.visualization.matplotlib.plot_param_importances(study)
+                if len(complete) < IMPORTANCE_TRIALS:  # (the PNG is often looked at without the report)
+                    ax.set_title(f"{ax.get_title()}: {len(complete)} complete trials, unreliable below "
+                                 f"{IMPORTANCE_TRIALS}")
                 written.append(_save(ax.figure, plan.folder / "importances.png", plt))
             except (ValueError, RuntimeError):  # too few distinct values to rank
                 pass
@@ -143,8 +180,10 @@ def _save(figure: Any, path: Path, plt: Any) -> Path:
 
 
 def _curves(confirmed: list[dict[str, Any]], plan: Plan, plt: Any) -> Path:
-    """Each confirmed row's mean return of the last 100 episodes against frames on its fresh seeds: each seed faint,
-    their mean bold (on a grid of 50 frame counts every seed shares; one panel per env)."""
+    """Each confirmed row's mean return of the last 100 training episodes against frames on its fresh seeds: each
+    seed faint, their mean bold (on a grid of 50 frame counts every seed shares; one panel per env). Not the
+    table's score: that is one number a run (its final evaluation, by default), normalized and averaged over the
+    envs with --envs, so it has no curve; the caption says what the table scores."""
     envs = plan.env_ids
     grid = [plan.frames * (i + 1) / 50 for i in range(50)]
     figure, axes = plt.subplots(1, len(envs), figsize=(6 * len(envs), 4), squeeze=False)
@@ -167,8 +206,10 @@ def _curves(confirmed: list[dict[str, Any]], plan: Plan, plt: Any) -> Path:
                 ax.plot(grid, mean, color=color, linewidth=2, label=f"{row['name']} ({len(curves)} seeds)")
         ax.set_title(env_id)
         ax.set_xlabel("frames")
-        ax.set_ylabel("mean return of the last 100 episodes")
+        ax.set_ylabel("mean return of the last 100 training episodes")
         ax.legend()
+    figure.suptitle(f"training episodes (sampled actions); report.md's table scores by --score {plan.score}",
+                    fontsize=9)
     return _save(figure, plan.folder / "curves.png", plt)
 
 
