@@ -24,48 +24,68 @@ from ppo_td.config import (
     ModelConfig,
     OptimConfig,
     TrainConfig,
-    with_info_keys,
 )
 from ppo_td.presets import PRESETS, get_preset
 
 
-def train(config: TrainConfig, *, callbacks: Any = (), run_dir: str | None = None, threads: int | None = None,
-          loggers: Any = (), project: str | None = None, info_keys: Any = (), **parts: Any) -> Any:
-    """Train PPO with ``config`` (see :func:`ppo_td.training.train`); any part may be passed in.
+def train(config: TrainConfig, *, run_dir: str | None = None, callbacks: Any = (), progress: bool | str = True,
+          log_every: int | None = None, threads: int | None = None, loggers: Any = (), project: str | None = None,
+          info_keys: Any = (), checkpoint_every: int = 10, keep_checkpoints: int = 3, overwrite: bool = False,
+          video_every: int = 0, **parts: Any) -> Any:
+    """Train PPO with ``config``, as ``ppo-td train`` does (one code path: the same checks, notes, progress, Ctrl-C,
+    evaluations); any part may be passed in. Returns a ``TrainResult``.
 
-    ``env`` may be a factory, a Gymnasium env or vector env, a ppo_td ``BuiltEnv`` or a TorchRL env
-    (:func:`ppo_td.training.build_pipeline`); ``encoder`` replaces the observation encoder. With ``run_dir``,
-    writes the run folder ``ppo-td train`` writes (checkpoints included), resumable with
-    ``ppo-td train --resume`` and evaluable with ``ppo-td eval``. ``threads``: torch threads while it trains; None
-    chooses as ``ppo-td train`` does (1 for vector observations, torch's default for images), keeping a count the
-    user set before with ``torch.set_num_threads`` (:mod:`ppo_td.training.threads`). ``loggers``: names
-    (``tensorboard``, ``wandb``, ``mlflow``: offline-safe, writing into ``run_dir``; :mod:`ppo_td.persist.loggers`)
-    or ``torchrl.record.loggers`` Logger objects of yours (any run), each given the config and every iteration's
-    metrics (``project``: the W&B project or MLflow experiment, as ``--project``). ``info_keys``: the env's info
-    entries recorded per episode (``env.info_keys``, e.g. ``["is_success"]``: the value at an episode's last step,
-    in ``TrainResult.episodes``, the metrics and every log). Returns a ``TrainResult``.
-    Loads TorchRL on first use, so ``import ppo_td.doctor`` or ``ppo_td.config`` stays light.
+    - ``env``: a factory (a module-level function or class, a ``functools.partial`` of one), a Gymnasium env or vector
+      env, a ppo_td ``BuiltEnv`` or a TorchRL env (:func:`ppo_td.training.build_pipeline`). ppo_td trains on copies
+      made from its record, checked to equal the env given (same spaces, same first steps from a seed), or refuses
+      it naming why; one defined in the running script is recorded by the script's file (docs/custom-envs.md).
+      ``encoder``, ``actor``, ``critic``, ``loss``, ``optimizer``, ``transforms``... replace the defaults.
+    - ``run_dir``: writes the run folder ``ppo-td train`` writes (checkpoints every ``checkpoint_every`` iterations,
+      ``keep_checkpoints`` kept; ``overwrite`` replaces a run there), continued with :func:`resume` (``ppo-td train
+      --resume``), evaluated with ``ppo-td eval`` or :func:`load_policy`; ``video_every`` records videos into it.
+    - ``progress``: a bar on a terminal or in a notebook, a line every ``log_every`` iterations when piped
+      (``"lines"``: lines always, as ``--no-progress``); ``False`` for neither. Notes and the evaluations are
+      printed either way.
+    - ``callbacks``: functions ``f(metrics, pipeline)`` called every iteration, or objects with ``on_iteration``,
+      ``on_evaluation`` and ``on_end`` (:mod:`ppo_td.training.callbacks`, docs/callbacks.md).
+    - ``config.eval_every``: evaluation during training, the best policy kept (``best.pt``), ``eval_stop_return``
+      ends the run there.
+    - ``threads``: torch threads while it trains; None chooses as ``ppo-td train`` does (1 for vector observations,
+      torch's default for images), keeping a count the user set before (:mod:`ppo_td.training.threads`).
+    - ``loggers``: names (``tensorboard``, ``wandb``, ``mlflow``: offline-safe, writing into ``run_dir``) or
+      ``torchrl.record.loggers`` Logger objects of yours, each given the config, every iteration's metrics, the
+      evaluations and the final one (``project``: the W&B project or MLflow experiment, as ``--project``).
+    - ``info_keys``: the env's info entries recorded per episode (``env.info_keys``, e.g. ``["is_success"]``).
+
+    Ctrl-C (or SIGTERM, a notebook's interrupt) stops at the end of the iteration, checkpoints into ``run_dir`` and
+    raises ``KeyboardInterrupt`` (:class:`ppo_td.experiment.TrainingInterrupted`) saying how to continue; a second
+    stops at once. Loads TorchRL on first use, so ``import ppo_td.doctor`` or ``ppo_td.config`` stays light.
     """
-    config = with_info_keys(config, [info_keys] if isinstance(info_keys, str) else info_keys)
-    if isinstance(loggers, (str, bytes)) or not isinstance(loggers, (list, tuple)):
-        raise TypeError(f"loggers must be a list of logger names or torchrl Logger objects, got {loggers!r}")
-    names = [lg for lg in loggers if isinstance(lg, str)]
-    objects = [lg for lg in loggers if not isinstance(lg, str)]
-    if objects:
-        from ppo_td.persist.loggers import ToLoggers
+    from ppo_td.experiment import train as train_run
 
-        callbacks = [*callbacks, ToLoggers(objects)]
-    if run_dir is None:
-        if names:
-            raise ValueError(f"loggers={names}: loggers by name write into the run folder: pass run_dir=..., or "
-                             "torchrl.record.loggers Logger objects you made")
-        from ppo_td.training import train as train_here
+    try:
+        return train_run(config, run_dir=run_dir, callbacks=callbacks, progress=progress, log_every=log_every,
+                         threads=threads, loggers=loggers, project=project, info_keys=info_keys,
+                         checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, overwrite=overwrite,
+                         video_every=video_every, **parts)
+    except KeyboardInterrupt as err:
+        raise err.with_traceback(None) from None  # Python's way to say Ctrl-C, without ppo_td's frames
 
-        return train_here(config, callbacks=callbacks, threads=threads, **parts)
-    from ppo_td.cli.run import train_in_folder
 
-    return train_in_folder(config, run_dir, callbacks=callbacks, threads=threads, loggers=names, project=project,
-                           **parts)
+def resume(run_dir: str, **kwargs: Any) -> Any:
+    """Continue the run in ``run_dir`` from its checkpoint, as ``ppo-td train --resume`` does: exactly where ppo_td
+    can (``run.json`` says), with the config, weights, statistics and random state the checkpoint holds; a run
+    whose training is done but whose final evaluation did not run gets it. Keyword arguments: ``callbacks``,
+    ``progress``, ``log_every``, ``threads``, ``loggers``, ``project``, ``checkpoint_every``, ``keep_checkpoints``,
+    ``video_every`` as :func:`train`; ``collector`` (``CollectorConfig`` fields to change, e.g. ``{"backend":
+    "process", "num_workers": 2}``), ``device`` and ``eval_max_steps`` (where the run goes on). Returns a
+    ``TrainResult``; Ctrl-C as in :func:`train`."""
+    from ppo_td.experiment import resume as resume_run
+
+    try:
+        return resume_run(run_dir, **kwargs)
+    except KeyboardInterrupt as err:
+        raise err.with_traceback(None) from None
 
 
 def tune(config: TrainConfig, **kwargs: Any) -> Any:
@@ -75,16 +95,17 @@ def tune(config: TrainConfig, **kwargs: Any) -> Any:
     ``seeds``, ``frames``, ``score``, ``envs``, ``ranges``, ``space``, ``sampler``, ``pruner``, ``workers``,
     ``storage``, ``folder``, ``confirm``, ``confirm_seeds``...). Returns a :class:`~ppo_td.tuning.TuneResult`
     (``best_config``, the confirmation table); the study folder holds ``best_config.json`` and ``report.md``."""
-    from ppo_td.cli.run import train_in_folder
+    from ppo_td.experiment import train as train_run
     from ppo_td.tuning import tune as run_study
 
-    return run_study(config, train=train_in_folder, **kwargs)
+    return run_study(config, train=train_run, **kwargs)
 
 
 def load_policy(path: str, **kwargs: Any) -> Any:
     """The trained policy of a run folder or checkpoint as a :class:`ppo_td.deploy.Policy`: raw observations in,
-    actions for the env out (a multi-agent run's :class:`ppo_td.deploy.AgentsPolicy`, or with several agent groups
-    its :class:`ppo_td.deploy.TeamPolicy`: the agents' observations in, their actions out; see
+    actions for the env out (``which="best"``: the run's best evaluation during training, ``best.pt``). A
+    multi-agent run gives a :class:`ppo_td.deploy.AgentsPolicy`, or with several agent groups a
+    :class:`ppo_td.deploy.TeamPolicy` (the agents' observations in, their actions out; see
     :func:`ppo_td.deploy.load_policy`)."""
     from ppo_td.deploy import load_policy as load
 
@@ -115,6 +136,7 @@ __all__ = [
     "TrainResult",
     "get_preset",
     "load_policy",
+    "resume",
     "train",
     "tune",
 ]

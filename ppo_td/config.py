@@ -490,6 +490,15 @@ class TrainConfig:
     """Step cap of an evaluation episode on an env without a time limit of its own (a registered or
     ``env.max_episode_steps`` limit, or an Atari game's): an episode still running at the cap is reported as cut,
     with no return, never as a finished episode."""
+    eval_every: int = 0
+    """Frames between evaluations during training (0: none): at the end of the first iteration past each multiple,
+    eval_episodes deterministic episodes on a separate env seeded as the final evaluation's, logged (eval_return in
+    metrics.csv and every logger), the best policy kept (best.pt in a run folder); training itself is unchanged.
+    SB3's EvalCallback (eval_freq, n_eval_episodes)."""
+    eval_stop_return: float | None = None
+    """With eval_every: end the run once an evaluation's mean return reaches this (an episode cut at
+    eval_max_steps counts with the reward it reached), as complete: the final evaluation runs, --resume says it is
+    done. SB3's StopTrainingOnRewardThreshold (reward_threshold). None: train the whole budget."""
     device: str = "auto"
     """Where the networks and the update run: ``auto`` (a GPU for image observations when there is one, else
     the CPU: small MLPs are faster on the CPU, as Stable-Baselines3's PPO docs advise), ``cpu``, ``cuda``,
@@ -537,6 +546,11 @@ class TrainConfig:
                f"in [0, {MAX_EVAL_EPISODES:,}] (each episode's return is kept and written to summary.json; they run "
                "in rounds of a few env copies)")
         _check(self.eval_max_steps >= 1, "eval_max_steps", self.eval_max_steps, ">= 1")
+        _check(self.eval_every >= 0, "eval_every", self.eval_every, ">= 0 frames between evaluations (0: none)")
+        _check(not self.eval_every or self.eval_episodes >= 1, "eval_every", self.eval_every,
+               "0 with eval_episodes=0 (an evaluation runs eval_episodes episodes)")
+        _check(self.eval_stop_return is None or self.eval_every > 0, "eval_stop_return", self.eval_stop_return,
+               "None unless eval_every > 0 (it is read from the evaluations during training)")
         _check(0 <= self.seed < 2**32, "seed", self.seed, "in [0, 2**32) (Gymnasium and numpy seeds)")
         _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", self.device) is not None, "device", self.device,
                "one of auto, cpu, cuda, cuda:N, mps")
@@ -592,9 +606,11 @@ def to_dict(config: TrainConfig) -> dict[str, Any]:
 
 
 ADDED_FIELDS: dict[str, dict[str, Any]] = {"model": {"scale_images": True, "orthogonal_init": True,
-                                                      "exploration": "gaussian", "sde_sample_every": 0}}
+                                                      "exploration": "gaussian", "sde_sample_every": 0},
+                                            "": {"eval_every": 0, "eval_stop_return": None}}
 """Fields added to the config after records of it were written (a returns store's keys, a study's ``tune.json``),
-each with the default that keeps the earlier behaviour. A field added to a section goes here with its default."""
+each with the default that keeps the earlier behaviour. A field added to a section goes here with its default
+(``""``: the top level's)."""
 
 
 def identity_dict(config: TrainConfig) -> dict[str, Any]:
@@ -603,9 +619,10 @@ def identity_dict(config: TrainConfig) -> dict[str, Any]:
     the same config; one that sets such a field is another config."""
     out = to_dict(config)
     for section, added in ADDED_FIELDS.items():
+        fields_of = out[section] if section else out
         for name, default in added.items():
-            if out[section][name] == default:
-                del out[section][name]
+            if fields_of[name] == default:
+                del fields_of[name]
     return out
 
 

@@ -29,6 +29,18 @@ class Endless(gym.Env):
         return obs, float(action), self.ends and self.steps >= self.end_at, False, {}
 
 
+class Truncating(Endless):
+    """Truncates its own episodes at 30 steps, as many users' envs do, without Gymnasium's TimeLimit."""
+
+    def step(self, action):
+        obs, reward, terminated, _, info = super().step(action)
+        return obs, reward, terminated, self.steps >= 30, info
+
+
+def truncating() -> gym.Env:
+    return Truncating()
+
+
 def endless(end_at: int | None = None) -> gym.Env:
     return Endless(end_at)
 

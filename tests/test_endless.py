@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from ppo_td.cli import main
-from ppo_td.cli.report import format_evaluation
 from ppo_td.config import EnvConfig
+from ppo_td.experiment.report import format_evaluation
 from ppo_td.training import Evaluation, build_pipeline, evaluate, step_cap
 
 TESTS = Path(__file__).parent
@@ -71,13 +71,26 @@ def test_the_cli_caps_evaluation_and_says_so(tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["train", *ENDLESS, "--eval-max-steps", "200", "--run-dir", str(run)]) == 0
     out = capsys.readouterr().out
-    assert "has no time limit: evaluation episodes are cut at 200 steps" in out
+    assert "evaluating: 4 deterministic and 4 sampled episodes, each cut at 200 steps if still running" in out
     assert "deterministic evaluation: no episode ended: all 4 were cut at 200 steps" in out
+    assert ("note: 4 of 4 deterministic and 4 of 4 sampled evaluation episodes were still running at 200 steps and "
+            "were cut there, without a return (change where with eval_max_steps, --eval-max-steps") in out
     summary = json.loads((run / "summary.json").read_text())
     assert summary["eval_returns"] == [] and len(summary["eval_cut"]) == 4 and summary["eval_max_steps"] == 200
     assert main(["eval", str(run), "--episodes", "2", "--max-steps", "30"]) == 0
     assert "all 2 were cut at 30 steps" in capsys.readouterr().out
     assert main(["eval", str(run), "--max-steps", "0"]) == 2
+
+
+def test_an_env_that_ends_its_episodes_itself_is_told_nothing_about_cuts(tmp_path, capsys):
+    """Its truncation is its own (no TimeLimit ppo_td can read): no episode is cut, so no note says one was."""
+    args = [a for a in ENDLESS if a != "endless_envs:endless"]
+    assert main(["train", *args[:args.index("--env.env-id") + 1], "endless_envs:truncating",
+                 *args[args.index("--env.env-id") + 1:], "--run-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "note:" not in out and "were cut" not in out and "more cut at" not in out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert len(summary["eval_returns"]) == 4 and "eval_cut" not in summary and max(summary["eval_returns"]) <= 30
 
 
 def _start(args, out_file, err_file):
@@ -117,7 +130,7 @@ def test_a_signal_stops_the_final_evaluation_and_resume_finishes_it(tmp_path, si
         ["train", *ENDLESS, "--eval-max-steps", "100000000", "--run-dir", str(run)], tmp_path, sig, "cut at")
     assert code == 128 + sig, err
     assert took < STOP_BOUND, f"{took:.1f} s from {sig.name} to the end"
-    assert f"{sig.name}: final evaluation stopped" in err and f"ppo-td train --resume {run}" in err
+    assert f"{sig.name}: the final evaluation stopped" in err and f"ppo-td train --resume {run}" in err
     assert "leaked semaphore" not in err and "Traceback" not in err
     assert not (run / "summary.json").exists() and (run / "checkpoint.pt").exists()
     done = subprocess.run([sys.executable, "-m", "ppo_td.cli", "train", "--resume", str(run), "--eval-max-steps",

@@ -104,7 +104,7 @@ def test_is_success_is_recorded_unasked_from_the_first_iteration_that_has_it_and
     assert "is_success" not in lines[0] and all("  is_success " in line for line in lines[1:])
     episodes = read_episodes(tmp_path / "reach")  # every value reads as a number
     assert len(episodes) == 12 and {e["is_success"] for e in episodes} <= {0.0, 1.0}
-    table = _CsvTable(tmp_path / "reach" / "episodes.csv", EPISODE_COLUMNS, 4, ["is_success"])  # a resume
+    table = _CsvTable(tmp_path / "reach" / "episodes.csv", EPISODE_COLUMNS, 4)  # a resume
     table.write([{"iteration": 5, "frames": 20, "return": 1.0, "length": 4}])  # keeps the joined column
     table.close()
     rows = read_episodes(tmp_path / "reach")

@@ -13,8 +13,8 @@ from typing import Any
 
 from ppo_td.cli.command import RESUME_FLAGS
 from ppo_td.cli.parse import train_command
-from ppo_td.cli.signals import exit_code, interrupt_on_signals, signal_name
 from ppo_td.config import MAX_EVAL_EPISODES
+from ppo_td.experiment.signals import exit_code, interrupt_on_signals, signal_name
 from ppo_td.presets import DEFAULT_PRESET, get_preset
 
 USAGE = """usage: ppo-td COMMAND [ARGS]
@@ -129,6 +129,9 @@ def _eval(args: list[str]) -> int:
     parser.add_argument("--episodes", type=int, default=10, help="episodes to run (default 10)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the evaluation envs (default 0)")
     parser.add_argument("--sampled", action="store_true", help="sample actions from the policy, as in training")
+    parser.add_argument("--which", choices=("last", "best"), default="last",
+                        help="a run folder's checkpoint.pt (last, the default) or best.pt (best: the best evaluation "
+                             "during training, --eval-every)")
     parser.add_argument("--video", nargs="?", const="", default=None, metavar="FOLDER",
                         help="also record episodes as MP4 videos into FOLDER (default: <run folder>/videos); needs "
                              "the env to render rgb_array frames and the video extra (moviepy)")
@@ -137,26 +140,26 @@ def _eval(args: list[str]) -> int:
                         help="cut an episode still running after N steps, on an env without a time limit of its own "
                              "(default: the run's eval_max_steps, 10,000 unless set); a cut episode has no return")
     ns = parser.parse_args(args)
-    _quiet_torchrl()
-    from ppo_td.cli.report import cap_note, format_evaluation
-    from ppo_td.persist import load_for_evaluation
-    from ppo_td.training import evaluate
-
-    if not 1 <= ns.episodes <= MAX_EVAL_EPISODES or ns.video_episodes < 1:
+    if not 1 <= ns.episodes <= MAX_EVAL_EPISODES or ns.video_episodes < 1:  # the flags first, then the files
         raise ValueError(f"--episodes {ns.episodes} --video-episodes {ns.video_episodes}: --episodes must be in "
                          f"[1, {MAX_EVAL_EPISODES:,}] (each return is kept) and --video-episodes >= 1")
     if ns.max_steps is not None and ns.max_steps < 1:
         raise ValueError(f"--max-steps {ns.max_steps}: give the steps an episode may run (>= 1)")
-    config, actor, obs_stats, transform_states = load_for_evaluation(ns.checkpoint)
+    if _no_checkpoint(ns.checkpoint, "eval", ns.which):
+        return 2
+    _quiet_torchrl()
+    from ppo_td.experiment.report import cut_note, evaluation_start, format_evaluation
+    from ppo_td.persist import checkpoint_in, load_for_evaluation
+    from ppo_td.training import evaluate
+
+    config, actor, obs_stats, transform_states = load_for_evaluation(checkpoint_in(ns.checkpoint, ns.which))
     if ns.video is not None and config.env.multiagent:  # refused before the episodes run
         raise ValueError(f"--video records one-agent runs; {ns.checkpoint} trained agents of env.suite="
                          f"{config.env.suite!r} (videos of multi-agent runs are not supported yet)")
     if ns.max_steps is not None:
         config = dataclasses.replace(config, eval_max_steps=ns.max_steps)
-    note = cap_note(config.env, config.eval_max_steps, "--max-steps")
-    if note:
-        print(note)
     how = "sampled" if ns.sampled else "deterministic"
+    print(evaluation_start(config.env, ns.episodes, [how], config.eval_max_steps), flush=True)
     try:
         ev = evaluate(actor, config.env, ns.episodes, seed=ns.seed, obs_stats=obs_stats, sampled=ns.sampled,
                       max_steps=config.eval_max_steps, transform_states=transform_states)
@@ -164,6 +167,9 @@ def _eval(args: list[str]) -> int:
         print(f"ppo-td eval: {signal_name(err)}: the {how} evaluation stopped before its episodes ended",
               file=sys.stderr)
         return exit_code(err)
+    note = cut_note([ev], [how], "--max-steps")
+    if note:
+        print(note)
     print(format_evaluation(ev, how, per_agent=config.env.multiagent))
     if ns.video is not None:
         from ppo_td.deploy import load_policy
@@ -171,8 +177,8 @@ def _eval(args: list[str]) -> int:
 
         headless_rendering()
         folder = ns.video or str(_run_folder(ns.checkpoint) / "videos")
-        policy = load_policy(ns.checkpoint, deterministic=not ns.sampled, inference="torch")  # evaluation's
-        # operations, bit for bit, so the first video is the first episode evaluated above
+        # evaluation's operations, bit for bit, so the first video is the first episode evaluated above
+        policy = load_policy(ns.checkpoint, which=ns.which, deterministic=not ns.sampled, inference="torch")
         try:
             videos = record_video(policy, folder, episodes=ns.video_episodes, seed=ns.seed, name_prefix="eval",
                                   as_evaluation=True,  # seeded as the evaluation above seeded its first copy
@@ -186,6 +192,26 @@ def _eval(args: list[str]) -> int:
                       else f"return {video.total:.1f}")
             print(f"video: {video.path} ({ending})")
     return 0
+
+
+def _no_checkpoint(checkpoint: str, command: str, which: str = "last") -> bool:
+    """Say so (as :func:`~ppo_td.persist.load_checkpoint` would) and return True where ``checkpoint`` is neither a
+    file nor a folder holding checkpoint.pt: before TorchRL's import (seconds), so a mistyped path is told at once.
+    Printed here, not raised: :func:`main`'s error handler imports TorchRL too."""
+    path = Path(checkpoint)
+    file = path / "checkpoint.pt" if path.is_dir() else path
+    if file.is_file() or (path.is_dir() and which != "last"):  # (a folder's best.pt: checkpoint_in says why not)
+        return False
+    why = f"no checkpoint at {file}: pass a checkpoint file or a run folder with checkpoint.pt"
+    if (path / "config.json").is_file():  # a run folder whose run wrote none yet: what it holds instead
+        held = sorted(p.name for p in path.iterdir() if not p.name.startswith("."))
+        earlier = sorted((path / "checkpoints").glob("iter_*.pt"), key=lambda p: (len(p.name), p.name))
+        why += (f". {path} is a run folder holding {', '.join(held)}: " + (
+            f"pass its latest checkpoint, {earlier[-1]}" if earlier else
+            "its run has written no checkpoint (one every --checkpoint-every iterations and one at the end): it is "
+            "still running, or stopped before its first"))
+    print(f"ppo-td {command}: error: {why}", file=sys.stderr)
+    return True
 
 
 def _run_folder(checkpoint: str) -> Path:
@@ -206,6 +232,8 @@ def _export(args: list[str]) -> int:
                              "export extra)")
     parser.add_argument("--out", default=None, help="file to write (default: <run folder>/policy.pt, .pt2 or .onnx)")
     ns = parser.parse_args(args)
+    if _no_checkpoint(ns.checkpoint, "export"):
+        return 2
     _quiet_torchrl()
     from ppo_td.deploy import TeamPolicy, load_policy
     from ppo_td.deploy.export import FORMATS, check_export, export_policy, export_team, input_specs, output_names

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 
 from ppo_td.cli.parse import train_command
-from ppo_td.cli.signals import signal_name
+from ppo_td.experiment.signals import signal_name
 from ppo_td.tuning.space import RL_ZOO_RANGES
 from ppo_td.tuning.study import PRUNERS, SAMPLERS
 from ppo_td.tuning.trial import SCORES
@@ -84,13 +84,14 @@ def tune_command(args: list[str], quiet_torchrl: Callable[[], None]) -> int:
     if given:
         raise ValueError(f"{', '.join(given)}: a study writes its runs' folders itself (under --study-dir) and shows "
                          "its own progress; drop them (--collector.* fields set where collection runs)")
-    cmd, _ = train_command(rest, "ppo-td tune")
+    own = [f"--{dest.replace('_', '-')}" for dest in vars(ns)]  # (each of tune's flags is named as its dest)
+    cmd, _ = train_command(rest, "ppo-td tune", other_flags=own)  # a typo of one of them gets its name too
     quiet_torchrl()
-    from ppo_td.cli.run import train_in_folder
+    from ppo_td.experiment import train as train_run
     from ppo_td.tuning import tune
 
     try:
-        tune(cmd.config, train=train_in_folder, folder=ns.study_dir, trials=ns.trials, seeds=ns.seeds,
+        tune(cmd.config, train=train_run, folder=ns.study_dir, trials=ns.trials, seeds=ns.seeds,
              frames=ns.frames, score=ns.score, envs=tuple(ns.envs), ranges=_ranges(list(ns.score_range)),
              space=ns.space, sampler=ns.sampler, pruner=ns.pruner, workers=ns.workers, storage=ns.storage,
              study_name=ns.study_name, seed=ns.sampler_seed, confirm=ns.confirm, confirm_seeds=ns.confirm_seeds,

@@ -17,7 +17,7 @@ class WorkerError(RuntimeError):
     """A collection worker died or failed; ``worker`` is its index (None if unknown), ``cause`` why.
 
     The trainer adds ``frames``, ``iteration`` and ``elapsed``: the last completed iteration, whose
-    weights and statistics are intact in the pipeline (the CLI checkpoints them).
+    weights and statistics are intact in the pipeline (a run folder checkpoints them: ``checkpoint``).
     """
 
     def __init__(self, worker: int | None, cause: str) -> None:
@@ -25,6 +25,7 @@ class WorkerError(RuntimeError):
         super().__init__(f"{who} failed: {cause}")
         self.worker, self.cause = worker, cause
         self.frames = self.iteration = self.elapsed = None
+        self.checkpoint = None  # the run folder's checkpoint of that iteration, once written
 
 
 WORKER_TIMEOUT = 300.0

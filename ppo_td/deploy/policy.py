@@ -452,21 +452,22 @@ def acting_config(env: Any) -> Any:
     return dataclasses.replace(env, episodic_life=False)
 
 
-def load_policy(path: str | os.PathLike, *, device: str | torch.device = "cpu",
+def load_policy(path: str | os.PathLike, *, which: str = "last", device: str | torch.device = "cpu",
                 deterministic: bool = True, inference: str = "auto") -> Policy | Any:
-    """The :class:`Policy` of a run folder (its ``checkpoint.pt``) or a checkpoint file: the actor and the frozen
+    """The :class:`Policy` of a run folder (its ``checkpoint.pt``, or with ``which='best'`` its ``best.pt``: the
+    best evaluation during training, ``eval_every``) or a checkpoint file: the actor and the frozen
     observation statistics, checked against the env rebuilt from the checkpoint's config. A multi-agent run gives
     an :class:`~ppo_td.deploy.agents.AgentsPolicy` (the agents' observations in, their actions out), or with
     several agent groups a :class:`~ppo_td.deploy.agents.TeamPolicy` (each group's ``AgentsPolicy``).
     ``inference='torch'`` keeps every call on torch (the default answers one observation of a small MLP policy
     in numpy, within float rounding of torch)."""
-    from ppo_td.persist import checkpoint_config, load_checkpoint
+    from ppo_td.persist import checkpoint_config, checkpoint_in, load_checkpoint
     from ppo_td.persist.checkpoint import check_compatible, load_weights
 
     if inference not in ("auto", "torch"):
         raise ValueError(f"inference={inference!r}; expected 'auto' (one observation of a small MLP policy in "
                          "numpy, within float rounding of torch) or 'torch'")
-    state = load_checkpoint(path)
+    state = load_checkpoint(checkpoint_in(path, which))
     config = checkpoint_config(state)
     if config.env.multiagent:  # an agent group: each agent's observation in, each agent's action out
         from ppo_td.deploy.agents import load_agents_policy

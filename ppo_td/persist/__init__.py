@@ -1,11 +1,13 @@
 """Persistence: checkpoints (atomic, exact resume where possible), run folders and metric logs."""
 
 from ppo_td.persist.checkpoint import (
+    BEST,
     Checkpointer,
     ForEvaluation,
     Resumed,
     check_compatible,
     checkpoint_config,
+    checkpoint_in,
     load_actor,
     load_checkpoint,
     load_for_evaluation,
@@ -18,6 +20,7 @@ from ppo_td.persist.runlog import RunLogger, plot_learning_curve, read_episodes,
 from ppo_td.persist.snapshot import capture, is_exact, restore_snapshot, why_inexact
 
 __all__ = [
+    "BEST",
     "Checkpointer",
     "ForEvaluation",
     "Resumed",
@@ -27,6 +30,7 @@ __all__ = [
     "capture",
     "check_compatible",
     "checkpoint_config",
+    "checkpoint_in",
     "is_exact",
     "load_actor",
     "load_checkpoint",

@@ -32,13 +32,16 @@ VERSION = 2  # 2: ppo_td 0.2's network layout (PolicyNet / ValueNet) and collect
 
 
 def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int, iteration: int,
-                    elapsed: float = 0.0, run_id: str | None = None) -> Path:
+                    elapsed: float = 0.0, run_id: str | None = None, ended_early: str = "",
+                    evaluation: dict[str, Any] | None = None) -> Path:
     """Write a checkpoint of ``pipeline`` to ``path`` atomically (temp file, fsync, rename).
 
     A crash mid-write leaves any previous file at ``path`` untouched. Holds the
     config, the env signature, actor/critic/optimizer/scheduler state, the env's
     transform state (normalization statistics), the frame/iteration counters and
     the RNG/simulator/collector snapshot that makes a resume exact (:mod:`ppo_td.persist.snapshot`).
+    ``ended_early``: why the run ended complete before its budget (a resume then finishes it instead);
+    ``evaluation``: the evaluation during training this checkpoint scored (``best.pt``: its return, frames...).
     """
     path = Path(path)
     for part in ("actor", "critic"):
@@ -65,6 +68,8 @@ def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int,
         "elapsed": float(elapsed),  # training seconds so far: a resumed run's time goes on from here
         "run_id": run_id,
         "snapshot": capture(pipeline),
+        "ended_early": ended_early,
+        "evaluation": evaluation,
     }
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
@@ -86,11 +91,33 @@ def _value_norm_state(pipeline: Pipeline) -> dict[str, torch.Tensor] | None:
     return None if value_norm is None else {k: v.cpu() for k, v in value_norm.state_dict().items()}
 
 
+BEST = "best.pt"
+"""The run folder's checkpoint of the best evaluation during training (``eval_every``)."""
+
+
+def checkpoint_in(path: str | os.PathLike, which: str = "last") -> Path:
+    """The checkpoint file ``path`` names: itself (a file), or a run folder's ``checkpoint.pt`` (``which='last'``,
+    where training stopped) or ``best.pt`` (``which='best'``, the best evaluation during training).
+
+    Raises:
+        ValueError: an unknown ``which``, or ``'best'`` of a run that has no ``best.pt`` (naming why).
+    """
+    path = Path(path)
+    if which not in ("last", "best"):
+        raise ValueError(f"which={which!r}: give 'last' (checkpoint.pt, where training stopped) or 'best' (best.pt, "
+                         "the best evaluation during training)")
+    if which == "best":
+        folder = path if path.is_dir() else path.parent
+        if not (folder / BEST).is_file():
+            raise ValueError(f"{folder} has no {BEST}: a run keeps its best policy when it evaluates during training "
+                             "(eval_every=N frames, --eval-every N); use which='last' for its last checkpoint")
+        return folder / BEST
+    return path / "checkpoint.pt" if path.is_dir() else path
+
+
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     """Read and validate a checkpoint file; clear errors for missing, corrupt or foreign files."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "checkpoint.pt"
+    path = checkpoint_in(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}: pass a checkpoint file or a run folder with checkpoint.pt")
     with path.open("rb") as f:
@@ -265,6 +292,8 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     budget = config.num_iterations * config.frames_per_batch
     if state["frames"] >= budget:
         raise ValueError(f"{path} is at {state['frames']} of {budget} frames: the run is complete, nothing to resume")
+    if state.get("ended_early"):
+        raise ValueError(f"{path}: the run is complete ({state['ended_early']}), nothing to resume")
     env = make_train_env(config)
     check_compatible(state, env.description)
     where = run_device(config, env.description, env.env.device)
@@ -320,10 +349,12 @@ class Checkpointer:
         if self.stop_requested:
             raise StopTraining
 
-    def save(self, pipeline: Pipeline, frames: int, iteration: int, elapsed: float = 0.0) -> Path:
+    def save(self, pipeline: Pipeline, frames: int, iteration: int, elapsed: float = 0.0,
+             ended_early: str = "") -> Path:
+        """``checkpoints/iter_N.pt``, and ``checkpoint.pt`` pointed at it; the oldest beyond ``keep`` removed."""
         folder = self.run_dir / "checkpoints"
         path = save_checkpoint(folder / f"iter_{iteration:06d}.pt", pipeline, frames=frames, iteration=iteration,
-                               elapsed=elapsed, run_id=self.run_id)
+                               elapsed=elapsed, run_id=self.run_id, ended_early=ended_early)
         link = folder / f".latest.{os.getpid()}.tmp"
         link.unlink(missing_ok=True)
         os.link(path, link)
@@ -332,3 +363,10 @@ class Checkpointer:
         for old in sorted(numbered, key=_iteration_of)[: -self.keep]:  # by number: iter_1000000 is newer
             old.unlink()
         return path
+
+    def save_best(self, pipeline: Pipeline, metrics: dict[str, Any], evaluation: dict[str, Any]) -> Path:
+        """``best.pt``: a checkpoint of the iteration whose evaluation scored best so far (``evaluation``: its
+        numbers, kept in the file), replacing the one before atomically."""
+        return save_checkpoint(self.run_dir / BEST, pipeline, frames=int(metrics["frames"]),
+                               iteration=int(metrics["iteration"]), elapsed=float(metrics["time"]),
+                               run_id=self.run_id, evaluation=evaluation)

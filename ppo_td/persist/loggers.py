@@ -11,6 +11,7 @@ and every iteration's numeric metrics at its frame count.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -91,15 +92,43 @@ def log_config(loggers: Sequence[Any], config: dict[str, Any]) -> None:
             logger.log_hparams(hparams)
 
 
+def number(value: Any) -> float | None:
+    """``value`` as a float where it is one number (an int, a float, a numpy or torch scalar; not a bool), else
+    None: what a metrics row logs of a value a callback put in it."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if getattr(value, "ndim", None) == 0 and callable(getattr(value, "item", None)):  # a 0-d array or tensor
+        item = value.item()
+        return float(item) if isinstance(item, numbers.Real) and not isinstance(item, bool) else None
+    return None
+
+
 def log_metrics(loggers: Sequence[Any], metrics: dict[str, Any]) -> None:
     """Each finite numeric metric of an iteration to each logger, at the iteration's frame count."""
     step = int(metrics["frames"])
-    for name, value in metrics.items():
-        if name in ("iteration", "frames") or isinstance(value, bool) or not isinstance(value, (int, float)):
+    for name, raw in metrics.items():
+        value = number(raw)
+        if name in ("iteration", "frames") or value is None:
             continue
         if math.isfinite(value):
             for logger in loggers:
-                logger.log_scalar(name, float(value), step=step)
+                logger.log_scalar(name, value, step=step)
+
+
+def log_final(loggers: Sequence[Any], evaluations: Sequence[Any], frames: int) -> None:
+    """The final evaluation to each logger, at the run's last frame count: ``final_eval_return`` (deterministic),
+    ``final_eval_return_sampled``, and their ``_std`` (means over the episodes that ended, as ``summary.json``
+    keeps them)."""
+    for ev, suffix in zip(evaluations, ("", "_sampled"), strict=False):
+        if not ev.returns:
+            continue
+        mean = sum(ev.returns) / len(ev.returns)
+        std = math.sqrt(sum((r - mean) ** 2 for r in ev.returns) / len(ev.returns))
+        for logger in loggers:
+            logger.log_scalar(f"final_eval_return{suffix}", mean, step=frames)
+            logger.log_scalar(f"final_eval_return{suffix}_std", std, step=frames)
 
 
 def close_loggers(loggers: Sequence[Any]) -> None:
@@ -113,9 +142,9 @@ def close_loggers(loggers: Sequence[Any]) -> None:
 
 
 class ToLoggers:
-    """Training callback sending the config (as hyper-parameters, at the first iteration) and every iteration's
-    metrics to TorchRL loggers the caller made and owns (it does not close them): ``train(config,
-    callbacks=[ToLoggers([WandbLogger(...)])])``, or ``train(config, loggers=[...])``."""
+    """Training callback sending the config (as hyper-parameters, at the first iteration), every iteration's
+    metrics and the final evaluation to TorchRL loggers the caller made and owns (it does not close them):
+    ``train(config, callbacks=[ToLoggers([WandbLogger(...)])])``, or ``train(config, loggers=[...])``."""
 
     def __init__(self, loggers: Sequence[Any]) -> None:
         from torchrl.record.loggers import Logger
@@ -133,3 +162,8 @@ class ToLoggers:
             log_config(self.loggers, to_dict(pipeline.config))
             self._started = True
         log_metrics(self.loggers, metrics)
+
+    def on_end(self, result: Any) -> None:
+        """The final evaluation (where one ran) at the run's last frame count."""
+        if result.evaluation is not None and result.history:
+            log_final(self.loggers, [result.evaluation, result.evaluation_sampled], int(result.history[-1]["frames"]))

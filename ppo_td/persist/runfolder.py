@@ -16,8 +16,8 @@ from typing import Any
 from ppo_td.config import TrainConfig, to_dict
 
 # what ppo-td train writes in a run folder (and --overwrite removes); anything else in the folder is left alone
-RUN_FILES = ("config.json", "metrics.csv", "episodes.csv", "checkpoint.pt", "summary.json", "learning_curve.png",
-             "run.json")
+RUN_FILES = ("config.json", "metrics.csv", "episodes.csv", "checkpoint.pt", "best.pt", "summary.json",
+             "learning_curve.png", "run.json")
 RUN_DIRS = ("checkpoints", "tensorboard")
 
 

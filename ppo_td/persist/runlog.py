@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ppo_td.config import TrainConfig, to_dict
-from ppo_td.envs.info import UNASKED
-from ppo_td.persist.loggers import close_loggers, log_config, log_metrics
+from ppo_td.persist.loggers import close_loggers, log_config, log_final, log_metrics, number
 from ppo_td.persist.runfolder import write_atomically
 from ppo_td.training import Pipeline
 
@@ -52,10 +51,10 @@ class RunLogger:
         info = list(config.env.info_keys)  # the env's info values (env.info_keys), per episode and their mean
         metric_columns = [*METRIC_COLUMNS, *(f"{name}/{g}" for g in groups for name in GROUP_METRICS), *info]
         episode_columns = [*EPISODE_COLUMNS, *(f"return/{g}" for g in groups), *info]
-        # is_success, where the env reports it unasked: a column from the first iteration that has it
-        unasked = [k for k in UNASKED if k not in info]
-        self._metrics = _CsvTable(self.run_dir / "metrics.csv", metric_columns, resume_iteration, unasked)
-        self._episodes = _CsvTable(self.run_dir / "episodes.csv", episode_columns, resume_iteration, unasked)
+        # is_success where the env reports it unasked, an evaluation's numbers, a callback's: columns from the first
+        # iteration that has them
+        self._metrics = _CsvTable(self.run_dir / "metrics.csv", metric_columns, resume_iteration)
+        self._episodes = _CsvTable(self.run_dir / "episodes.csv", episode_columns, resume_iteration)
         self.loggers = list(loggers)
         """TorchRL loggers (:mod:`ppo_td.persist.loggers`) that get the config as hyper-parameters and every
         iteration's metrics; closed with this one."""
@@ -99,6 +98,10 @@ class RunLogger:
                       f"{str(err).splitlines()[0] if str(err) else ''}); the MP4 files are in the run folder",
                       file=sys.stderr)
 
+    def log_final(self, evaluations: Sequence[Any], frames: int) -> None:
+        """The final evaluation to each logger (:func:`~ppo_td.persist.loggers.log_final`)."""
+        log_final(self.loggers, evaluations, frames)
+
     def close(self) -> None:
         self._metrics.close()
         self._episodes.close()
@@ -123,16 +126,17 @@ class _CsvTable:
     checkpoint being resumed, or cut off by a crash) dropped: the file is rewritten through a temporary file
     and a rename, so a crash at that moment leaves the old history or the new one, never none.
 
-    ``optional`` columns (the info values an env reports unasked) join the table when a row first has them: the
-    file is rewritten the same way with the new column, ``nan`` in the rows before.
+    A number a row has under a name that is no column yet (an evaluation's ``eval_return``, a value a callback
+    logs, an info value the env reports unasked) joins the table when it first comes: the file is rewritten the
+    same way with the new column, ``nan`` in the rows before.
     """
 
-    def __init__(self, path: Path, columns: list[str], keep_through: int | None, optional: Sequence[str] = ()) -> None:
-        self.path, self.columns, self.optional = path, list(columns), [c for c in optional if c not in columns]
+    def __init__(self, path: Path, columns: list[str], keep_through: int | None) -> None:
+        self.path, self.columns = path, list(columns)
         if keep_through is not None and path.exists():
             with path.open(newline="") as f:
                 reader = csv.DictReader(f)
-                self.columns += [c for c in self.optional if c in (reader.fieldnames or ())]  # joined before
+                self.columns += [c for c in reader.fieldnames or () if c not in self.columns]  # joined before
                 kept = [row for row in reader if _complete(row, self.columns, keep_through)]
             self._rewrite(kept)
             return
@@ -153,14 +157,15 @@ class _CsvTable:
         self._writer = csv.DictWriter(self._file, fieldnames=self.columns, restval="nan", extrasaction="ignore")
 
     def write(self, rows: list[dict[str, Any]]) -> None:
-        new = [c for c in self.optional if c not in self.columns and any(c in row for row in rows)]
+        known = set(self.columns)
+        new = list(dict.fromkeys(k for row in rows for k, v in row.items() if k not in known and number(v) is not None))
         if new:
             self._file.close()
             with self.path.open(newline="") as f:
                 before = list(csv.DictReader(f))
             self.columns += new
             self._rewrite(before)
-        self._writer.writerows(rows)
+        self._writer.writerows([{k: number(v) if k in new else v for k, v in row.items()} for row in rows])
         self._file.flush()
 
     def close(self) -> None:

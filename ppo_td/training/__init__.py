@@ -1,5 +1,6 @@
 """Training: GAE and the clipped loss, the pipeline that wires every part, the one loop, evaluation."""
 
+from ppo_td.training.callbacks import Callback, StopTraining
 from ppo_td.training.evaluation import (
     Evaluation,
     evaluate,
@@ -9,7 +10,7 @@ from ppo_td.training.evaluation import (
     run_episodes,
     step_cap,
 )
-from ppo_td.training.loop import NonFiniteError, StopTraining, TrainResult, run, train, update
+from ppo_td.training.loop import NonFiniteError, TrainResult, final_evaluations, run, train, update
 from ppo_td.training.objective import (
     FastLoss,
     PPOObjective,
@@ -31,6 +32,7 @@ from ppo_td.training.pipeline import (
 )
 
 __all__ = [
+    "Callback",
     "Evaluation",
     "FastLoss",
     "NonFiniteError",
@@ -43,6 +45,7 @@ __all__ = [
     "evaluate",
     "evaluation_seed",
     "explained_variance",
+    "final_evaluations",
     "make_advantage",
     "make_buffer",
     "load_transform_states",

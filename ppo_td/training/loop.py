@@ -22,6 +22,7 @@ from ppo_td import keys
 from ppo_td.collect import WorkerError, batches, gather_statistics, push_to_workers, shutdown
 from ppo_td.config import TrainConfig
 from ppo_td.envs.info import episode_infos, recorded
+from ppo_td.training.callbacks import StopTraining, iteration_hook
 from ppo_td.training.evaluation import Evaluation, evaluate, evaluate_on, evaluation_seed
 from ppo_td.training.objective import (
     LeanTerms,
@@ -35,6 +36,7 @@ from ppo_td.training.pipeline import Pipeline, build_pipeline
 from ppo_td.training.threads import using_threads
 
 Callback = Callable[[dict[str, Any], Pipeline], None]
+"""A function called after every iteration; objects with hooks are described in :mod:`ppo_td.training.callbacks`."""
 
 # loss-output key -> metric name; averaged over the minibatches of an update
 _LOSS_METRICS = {
@@ -47,10 +49,6 @@ _LOSS_METRICS = {
     "clip_fraction": "clip_fraction",
     "value_clip_fraction": "value_clip_fraction",
 }
-
-
-class StopTraining(Exception):  # noqa: N818 - a signal, not an error
-    """Raised by a callback to end training cleanly after the current iteration."""
 
 
 class NonFiniteError(RuntimeError):
@@ -104,7 +102,14 @@ class TrainResult:
     evaluation_sampled: Evaluation | None = None
     """The final sampled evaluation whole."""
     stopped: bool = False
-    """True when a callback ended training early (:class:`StopTraining`); no evaluation is run then."""
+    """True when training stopped before its budget to be continued (a callback's :class:`StopTraining`, an
+    interrupt): no final evaluation runs, and the run folder's checkpoint resumes it."""
+    ended_early: str = ""
+    """Why a callback ended the run as complete before its budget (``StopTraining(complete=True)``, e.g. an
+    evaluation reaching ``eval_stop_return``); "" otherwise. The final evaluation runs then."""
+    best: Any = None
+    """With ``eval_every``: the best evaluation during training and its policy (:class:`ppo_td.experiment.Best`);
+    None without evaluations."""
 
     def record_evaluations(self, deterministic: Evaluation, sampled: Evaluation) -> None:
         """Keep the final evaluations (and their ended episodes' returns in ``eval_returns*``)."""
@@ -153,6 +158,7 @@ def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iterati
          evaluate_at_end: bool) -> TrainResult:
     p, cfg = pipeline, pipeline.config
     result = TrainResult(actor=p.actor, critic=p.critic, pipeline=p)
+    each_iteration = [hook for hook in map(iteration_hook, callbacks) if hook is not None]
     start = last = time.perf_counter()
     start_frames = frames
     try:
@@ -186,20 +192,20 @@ def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iterati
             metrics.update(time=elapsed + now - start, sps=(frames - start_frames) / (now - start),
                            collect_seconds=collected - last, collect_sps=batch.numel() / (collected - last),
                            update_seconds=now - collected)
+            stop = _call(each_iteration, metrics, p)
             # kept without the episode list (result.episodes has them): one row per iteration, bounded
             result.history.append({k: v for k, v in metrics.items() if k != "ended_episodes"})
-            for callback in callbacks:
-                callback(metrics, p)
+            if stop is not None:
+                result.stopped, result.ended_early = not stop.complete, _why(stop) if stop.complete else ""
+                break
             last = time.perf_counter()
             push_to_workers(p.collector, p.env)  # worker collectors: new weights and merged statistics
             if frames >= cfg.num_iterations * cfg.frames_per_batch:
                 break  # the plan is done (a collector over an env ppo_td cannot rebuild has one batch more)
-        if cfg.eval_episodes and evaluate_at_end and not p.rebuildable:  # a TorchRL env ppo_td cannot rebuild:
-            result.record_evaluations(  # evaluated on itself, before it is closed
+        if cfg.eval_episodes and evaluate_at_end and not p.rebuildable and not result.stopped:  # a TorchRL env
+            result.record_evaluations(  # ppo_td cannot rebuild: evaluated on itself, before it is closed
                 *(evaluate_on(p.actor, p.env, cfg.eval_episodes, seed=evaluation_seed(cfg.seed), sampled=sampled,
                               max_steps=cfg.eval_max_steps) for sampled in (False, True)))
-    except StopTraining:
-        result.stopped = True
     except WorkerError as err:
         err.frames, err.iteration = frames, iteration  # the last completed iteration: intact in the pipeline
         err.elapsed = result.history[-1]["time"] if result.history else elapsed  # its training seconds
@@ -207,12 +213,36 @@ def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iterati
     finally:
         shutdown(p.collector)
     if cfg.eval_episodes and not result.stopped and evaluate_at_end and p.rebuildable:
-        result.record_evaluations(
-            *(evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=evaluation_seed(cfg.seed),
-                       obs_stats=p.observation_stats(), sampled=sampled, max_steps=cfg.eval_max_steps,
-                       transform_states=p.transform_states(), transforms=p.user_transforms, appended=p.appended)
-              for sampled in (False, True)))
+        result.record_evaluations(*final_evaluations(p))
     return result
+
+
+def final_evaluations(p: Pipeline) -> tuple[Evaluation, Evaluation]:
+    """The final evaluation of a pipeline ppo_td can rebuild the env of: ``eval_episodes`` deterministic and as many
+    sampled episodes on envs of their own, seeded from the run's seed (:func:`evaluation_seed`), with the training
+    env's normalizer statistics and transforms' states."""
+    cfg = p.config
+    deterministic, sampled = (
+        evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=evaluation_seed(cfg.seed), obs_stats=p.observation_stats(),
+                 sampled=s, max_steps=cfg.eval_max_steps, transform_states=p.transform_states(),
+                 transforms=p.user_transforms, appended=p.appended) for s in (False, True))
+    return deterministic, sampled
+
+
+def _call(hooks: Sequence[Callback], metrics: dict[str, Any], p: Pipeline) -> StopTraining | None:
+    """Call each hook with the iteration's row; a :class:`StopTraining` from one is returned (the first), after the
+    others are called too (so the row is logged and checkpointed)."""
+    stop = None
+    for hook in hooks:
+        try:
+            hook(metrics, p)
+        except StopTraining as err:
+            stop = stop or err
+    return stop
+
+
+def _why(stop: StopTraining) -> str:
+    return stop.reason or "a callback ended the run (StopTraining(complete=True))"
 
 
 def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:

@@ -1,5 +1,6 @@
-"""SIGINT and SIGTERM in ``ppo-td``: training stops at the end of an iteration with a checkpoint; anything else
-(an evaluation, a video, an export) stops at once, saying what it stopped, with the usual exit code."""
+"""SIGINT and SIGTERM (Ctrl-C, a process manager's stop, a notebook's interrupt): training stops at the end of an
+iteration with a checkpoint, from the command line and from Python alike; anything else (an evaluation, a video, an
+export) stops at once, saying what it stopped, with the usual exit code."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -53,19 +54,25 @@ def interrupt_on_signals() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def stop_after_iteration(checkpointer: Any) -> Iterator[list[int]]:
-    """Training's guard: the first SIGINT/SIGTERM asks ``checkpointer`` to checkpoint and stop after the current
-    iteration (the list yielded gets the signal's number); a second one (SIGINT or SIGTERM: a process manager's
-    second ask) raises :class:`Interrupted` at once, for an iteration that would not end soon."""
+def stop_after_iteration(request_stop: Callable[[], None], checkpoint: bool = True) -> Iterator[list[int]]:
+    """Training's guard: the first SIGINT/SIGTERM calls ``request_stop`` (the run then stops after the current
+    iteration; the list yielded gets the signal's number); a second one (SIGINT or SIGTERM: a process manager's
+    second ask) raises :class:`Interrupted` at once, for an iteration that would not end soon. ``checkpoint``:
+    whether the stop writes one (a run folder), as the line printed says. Outside the main thread nothing changes
+    (signals reach the main thread only); the handlers found are put back after the block."""
     received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
 
     def handler(signum: int, frame: Any) -> None:
         if received:
             raise Interrupted(signum)
         received.append(signum)
-        checkpointer.request_stop()
-        print(f"\n{signal.Signals(signum).name}: stopping at the end of this iteration, with a checkpoint "
-              "(Ctrl-C or SIGTERM again stops now, without one)", file=sys.stderr, flush=True)
+        request_stop()
+        saved = ", with a checkpoint" if checkpoint else ""
+        print(f"\n{signal.Signals(signum).name}: stopping at the end of this iteration{saved} (Ctrl-C or SIGTERM "
+              f"again stops now{', without one' if checkpoint else ''})", file=sys.stderr, flush=True)
 
     previous = {sig: signal.signal(sig, handler) for sig in SIGNALS}
     try:

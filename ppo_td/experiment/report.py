@@ -1,29 +1,43 @@
-"""What ``ppo-td train`` and ``ppo-td eval`` print of an evaluation: its returns, and its episodes cut at the
-step cap said as cut, never counted as returns."""
+"""What a run (``ppo-td train``, ``ppo_td.train``) and ``ppo-td eval`` print of an evaluation: its returns, and its
+episodes cut at the step cap said as cut, never counted as returns."""
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ppo_td.config import EnvConfig
-
 if TYPE_CHECKING:
+    from ppo_td.config import EnvConfig
     from ppo_td.training import Evaluation
 
 
-def cap_note(env_config: EnvConfig, max_steps: int, flag: str) -> str | None:
-    """One line saying where evaluation episodes are cut, for an env without a time limit of its own (None for
-    one with a limit: its episodes end by themselves)."""
+def evaluation_start(env_config: EnvConfig, episodes: int, hows: Sequence[str], max_steps: int) -> str:
+    """The line said as an evaluation starts (it may take a while): how many episodes, and where they are cut when
+    ppo_td reads no time limit of the env (the env may still end them itself: a factory's own truncation)."""
     from ppo_td.envs import ends_episodes
     from ppo_td.training import step_cap  # torch and TorchRL: imported when an evaluation is due
 
     cap, own = step_cap(env_config, max_steps)
-    if own or ends_episodes(env_config):  # a factory's env with a TimeLimit ppo_td cannot read: it ends them
+    kinds = " and ".join(f"{episodes:,} {how}" for how in hows)
+    line = f"evaluating: {kinds} episodes"
+    if not own and not ends_episodes(env_config):
+        line += f", each cut at {cap:,} steps if still running"
+    return line
+
+
+def cut_note(evaluations: Sequence[Evaluation], hows: Sequence[str], flag: str) -> str | None:
+    """One line where an evaluation cut episodes at its step cap (an env without a time limit ppo_td can read, or a
+    policy that never finishes): how many, where, and how to change it; None where every episode ended (an env
+    that ends its episodes by itself, however it does, gets no note)."""
+    cut = [(ev, how) for ev, how in zip(evaluations, hows, strict=False) if ev.cut]
+    if not cut:
         return None
-    return (f"note: {env_config.env_id} has no time limit: evaluation episodes are cut at {cap:,} steps ({flag} N "
-            "to change it; --env.max-episode-steps N gives the env a limit)")
+    counts = " and ".join(f"{len(ev.cut)} of {ev.episodes} {how}" for ev, how in cut)
+    return (f"note: {counts} evaluation episodes were still running at {cut[0][0].max_steps:,} steps and were cut "
+            f"there, without a return (change where with {flag}; give the env a time limit with "
+            "env.max_episode_steps, --env.max-episode-steps)")
 
 
 def format_evaluation(ev: Evaluation, how: str = "deterministic", per_agent: bool = False) -> str:

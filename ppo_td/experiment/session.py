@@ -1,0 +1,276 @@
+"""One run of a built pipeline to its end, the same whichever entry point started it (``ppo-td train``,
+``ppo_td.train``, ``ppo_td.resume``, the tuner): the run folder's records, progress, evaluation during training,
+Ctrl-C, the final checkpoint and evaluation, and the lines that say them."""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ppo_td.collect import WorkerError, shutdown
+from ppo_td.experiment.evaluator import Best, PeriodicEvaluation
+from ppo_td.experiment.finish import FLAG, HOWS, finish_folder, say_evaluations
+from ppo_td.experiment.progress import Progress
+from ppo_td.experiment.report import evaluation_start
+from ppo_td.experiment.signals import stop_after_iteration
+from ppo_td.persist import BEST, Checkpointer, Resumed, RunFolder, RunLogger, load_checkpoint, why_inexact
+from ppo_td.persist.loggers import make_loggers
+from ppo_td.training import NonFiniteError, Pipeline, StopTraining, TrainResult, final_evaluations, run
+from ppo_td.training.callbacks import hooks
+from ppo_td.training.threads import using_threads
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """SIGINT (Ctrl-C, a notebook's interrupt) or SIGTERM stopped training at the end of an iteration. A run folder's
+    checkpoint of that iteration is written; the message says how to continue. A ``KeyboardInterrupt``, as Python
+    reports Ctrl-C, carrying what was trained: ``result`` (a :class:`~ppo_td.training.TrainResult` without a final
+    evaluation), ``checkpoint`` (None without a run folder), ``iteration`` and ``signum``."""
+
+    def __init__(self, signum: int, iteration: int, result: TrainResult, run_dir: Path | None,
+                 during: str = "training") -> None:
+        self.signum, self.iteration, self.result, self.run_dir, self.during = signum, iteration, result, run_dir, during
+        self.checkpoint = run_dir / "checkpoint.pt" if run_dir is not None else None
+        name = signal.Signals(signum).name
+        if run_dir is None:
+            text = (f"stopped by {name} after iteration {iteration}; no run_dir, so nothing was saved: the "
+                    "TrainResult so far is this exception's .result (train with run_dir=... to continue a run later)")
+        elif during == "training":
+            text = (f"stopped by {name} after iteration {iteration}; checkpoint: {self.checkpoint}; continue with "
+                    f"ppo_td.resume({str(run_dir)!r}) or `ppo-td train --resume {run_dir}`")
+        else:
+            text = (f"{name}: the {during} stopped; training is complete and checkpointed ({self.checkpoint}). "
+                    f"Finish it (evaluation, summary.json) with ppo_td.resume({str(run_dir)!r}) or `ppo-td train "
+                    f"--resume {run_dir}`")
+        super().__init__(text)
+
+
+@dataclasses.dataclass
+class Session:
+    """A built pipeline run to its end (:meth:`run`), in ``folder`` where it has one (None: in memory only)."""
+
+    pipeline: Pipeline
+    folder: RunFolder | None = None
+    callbacks: Sequence[Any] = ()
+    progress: bool | str = True
+    """True: a bar where one can show, lines otherwise; 'lines': lines; False: neither."""
+    log_every: int | None = None
+    checkpoint_every: int = 10
+    keep_checkpoints: int = 3
+    loggers: Sequence[str] = ()
+    """Logger names (``tensorboard``, ``wandb``, ``mlflow``) writing into the run folder."""
+    project: str | None = None
+    video_every: int = 0
+    resumed: Resumed | None = None
+    started: float = dataclasses.field(default_factory=time.perf_counter)
+    write: Callable[[str], None] = print
+    """Where the run's lines go (notes, evaluations): the progress bar's ``write`` once it shows."""
+    _ended: bool = dataclasses.field(default=False, init=False)
+
+    def run(self) -> TrainResult:
+        """Train to the end of the budget (or a stop), checkpoint, evaluate, summarize; returns the result.
+
+        Raises:
+            TrainingInterrupted: SIGINT or SIGTERM stopped it (checkpointed where it has a folder).
+            NonFiniteError, WorkerError: training failed (the message names the last checkpoint).
+        """
+        with using_threads(self.pipeline.threads):  # the final evaluation too, as the command line does
+            try:
+                logger = self._open_records()
+            except BaseException:
+                shutdown(self.pipeline.collector)  # worker processes or a Ray instance may already be running
+                raise
+            try:
+                return self._finish(self._train(logger), logger)
+            except BaseException:
+                if logger is not None and not self._ended:  # a failure or an interrupt: the files closed all the same
+                    logger.close()
+                raise
+
+    def _open_records(self) -> RunLogger | None:
+        """The run folder's records (run.json, config.json) and its logger; None without a folder."""
+        if self.folder is None:
+            return None
+        p, folder = self.pipeline, self.folder
+        import torch
+
+        folder.record(threads=torch.get_num_threads())  # the run's (set around this call)
+        folder.write_config(p.config)  # on resume, with the collector settings the run now uses
+        why = why_inexact(p)
+        entry = None if self.resumed is None else {"iteration": self.resumed.iteration, "exact": self.resumed.exact,
+                                                   "why": self.resumed.why, "time": time.time()}
+        folder.record(resumed=entry, resume={"exact": why is None, "why": why or ""})
+        recorded = folder.recorded() if self.resumed else {}  # a resume keeps the run's loggers unless given
+        names = tuple(self.loggers) or tuple(recorded.get("loggers", ()))
+        project = self.project or recorded.get("project")
+        folder.record(loggers=list(names), project=project)
+        made = make_loggers(names, folder.path, folder.path.name, folder.run_id, project)
+        return RunLogger(folder.path, p.config, resume_iteration=self.resumed.iteration if self.resumed else None,
+                         groups=p.groups, loggers=made)
+
+    def _train(self, logger: RunLogger | None) -> TrainResult:
+        p, config = self.pipeline, self.pipeline.config
+        frames, iteration, elapsed = ((self.resumed.frames, self.resumed.iteration, self.resumed.elapsed)
+                                      if self.resumed else (0, 0, 0.0))
+        planned = config.num_iterations * config.frames_per_batch
+        if self.resumed is None and planned != config.total_frames:  # said once, at the start
+            self.write(f"note: total_frames={config.total_frames:,} is not a multiple of frames_per_batch="
+                       f"{config.frames_per_batch:,}: the run trains {config.num_iterations:,} batches, {planned:,} "
+                       "frames")
+        bar = Progress(planned, config.num_iterations, initial=frames, bar=self.progress, every=self.log_every,
+                       label="reward per agent" if config.env.multiagent else "return", info_keys=config.env.info_keys)
+        self.write = bar.write
+        out = self.folder.path if self.folder is not None else None
+        checkpointer = (Checkpointer(out, self.checkpoint_every, self.keep_checkpoints, run_id=self.folder.run_id)
+                        if out is not None else None)
+        stop = _Stop()
+        self.evaluator = self._evaluator(checkpointer, out)
+        videos = self._videos(out, stop, logger)
+        chain = [*([self.evaluator] if self.evaluator else []), *self.callbacks, bar,
+                 *([logger] if logger else []), *videos, *([checkpointer] if checkpointer else []), stop]
+        with stop_after_iteration(stop.request, checkpoint=out is not None) as received:
+            try:
+                result = run(p, callbacks=chain, frames=frames, iteration=iteration, elapsed=elapsed,
+                             evaluate_at_end=out is None and not p.rebuildable)  # a TorchRL env: on itself
+            except NonFiniteError as err:
+                kept = out / "checkpoint.pt" if out is not None else None
+                where = (kept if kept is not None and kept.exists() else "none (use --checkpoint-every)" if out
+                         else "none (train with run_dir=... to keep checkpoints)")
+                raise NonFiniteError(f"{err}\nlast good checkpoint: {where}") from err
+            except WorkerError as err:
+                if checkpointer is not None:  # the last completed iteration, intact in the pipeline
+                    checkpointer.save(p, err.frames, err.iteration, err.elapsed)
+                    err.checkpoint = out / "checkpoint.pt"
+                raise
+            finally:
+                bar.close()
+            result.best = self.evaluator.best if self.evaluator else None
+            last = result.history[-1] if result.history else {"frames": frames, "iteration": iteration,
+                                                              "time": elapsed}
+            if checkpointer is not None and (result.history or result.stopped):
+                checkpointer.save(p, last["frames"], last["iteration"], last["time"], ended_early=result.ended_early)
+            if received:
+                result.stopped = True
+                self._end(result, logger)
+                raise TrainingInterrupted(received[0], last["iteration"], result, out)
+        trained, seconds = last["frames"] - frames, last["time"] - elapsed
+        if result.ended_early:
+            self.write(f"ended early: {result.ended_early}")
+        self.write(f"trained {trained} frames in {seconds:.1f} s ({trained / seconds if seconds > 0 else 0.0:.0f} "
+                   "frames/s)")
+        return result
+
+    def _finish(self, result: TrainResult, logger: RunLogger | None) -> TrainResult:
+        """The final evaluation (a folder's from its checkpoint; without one, the loop's), its lines, the loggers,
+        and the callbacks' ``on_end``."""
+        if result.stopped:
+            self._end(result, logger)
+            return result
+        config = self.pipeline.config
+        if self.folder is not None:
+            try:
+                finish_folder(self.folder.path, config, self.started, self.write, result)
+            except KeyboardInterrupt as err:
+                self._end(result, logger)
+                raise final_stopped(err, self.folder.path, result) from None
+        else:
+            if config.eval_episodes and self.pipeline.rebuildable:
+                self.write(evaluation_start(config.env, config.eval_episodes, HOWS, config.eval_max_steps))
+                result.record_evaluations(*final_evaluations(self.pipeline))
+            if result.evaluation is not None:
+                say_evaluations([result.evaluation, result.evaluation_sampled], config, FLAG, self.write)
+        self._end(result, logger)
+        return result
+
+    def _end(self, result: TrainResult, logger: RunLogger | None) -> None:
+        self._ended = True
+        if logger is not None:
+            if result.evaluation is not None and result.history:
+                logger.log_final([result.evaluation, result.evaluation_sampled], int(result.history[-1]["frames"]))
+            logger.close()
+        for hook in hooks(self.callbacks, "on_end"):
+            hook(result)
+
+    def _evaluator(self, checkpointer: Checkpointer | None, out: Path | None) -> PeriodicEvaluation | None:
+        """Evaluation during training (``eval_every``), its best so far read back on a resume."""
+        config = self.pipeline.config
+        if not config.eval_every:
+            return None
+        if not self.pipeline.rebuildable:
+            raise ValueError("eval_every: evaluation during training runs on an env of its own, built from the config; "
+                             "the env is a TorchRL env ppo_td cannot rebuild: pass a factory, or set eval_every=0")
+        save = None
+        if checkpointer is not None:
+            def save(pipeline: Pipeline, metrics: dict[str, Any], ev: Any) -> Path:
+                numbers = {k: metrics[k] for k in ("eval_return", "eval_return_std", "eval_ended")}
+                return checkpointer.save_best(pipeline, metrics, {**numbers, "episodes": ev.episodes})
+        best = _best_in(out) if self.resumed is not None and out is not None else None
+        return PeriodicEvaluation(config.eval_every, hooks(self.callbacks, "on_evaluation"), save,
+                                  write=lambda line: self.write(line), best=best)
+
+    def _videos(self, out: Path | None, stop: _Stop, logger: RunLogger | None) -> list:
+        """``video_every``: the callback recording an evaluation episode every N iterations into the folder."""
+        if not self.video_every or out is None:
+            return []
+        from ppo_td.deploy.video import VideoRecorder, headless_rendering
+        from ppo_td.training import evaluation_seed
+
+        headless_rendering()
+        sinks = [logger.log_video] if logger is not None and logger.loggers else []
+        return [VideoRecorder(out / "videos", self.video_every, seed=evaluation_seed(self.pipeline.config.seed),
+                              should_stop=lambda: stop.requested, sinks=sinks)]
+
+
+class _Stop:
+    """The last callback: after a stop was asked for (a signal), ends training at the end of this iteration."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def request(self) -> None:
+        self.requested = True
+
+    def __call__(self, metrics: dict[str, Any], pipeline: Any) -> None:
+        if self.requested:
+            raise StopTraining("interrupted")
+
+
+def _best_in(out: Path) -> Best | None:
+    """The best evaluation so far of a run folder (its ``best.pt``), for a resume to go on from."""
+    if not (out / BEST).is_file():
+        return None
+    state = load_checkpoint(out / BEST)
+    numbers = state.get("evaluation") or {}
+    if "eval_return" not in numbers:
+        return None
+    return Best(float(numbers["eval_return"]), None, int(state["frames"]), int(state["iteration"]), out / BEST)
+
+
+def final_stopped(err: BaseException, out: Path, result: TrainResult) -> TrainingInterrupted:
+    """A Ctrl-C during the final evaluation: training is checkpointed, the evaluation is to finish."""
+    last = int(result.history[-1]["iteration"]) if result.history else 0
+    return TrainingInterrupted(getattr(err, "signum", signal.SIGINT), last, result, out, during="final evaluation")
+
+
+def exit_on(err: BaseException, command: str) -> int:
+    """What ``ppo-td train`` says of a run that ended with ``err`` (the lines, on stdout or stderr), and its exit
+    code."""
+    if isinstance(err, TrainingInterrupted):
+        if err.checkpoint is not None and err.during == "training":
+            print(f"stopped by {signal.Signals(err.signum).name} after iteration {err.iteration}; checkpoint: "
+                  f"{err.checkpoint}\ncontinue with: ppo-td train --resume {err.run_dir}")
+        else:
+            print(f"{command}: {err}", file=sys.stderr)
+        return 128 + err.signum
+    if isinstance(err, WorkerError):
+        print(f"{command}: error: {err}\ntraining stopped after iteration {err.iteration}", file=sys.stderr)
+        if getattr(err, "checkpoint", None) is not None:
+            print(f"checkpoint: {err.checkpoint}\ncontinue with: ppo-td train --resume {err.checkpoint.parent}",
+                  file=sys.stderr)
+        return 1
+    print(f"{command}: error: {err}", file=sys.stderr)
+    return 1

@@ -1,0 +1,240 @@
+"""A Python user's whole day (issue 60): ``ppo_td.train`` prints what ``ppo-td train`` prints (one code path),
+shows progress, stops on Ctrl-C with a checkpoint and a ``KeyboardInterrupt``, resumes with ``ppo_td.resume``,
+evaluates during training (logged, the best kept, a return to stop at), and calls documented callbacks."""
+
+import csv
+import dataclasses
+import math
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+import types
+
+import pytest
+
+import ppo_td
+from conftest import small_config
+from ppo_td.cli import main
+from ppo_td.training import Callback, StopTraining
+
+TIMING = {"time", "sps", "collect_seconds", "collect_sps", "update_seconds"}
+EVAL = {"eval_return", "eval_return_std", "eval_ended"}
+TINY = ["--preset", "cleanrl", "--model.hidden-sizes", "16", "16", "--env.num-envs", "4", "--frames-per-batch", "64",
+        "--eval-episodes", "2"]
+
+
+def _config(**changes):
+    return small_config(**changes)
+
+
+def _rows(run):
+    with (run / "metrics.csv").open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _lines(text):
+    """What a run says, without its numbers: the same lines in the same order from either entry point."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith(("note:", "trained ", "deterministic evaluation", "sampled evaluation", "run folder",
+                            "iteration ", "evaluation at")):
+            out.append(line.split(":")[0].split(" ")[0])
+    return out
+
+
+def test_python_and_the_command_line_say_the_same(tmp_path, capsys):
+    """One code path: the note of a budget that is no multiple of the batch, the progress lines when piped, the
+    evaluations, the run folder; the same lines from ppo-td train and ppo_td.train."""
+    assert main(["train", *TINY, "--total-frames", "150", "--run-dir", str(tmp_path / "cli")]) == 0
+    cli = capsys.readouterr().out
+    config = _config(total_frames=150)
+    ppo_td.train(config, run_dir=str(tmp_path / "python"))
+    python = capsys.readouterr().out
+    assert "note: total_frames=150 is not a multiple of frames_per_batch=64: the run trains 2 batches" in python
+    assert "iteration 2/2  frames 128/128" in python and "deterministic evaluation: " in python
+    assert _lines(python) == _lines(cli)
+    ppo_td.train(config, progress=False)  # off with one argument; the notes and the evaluations stay
+    quiet = capsys.readouterr().out
+    assert "iteration " not in quiet and "note: total_frames=150" in quiet and "deterministic evaluation" in quiet
+
+
+def test_a_notebook_gets_the_bar_and_a_pipe_gets_lines(monkeypatch):
+    from ppo_td.experiment.progress import Progress, in_notebook
+
+    assert not in_notebook()
+    shell = type("ZMQInteractiveShell", (), {})()  # what Jupyter's kernel runs
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: shell))
+    assert in_notebook()
+    bar = Progress(128, 2, bar=True)
+    try:
+        assert bar.live
+    finally:
+        bar.close()
+    assert not Progress(128, 2, bar=False).live
+
+
+def _interrupt_after(rows_file, n):
+    """SIGINT this process once ``rows_file`` has ``n`` rows (as Ctrl-C would, or a notebook's interrupt)."""
+    def watch():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if rows_file.exists() and len(rows_file.read_text().splitlines()) > n:
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.005)
+    thread = threading.Thread(target=watch)
+    thread.start()
+    return thread
+
+
+def test_ctrl_c_from_python_checkpoints_raises_keyboard_interrupt_and_resume_continues_exactly(tmp_path):
+    config = _config(total_frames=64 * 10)
+    full = tmp_path / "full"
+    ppo_td.train(config, run_dir=str(full), checkpoint_every=0, progress=False)
+    cut = tmp_path / "cut"
+    watcher = _interrupt_after(cut / "metrics.csv", 3)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        ppo_td.train(config, run_dir=str(cut), checkpoint_every=0, progress=False)
+    watcher.join()
+    err = caught.value
+    assert f"continue with ppo_td.resume({str(cut)!r})" in str(err) and err.checkpoint.exists()
+    ours = [f for f in traceback.extract_tb(err.__traceback__) if f"{os.sep}ppo_td{os.sep}" in f.filename]
+    assert len(ours) == 1  # ppo_td.train's raise, not a wall of ppo_td's frames
+    assert 3 <= ppo_td.persist.load_checkpoint(cut)["iteration"] < 10
+    result = ppo_td.resume(str(cut), progress=False)
+    strip = [{k: v for k, v in r.items() if k not in TIMING} for r in _rows(cut)]
+    assert strip == [{k: v for k, v in r.items() if k not in TIMING} for r in _rows(full)]
+    import json
+
+    assert result.eval_returns == json.loads((full / "summary.json").read_text())["eval_returns"]
+
+
+def test_ctrl_c_without_a_run_folder_says_nothing_was_saved_and_keeps_the_result(tmp_path, monkeypatch):
+    config = _config(total_frames=64 * 200)
+    seen = []
+
+    def count(metrics, pipeline):
+        seen.append(metrics["iteration"])
+        if len(seen) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt, match="no run_dir, so nothing was saved") as caught:
+        ppo_td.train(config, callbacks=[count], progress=False)
+    assert [m["iteration"] for m in caught.value.result.history] == [1, 2, 3]  # stopped at the iteration's end
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the user's handler is back
+
+
+class Recorder(Callback):
+    """Every hook, what it was given; a value of its own logged each iteration."""
+
+    def __init__(self):
+        self.iterations, self.evaluations, self.ends = [], [], []
+
+    def on_iteration(self, metrics, pipeline):
+        self.iterations.append(metrics["iteration"])
+        metrics["my_value"] = 10.0 * metrics["iteration"]
+
+    def on_evaluation(self, evaluation, metrics, pipeline):
+        self.evaluations.append((metrics["iteration"], evaluation.episodes, metrics["eval_return"]))
+
+    def on_end(self, result):
+        self.ends.append(result)
+
+
+def test_evaluation_during_training_is_logged_keeps_the_best_and_leaves_training_as_it_was(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from torchrl.record.loggers import CSVLogger
+
+    config = _config(total_frames=64 * 6, eval_episodes=3)
+    plain = ppo_td.train(config, progress=False)
+    recorder, mine = Recorder(), CSVLogger(exp_name="mine", log_dir=str(tmp_path / "csv"))
+    run = tmp_path / "run"
+    evaluated = ppo_td.train(dataclasses.replace(config, eval_every=130), run_dir=str(run), progress=False,
+                             callbacks=[recorder], loggers=["tensorboard"])
+    # training itself is unchanged: its own envs, random streams and updates are not touched by the evaluations
+    assert [{k: v for k, v in m.items() if k not in TIMING | EVAL | {"my_value"}} for m in evaluated.history] == [
+        {k: v for k, v in m.items() if k not in TIMING} for m in plain.history]
+    rows = _rows(run)
+    evaluated_at = [int(r["iteration"]) for r in rows if not math.isnan(float(r["eval_return"]))]
+    assert evaluated_at == [3, 5] and [e[0] for e in recorder.evaluations] == [3, 5]  # past 130 and 260 frames
+    assert all(e[1] == 3 for e in recorder.evaluations) and [float(r["my_value"]) for r in rows] == [
+        10.0 * i for i in range(1, 7)]
+    best = max(recorder.evaluations, key=lambda e: e[2])
+    assert evaluated.best.score == best[2] and evaluated.best.iteration == best[0]
+    state = ppo_td.persist.load_checkpoint(run / "best.pt")
+    assert state["iteration"] == best[0] and state["evaluation"]["eval_return"] == best[2]
+    assert ppo_td.load_policy(str(run), which="best") is not None
+    assert main(["eval", str(run), "--which", "best", "--episodes", "1"]) == 0
+    events = EventAccumulator(str(next((run / "tensorboard").rglob("events.out.tfevents.*")).parent))
+    events.Reload()
+    assert [int(e.step) for e in events.Scalars("eval_return")] == [192, 320]
+    assert [int(e.step) for e in events.Scalars("final_eval_return")] == [384]
+    assert [int(e.step) for e in events.Scalars("my_value")] == [64 * i for i in range(1, 7)]
+    assert len(recorder.ends) == 1 and recorder.ends[0].evaluation is not None  # at the end, with the final one
+    ppo_td.train(dataclasses.replace(config, eval_every=130), progress=False, loggers=[mine])  # objects, no folder
+    scalars = tmp_path / "csv" / "mine" / "scalars"
+    assert (scalars / "eval_return.csv").exists() and (scalars / "final_eval_return.csv").exists()
+
+
+def test_a_return_to_stop_at_ends_the_run_complete(tmp_path, capsys):
+    config = dataclasses.replace(ppo_td.get_preset("cartpole"), total_frames=512 * 40, eval_every=512 * 2,
+                                 eval_episodes=2, eval_stop_return=60.0)
+    run = tmp_path / "run"
+    result = ppo_td.train(config, run_dir=str(run), progress=False)
+    out = capsys.readouterr().out
+    assert result.ended_early.startswith("the evaluation at ") and "reaching eval_stop_return=60" in result.ended_early
+    assert not result.stopped and result.eval_returns and (run / "summary.json").exists()
+    assert result.history[-1]["eval_return"] >= 60.0 and result.history[-1]["frames"] < 512 * 40
+    assert "ended early: the evaluation at " in out
+    assert ppo_td.persist.load_checkpoint(run)["ended_early"] == result.ended_early
+    with pytest.raises(ValueError, match="the run is complete"):
+        ppo_td.resume(str(run))
+    assert main(["train", "--resume", str(run)]) == 2
+
+
+def test_callbacks_stop_a_run_to_continue_or_as_complete_and_bad_ones_are_refused(tmp_path):
+    def pause(metrics, pipeline):
+        if metrics["iteration"] == 2:
+            raise StopTraining()
+
+    config = _config(total_frames=64 * 4)
+    run = tmp_path / "paused"
+    paused = ppo_td.train(config, run_dir=str(run), callbacks=[pause], progress=False)
+    assert paused.stopped and not paused.eval_returns and not (run / "summary.json").exists()
+    assert len(_rows(run)) == 2  # the stopping iteration's row is logged (the other callbacks ran for it)
+    assert ppo_td.resume(str(run), progress=False).history[-1]["iteration"] == 4
+
+    def done(metrics, pipeline):
+        if metrics["iteration"] == 2:
+            raise StopTraining("goal reached", complete=True)
+
+    ended = ppo_td.train(config, run_dir=str(tmp_path / "done"), callbacks=[done], progress=False)
+    assert ended.ended_early == "goal reached" and not ended.stopped and len(ended.eval_returns) == 2
+    with pytest.raises(TypeError, match="callbacks: 3 is neither a function callback"):
+        ppo_td.train(config, callbacks=[3])
+    with pytest.raises(ValueError, match="has no best.pt: a run keeps its best policy when it evaluates"):
+        ppo_td.load_policy(str(run), which="best")
+
+
+def test_a_resume_goes_on_from_the_best_so_far(tmp_path):
+    config = _config(total_frames=64 * 6, eval_episodes=2, eval_every=64)
+    run = tmp_path / "run"
+    watcher = _interrupt_after(run / "metrics.csv", 3)
+    with pytest.raises(KeyboardInterrupt):
+        ppo_td.train(config, run_dir=str(run), checkpoint_every=0, progress=False)
+    watcher.join()
+    before = ppo_td.persist.load_checkpoint(run / "best.pt")["evaluation"]["eval_return"]
+    recorder = Recorder()
+    result = ppo_td.resume(str(run), progress=False, callbacks=[recorder])
+    later = [e[2] for e in recorder.evaluations]
+    assert result.best.score == max([before, *later])  # not the best of the resumed part alone
+
+
+def test_eval_every_needs_episodes_and_the_stop_needs_evaluations():
+    with pytest.raises(ValueError, match="eval_every=64 is invalid: it must be 0 with eval_episodes=0"):
+        _config(eval_every=64, eval_episodes=0)
+    with pytest.raises(ValueError, match="eval_stop_return=1.0 is invalid: it must be None unless eval_every > 0"):
+        _config(eval_stop_return=1.0)
