@@ -149,6 +149,12 @@ class EnvConfig:
     """Gymnasium wrappers for each copy, innermost first, each 'module:Name KEY=VALUE ...': called as
     Name(env, KEY=VALUE, ...), values read as for env.kwargs (the module is looked for in the current folder too):
     --env.wrappers my_wrappers:ClipObs my_wrappers:Scale reward_scale=100.0."""
+    limit_under_wrappers: bool = True
+    """Where the time limit (max_episode_steps, or the registered one) sits among each copy's layers: under
+    env.wrappers, as gym.make puts its TimeLimit, so the wrappers see it (TimeAwareObservation reads it) and a
+    wrapper that steps the env several times counts each step (True); or over them (False), where runs recorded
+    before 2026-12-01 had it: a config read from such a record gets False, so a resume or ppo-td eval rebuilds its env
+    as it was. An Atari game's limit counts the agent's steps either way (over ppo_td's preprocessing)."""
     observation_keys: tuple[str, ...] = ()
     """A TorchRL env's observation entries the networks read, concatenated in this order into 'observation'
     (e.g. th thdot for torchrl.envs.PendulumEnv); () reads every tensor entry of its observation spec, leaving
@@ -607,6 +613,7 @@ def to_dict(config: TrainConfig) -> dict[str, Any]:
 
 ADDED_FIELDS: dict[str, dict[str, Any]] = {"model": {"scale_images": True, "orthogonal_init": True,
                                                       "exploration": "gaussian", "sde_sample_every": 0},
+                                            "env": {"limit_under_wrappers": True},
                                             "": {"eval_every": 0, "eval_stop_return": None}}
 """Fields added to the config after records of it were written (a returns store's keys, a study's ``tune.json``),
 each with the default that keeps the earlier behaviour. A field added to a section goes here with its default
@@ -621,8 +628,8 @@ def identity_dict(config: TrainConfig) -> dict[str, Any]:
     for section, added in ADDED_FIELDS.items():
         fields_of = out[section] if section else out
         for name, default in added.items():
-            if fields_of[name] == default:
-                del fields_of[name]
+            if fields_of[name] in (default, RECORDED_BEFORE.get(section, {}).get(name, default)):
+                del fields_of[name]  # (a field with a value records ran with before it existed: either way)
     return out
 
 
@@ -633,6 +640,13 @@ def with_info_keys(config: TrainConfig, info_keys: Sequence[str]) -> TrainConfig
         return config
     keys = tuple(dict.fromkeys((*config.env.info_keys, *info_keys)))
     return replace(config, env=replace(config.env, info_keys=keys))
+
+
+RECORDED_BEFORE: dict[str, dict[str, Any]] = {"env": {"limit_under_wrappers": False}}
+"""Fields whose default is not what records written before the field existed ran with: a record without one reads
+as the value it ran with (:func:`from_dict`), so it is rebuilt as it was. Neither value is part of a config's
+identity (:func:`identity_dict`): a stored run or a study written before names the same config after. (The
+placement of the time limit matters only with env.wrappers and a limit, which no stored run or preset has.)"""
 
 
 def from_dict(data: dict[str, Any]) -> TrainConfig:
@@ -657,8 +671,9 @@ def _build(cls: type, data: dict[str, Any]) -> Any:
     kwargs = {}
     for name, value in data.items():
         default = known[name].default_factory() if callable(known[name].default_factory) else None
-        if is_dataclass(default):
-            kwargs[name] = _build(type(default), value)
+        if is_dataclass(default):  # a field the record predates reads as what it ran with
+            recorded_before = RECORDED_BEFORE.get(name, {}) if cls is TrainConfig and isinstance(value, dict) else {}
+            kwargs[name] = _build(type(default), {**recorded_before, **value})
         elif isinstance(value, list):
             kwargs[name] = tuple(value)
         else:

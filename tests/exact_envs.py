@@ -40,3 +40,11 @@ class Bonus(gym.Wrapper):
 def make_pendulum(g=10.0, scale=1.0):
     """A module-level factory with keyword arguments."""
     return ScaledRecorded(gym.make("Pendulum-v1", g=g), scale=scale)
+
+
+class NoisyRescale(gym.wrappers.RescaleAction):
+    """A subclass of a recording wrapper with an argument of its own, which its parent's record leaves out."""
+
+    def __init__(self, env, min_action=-1.0, max_action=1.0, noise=0.0):
+        super().__init__(env, min_action, max_action)
+        self.noise = noise

@@ -3,7 +3,6 @@ env, a factory in a module, in the running script, a partial, a lambda, a TorchR
 run is reopened (same spaces, same first observations and rewards from the same seed), or is refused at train,
 naming why and what to do. Never rebuilt differently (issue 60: a wrapper's arguments dropped on rebuild)."""
 
-import dataclasses
 import functools
 import json
 import subprocess
@@ -110,6 +109,48 @@ def test_an_env_changed_after_it_was_made_is_refused_naming_where_it_differs():
     with pytest.raises(NotRebuildable, match="rebuilt from its record, it differs from the env given in the "
                                              "observation of step 1"):
         env_config_for(env, EnvConfig())
+
+
+def test_wrappers_whose_record_would_drop_an_argument_or_move_a_limit_are_refused():
+    with pytest.raises(NotRebuildable, match="wrapped in NoisyRescale, whose arguments noise Gymnasium's spec does "
+                                             "not record"):
+        env_config_for(exact_envs.NoisyRescale(gym.make("Pendulum-v1"), noise=50.0), EnvConfig())
+    with pytest.raises(NotRebuildable, match="has a TimeLimit over its wrapper ClipReward"):
+        env_config_for(gym.wrappers.TimeLimit(gym.wrappers.ClipReward(gym.make("Pendulum-v1"), -1, 0), 50),
+                       EnvConfig())
+    with pytest.raises(NotRebuildable, match="has 2 TimeLimit wrappers"):
+        env_config_for(gym.wrappers.TimeLimit(gym.make("CartPole-v1"), 1000), EnvConfig())  # it ends at 500
+    shaped = env_config_for(gym.wrappers.ReshapeObservation(gym.make("Pendulum-v1"), shape=(1, 3)), EnvConfig())
+    assert shaped.wrappers == ("gymnasium.wrappers.transform_observation:ReshapeObservation shape=(1,3)",)
+
+
+def test_a_recorded_wrapper_s_argument_reaches_the_rebuilt_env():
+    """An oracle of its own: the rebuilt env's first rewards are 100 times a plain Pendulum's from the same seed."""
+    config = env_config_for(exact_envs.ScaledRecorded(gym.make("Pendulum-v1"), scale=100.0), EnvConfig())
+    rebuilt, plain = gym_env(config), gym.make("Pendulum-v1")
+    rebuilt.reset(seed=3)
+    plain.reset(seed=3)
+    for torque in (-2.0, 0.5, 1.5):
+        action = [torque]
+        assert rebuilt.step(action)[1] == pytest.approx(100.0 * plain.step(action)[1], rel=1e-12)
+
+
+def test_a_record_written_before_the_limit_moved_rebuilds_its_layers_as_they_were():
+    from ppo_td.config import TrainConfig, from_dict, to_dict
+
+    config = small_config(env=EnvConfig("Pendulum-v1", wrappers=("exact_envs:Bonus",), max_episode_steps=50))
+    old = to_dict(config)
+    del old["env"]["limit_under_wrappers"]  # a config.json written before the field
+    layers = {}
+    for name, env_config in (("now", config.env), ("before", from_dict(old).env)):
+        env, names = gym_env(env_config), []
+        while isinstance(env, gym.Wrapper):
+            names.append(type(env).__name__)
+            env = env.env
+        layers[name] = names
+    assert layers == {"now": ["Bonus", "StepLimit", "OrderEnforcing"],  # outermost first
+                      "before": ["StepLimit", "Bonus", "OrderEnforcing"]}
+    assert TrainConfig().env.limit_under_wrappers and not from_dict(old).env.limit_under_wrappers
 
 
 def test_factories_partials_vector_envs_and_what_cannot_be_imported():
@@ -239,7 +280,7 @@ def test_a_factory_reading_what_only_the_main_block_sets_is_refused_with_the_fix
 def test_a_factory_of_an_interactive_session_trains_there_and_is_refused_a_run_folder(tmp_path):
     body = GUARDED.format(env="make_env").replace('if __name__ == "__main__":\n', "if True:\n")
     done = _script(tmp_path, body.replace("run_dir=sys.argv[1], ", ""), stdin=True)
-    assert "__main__:make_env" not in done.stderr and done.returncode != 0  # (sys.argv[2] is missing: json.dump)
+    assert "IndexError" in done.stderr and "Error: run_dir" not in done.stderr  # trained; then sys.argv[2] is missing
     done = _script(tmp_path, body, tmp_path / "run", tmp_path / "made.json", stdin=True)
     assert done.returncode != 0 and "defined in a notebook or an interactive session" in done.stderr
 
@@ -253,6 +294,34 @@ def test_a_recorded_script_that_is_gone_is_named(tmp_path, capsys):
     assert "train_me.py is not there" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+def test_what_only_the_command_line_or_the_main_block_gives_is_refused_at_train(tmp_path):
+    """A top-level parse_args() needing words, and a transform reading the main block's names: both fail where the
+    script is imported elsewhere (ppo-td eval), so both are refused at train."""
+    argv = GUARDED.format(env="make_env").replace(
+        'if __name__ == "__main__":\n', 'import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('
+        '"run")\nparser.add_argument("out")\nARGS = parser.parse_args()\n\nif __name__ == "__main__":\n')
+    done = _script(tmp_path, argv, tmp_path / "run", tmp_path / "made.json")
+    assert done.returncode != 0 and "SystemExit" in done.stderr and "keep what needs them in that block" in done.stderr
+    transform = GUARDED.format(env="make_env").replace(
+        'if __name__ == "__main__":\n', 'def scaled():\n    from torchrl.envs import RewardScaling\n    return '
+        'RewardScaling(0.0, SCALE)\n\n\nif __name__ == "__main__":\n    SCALE = 2.0\n').replace(
+        "progress=False)", "progress=False, transforms=[scaled])")
+    done = _script(tmp_path, transform, tmp_path / "run2", tmp_path / "made.json")
+    assert done.returncode != 0 and "env.transforms[0] scaled" in done.stderr and "NameError" in done.stderr
+
+
+@pytest.mark.slow
+def test_an_id_the_script_registers_is_recorded_and_the_registry_left_to_the_running_script(tmp_path):
+    body = GUARDED.format(env="gym.make('Scripted-v0')").replace(
+        'if __name__ == "__main__":\n', 'gym.register("Scripted-v0", entry_point=lambda: make_env(scale=3.0), '
+        'max_episode_steps=200)\n\n\nif __name__ == "__main__":\n')
+    body += ('    assert gym.spec("Scripted-v0").entry_point.__module__ == "__main__"  # not the fresh copy\'s\n')
+    done = _script(tmp_path, body, tmp_path / "run", tmp_path / "made.json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "made.json").read_text())["env_id"].endswith("train_me.py:Scripted-v0")
+
+
 def test_a_wrapper_recorded_with_arguments_is_a_config_value_the_command_line_takes(tmp_path, capsys):
     assert main(["train", "--preset", "cleanrl", "--env.env-id", "Pendulum-v1", "--env.num-envs", "2",
                  "--frames-per-batch", "32", "--optim.num-minibatches", "2", "--total-frames", "32",
@@ -264,12 +333,18 @@ def test_a_wrapper_recorded_with_arguments_is_a_config_value_the_command_line_ta
     assert returns and returns[0] < -5_000
 
 
-def test_a_factory_recorded_by_its_module_needs_no_check_and_makes_the_same_env():
-    """A module's factory is imported the same everywhere: recorded as it is, each copy made by calling it."""
+def test_a_factory_recorded_by_its_module_needs_no_check_and_makes_the_same_env(monkeypatch):
+    """A module's factory is imported the same everywhere: recorded as it is (no check runs), each copy made by
+    calling it."""
+    from ppo_td.envs import rebuild
+
+    def never(*args, **kwargs):
+        raise AssertionError("a module's factory needs no check")
+
+    monkeypatch.setattr(rebuild, "check_rebuilds", never)
     config = env_config_for(exact_envs.make_pendulum, EnvConfig(kwargs=("scale=2.0",)))
     assert config.env_id == "exact_envs:make_pendulum"
     assert difference(trace(exact_envs.make_pendulum(scale=2.0)), trace(gym_env(config))) is None
-    assert dataclasses.replace(config, kwargs=()).kwargs == ()  # (a frozen config: records are values)
 
 
 def test_the_record_check_says_what_it_could_not_compare(caplog):

@@ -14,10 +14,12 @@ import traceback
 import types
 
 import pytest
+import torch
 
 import ppo_td
 from conftest import small_config
 from ppo_td.cli import main
+from ppo_td.config import EnvConfig
 from ppo_td.training import Callback, StopTraining
 
 TIMING = {"time", "sps", "collect_seconds", "collect_sps", "update_seconds"}
@@ -68,12 +70,18 @@ def test_a_notebook_gets_the_bar_and_a_pipe_gets_lines(monkeypatch):
     shell = type("ZMQInteractiveShell", (), {})()  # what Jupyter's kernel runs
     monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: shell))
     assert in_notebook()
+    import io
+
+    monkeypatch.setattr(sys, "stderr", type("OutStream", (io.StringIO,), {})())  # the kernel's stream, not a tty
     bar = Progress(128, 2, bar=True)
     try:
         assert bar.live
     finally:
         bar.close()
-    assert not Progress(128, 2, bar=False).live
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # redirected, as a tuner's trial is: lines, in a notebook too
+    assert not Progress(128, 2, bar=True).live
+    monkeypatch.delitem(sys.modules, "IPython")  # piped, no notebook
+    assert not Progress(128, 2, bar=True).live and not Progress(128, 2, bar=False).live
 
 
 def _interrupt_after(rows_file, n):
@@ -136,6 +144,7 @@ class Recorder(Callback):
     def on_iteration(self, metrics, pipeline):
         self.iterations.append(metrics["iteration"])
         metrics["my_value"] = 10.0 * metrics["iteration"]
+        metrics["my_tensor"] = torch.tensor(0.25 * metrics["iteration"])  # a torch scalar: a number in the CSV
 
     def on_evaluation(self, evaluation, metrics, pipeline):
         self.evaluations.append((metrics["iteration"], evaluation.episodes, metrics["eval_return"]))
@@ -155,18 +164,26 @@ def test_evaluation_during_training_is_logged_keeps_the_best_and_leaves_training
     evaluated = ppo_td.train(dataclasses.replace(config, eval_every=130), run_dir=str(run), progress=False,
                              callbacks=[recorder], loggers=["tensorboard"])
     # training itself is unchanged: its own envs, random streams and updates are not touched by the evaluations
-    assert [{k: v for k, v in m.items() if k not in TIMING | EVAL | {"my_value"}} for m in evaluated.history] == [
+    assert [{k: v for k, v in m.items() if k not in TIMING | EVAL | {"my_value", "my_tensor"}}
+            for m in evaluated.history] == [
         {k: v for k, v in m.items() if k not in TIMING} for m in plain.history]
     rows = _rows(run)
     evaluated_at = [int(r["iteration"]) for r in rows if not math.isnan(float(r["eval_return"]))]
     assert evaluated_at == [3, 5] and [e[0] for e in recorder.evaluations] == [3, 5]  # past 130 and 260 frames
     assert all(e[1] == 3 for e in recorder.evaluations) and [float(r["my_value"]) for r in rows] == [
         10.0 * i for i in range(1, 7)]
+    assert [float(r["my_tensor"]) for r in rows] == [0.25 * i for i in range(1, 7)]
     best = max(recorder.evaluations, key=lambda e: e[2])
     assert evaluated.best.score == best[2] and evaluated.best.iteration == best[0]
     state = ppo_td.persist.load_checkpoint(run / "best.pt")
     assert state["iteration"] == best[0] and state["evaluation"]["eval_return"] == best[2]
-    assert ppo_td.load_policy(str(run), which="best") is not None
+    best_policy, last_policy = ppo_td.load_policy(str(run), which="best"), ppo_td.load_policy(str(run))
+    best_weights = ppo_td.persist.load_checkpoint(run / "best.pt")["actor"]
+    last_weights = ppo_td.persist.load_checkpoint(run)["actor"]
+    for policy, weights in ((best_policy, best_weights), (last_policy, last_weights)):
+        loaded = policy.actor.state_dict()
+        assert all(torch.equal(v, loaded[k]) for k, v in weights.items())  # each its checkpoint's weights
+    assert any(not torch.equal(v, last_weights[k]) for k, v in best_weights.items())  # two policies
     assert main(["eval", str(run), "--which", "best", "--episodes", "1"]) == 0
     events = EventAccumulator(str(next((run / "tensorboard").rglob("events.out.tfevents.*")).parent))
     events.Reload()
@@ -219,18 +236,29 @@ def test_callbacks_stop_a_run_to_continue_or_as_complete_and_bad_ones_are_refuse
         ppo_td.load_policy(str(run), which="best")
 
 
-def test_a_resume_goes_on_from_the_best_so_far(tmp_path):
+def test_a_resume_goes_on_from_the_best_so_far_and_drops_a_best_of_a_dropped_history(tmp_path, capsys):
     config = _config(total_frames=64 * 6, eval_episodes=2, eval_every=64)
     run = tmp_path / "run"
     watcher = _interrupt_after(run / "metrics.csv", 3)
     with pytest.raises(KeyboardInterrupt):
         ppo_td.train(config, run_dir=str(run), checkpoint_every=0, progress=False)
     watcher.join()
-    before = ppo_td.persist.load_checkpoint(run / "best.pt")["evaluation"]["eval_return"]
-    recorder = Recorder()
-    result = ppo_td.resume(str(run), progress=False, callbacks=[recorder])
-    later = [e[2] for e in recorder.evaluations]
-    assert result.best.score == max([before, *later])  # not the best of the resumed part alone
+    state = ppo_td.persist.load_checkpoint(run / "best.pt")
+    state["evaluation"]["eval_return"] = 1e9  # a best no later evaluation beats: a resume must keep it
+    torch.save(state, run / "best.pt")
+    result = ppo_td.resume(str(run), progress=False)
+    assert result.best.score == 1e9 and result.best.iteration == state["iteration"]
+    assert ppo_td.persist.load_checkpoint(run / "best.pt")["evaluation"]["eval_return"] == 1e9
+    # a best.pt after the checkpoint resumed (a crash after it): of a history the resume drops
+    (run / "summary.json").unlink()
+    iterations = sorted((run / "checkpoints").glob("iter_*.pt"))
+    (run / "checkpoint.pt").unlink()
+    (run / "checkpoint.pt").hardlink_to(iterations[0])
+    state["iteration"] = 10**6
+    torch.save(state, run / "best.pt")
+    again = ppo_td.resume(str(run), progress=False)
+    assert "best.pt of iteration 1000000 is after the checkpoint resumed" in capsys.readouterr().out
+    assert again.best.score < 1e9
 
 
 def test_eval_every_needs_episodes_and_the_stop_needs_evaluations():
@@ -238,3 +266,77 @@ def test_eval_every_needs_episodes_and_the_stop_needs_evaluations():
         _config(eval_every=64, eval_episodes=0)
     with pytest.raises(ValueError, match="eval_stop_return=1.0 is invalid: it must be None unless eval_every > 0"):
         _config(eval_stop_return=1.0)
+
+
+class Endless:
+    """Callbacks that SIGINT this process once training is done and the final evaluation runs (its episodes never
+    end: the endless env with a huge step cap), or raise in on_end."""
+
+    def __init__(self, last, fail_on_end=False):
+        self.last, self.fail_on_end, self.ends = last, fail_on_end, []
+
+    def on_iteration(self, metrics, pipeline):
+        if metrics["iteration"] == self.last:
+            threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT)).start()  # well inside the evaluation
+
+    def on_end(self, result):
+        self.ends.append(result)
+        if self.fail_on_end:
+            raise RuntimeError("my on_end broke")
+
+
+def _endless_config():
+    return dataclasses.replace(_config(env=EnvConfig("endless_envs:endless", num_envs=4), total_frames=128),
+                               eval_max_steps=10**8, eval_episodes=2)
+
+
+def test_ctrl_c_in_the_final_evaluation_without_a_run_folder_keeps_the_trained_result():
+    watcher = Endless(last=2)
+    with pytest.raises(KeyboardInterrupt, match="the final evaluation stopped; training is complete") as caught:
+        ppo_td.train(_endless_config(), callbacks=[watcher], progress=False)
+    assert caught.value.result.history[-1]["iteration"] == 2 and caught.value.result.evaluation is None
+    assert len(watcher.ends) == 1  # on_end, however the run ended
+
+
+def test_an_on_end_that_raises_on_an_interrupt_is_said_and_the_interrupt_goes_up(tmp_path, capsys):
+    config = _config(total_frames=64 * 200)
+
+    def stop_soon(metrics, pipeline):
+        if metrics["iteration"] == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt, match="continue with ppo_td.resume"):
+        ppo_td.train(config, run_dir=str(tmp_path), callbacks=[stop_soon, Endless(last=-1, fail_on_end=True)],
+                     progress=False)
+    assert "raised RuntimeError: my on_end broke" in capsys.readouterr().err
+
+
+def test_a_stop_from_on_evaluation_keeps_that_evaluation_s_best_first(tmp_path):
+    class StopAtFirst(Callback):
+        def on_evaluation(self, evaluation, metrics, pipeline):
+            raise StopTraining("first evaluation", complete=True)
+
+    run = tmp_path / "run"
+    result = ppo_td.train(_config(total_frames=64 * 4, eval_every=128), run_dir=str(run), callbacks=[StopAtFirst()],
+                          progress=False)
+    assert result.ended_early == "first evaluation" and result.best.iteration == 2
+    assert ppo_td.persist.load_checkpoint(run / "best.pt")["iteration"] == 2
+
+
+def test_a_resume_with_only_the_final_evaluation_left_logs_it_and_calls_on_end(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run = tmp_path / "run"
+    ppo_td.train(_config(), run_dir=str(run), progress=False, loggers=["tensorboard"])
+    (run / "summary.json").unlink()  # as if the final evaluation had been interrupted
+    recorder = Recorder()
+    result = ppo_td.resume(str(run), progress=False, callbacks=[recorder])
+    assert result.eval_returns and recorder.ends == [result] and result.history[-1]["iteration"] == 3
+    folders = {p.parent for p in (run / "tensorboard").rglob("events.out.tfevents.*")}
+    events = [EventAccumulator(str(folder)) for folder in folders]
+    steps = []
+    for accumulator in events:
+        accumulator.Reload()
+        if "final_eval_return" in accumulator.Tags()["scalars"]:
+            steps += [int(e.step) for e in accumulator.Scalars("final_eval_return")]
+    assert steps.count(192) == 2  # once by the run, once by the resume that finished it

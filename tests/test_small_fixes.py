@@ -138,3 +138,14 @@ def test_the_report_says_what_its_curves_show_and_what_its_table_scores(tmp_path
     assert (tmp_path / "study" / "curves.png").exists()
     assert "`curves.png` plots each confirmed row's mean return of its last 100 training episodes" in report
     assert "the table scores the mean return of the final deterministic evaluation" in report
+
+
+def test_an_id_a_package_registers_on_demand_passes_the_early_check():
+    """``BreakoutNoFrameskip-v4`` (RL Zoo's Atari ids) is registered by ale_py only when the build imports it: the
+    early check asks the build's own lookup on a miss, and lets it through."""
+    pytest.importorskip("ale_py")
+    from ppo_td.cli.parse import _check_env_id
+
+    _check_env_id("BreakoutNoFrameskip-v4", "gymnasium")
+    with pytest.raises(ValueError, match="unknown Gymnasium env id 'BreakoutNoFrameskp-v4'"):
+        _check_env_id("BreakoutNoFrameskp-v4", "gymnasium")

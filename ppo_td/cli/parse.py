@@ -159,29 +159,21 @@ def _field_flags(cls: type, prefix: str) -> Iterator[str]:
 _ARG_CONFIG = type(tyro.conf.arg())  # what tyro.conf.arg(name=...) puts in an Annotated field
 
 
-PACKAGED = ("ALE/", "MinAtar/", "MiniGrid-", "BabyAI-")
-"""Id prefixes whose package registers them only when the build imports it (``ppo_td.envs.ids.register_packaged``)."""
-
-
 def _check_env_id(env_id: str | None, suite: str) -> None:
     """Refuse a plain Gymnasium id that is not registered, with the build's message (``check_env_id``), before the
-    defaults are chosen and the config is checked: a typo first, not a complaint about a field. ``module:Name``
-    ids (importing the module registers them) and the multi-agent suites' ids are left to the build."""
+    defaults are chosen and the config is checked: a typo first, not a complaint about a field. A registered id
+    needs no TorchRL; one that is not is read by the build's own check (which registers ``ALE/``, ``...NoFrameskip``,
+    ``MinAtar/`` and ``MiniGrid-`` ids first, importing TorchRL: only then). ``module:Name`` ids (importing the module
+    registers them) and the multi-agent suites' ids are left to the build."""
     if env_id is None or ":" in env_id or suite != "gymnasium":
         return
     import gymnasium as gym
 
     if env_id in gym.registry:
         return
-    if env_id.startswith(PACKAGED):
-        from ppo_td.envs.ids import check_env_id  # (TorchRL's import, seconds: only for such an id)
+    from ppo_td.envs.ids import check_env_id
 
-        check_env_id(env_id)  # registers them, then checks the id
-        return
-    close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
-    hint = f" Close matches: {close}." if close else ""
-    raise ValueError(f"unknown Gymnasium env id {env_id!r}.{hint} Check the spelling and version suffix, or import "
-                     "the package that registers it before building the env.")
+    check_env_id(env_id)
 
 
 def config_file(path: str) -> TrainConfig:

@@ -78,10 +78,10 @@ def check_env_id(env_id: str) -> Callable[..., gym.Env] | None:
     if factory is not None:
         return factory
     if module == MAIN:
-        raise ValueError(f"env id {env_id}: {name} was defined in the script or notebook that trained this run, as "
-                         "__main__, which this process cannot import (the script's training was not under `if "
-                         '__name__ == "__main__":`, or it was a notebook). Move it into a module and train again, or '
-                         f"evaluate in that session (a module of yours named {name}: give --env.env-id module:{name})")
+        raise ValueError(f"env id {env_id}: {name} was defined in the script, notebook or console that trained, as "
+                         "__main__, which no other process can import (a notebook, or a script whose training was not "
+                         'under `if __name__ == "__main__":`): use it in that session, or move it into a module and '
+                         "train again")
     close = difflib.get_close_matches(name, list(gym.registry), n=3)
     hint = f" Close matches: {close}." if close else ""
     raise ValueError(

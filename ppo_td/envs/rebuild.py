@@ -44,8 +44,6 @@ from ppo_td.envs.verify import Mismatch, check_rebuilds
 _ASK = ("pass a factory instead: a function at module level returning one env copy "
         "(train(config, env=make_my_env)); ppo_td records its import path to rebuild the env")
 
-_MAKE_WRAPPERS = (gym.wrappers.TimeLimit, gym.wrappers.OrderEnforcing, gym.wrappers.PassiveEnvChecker)
-"""The wrappers ``gym.make`` puts on by itself (its spec records them as settings, not as wrappers)."""
 
 __all__ = ["NotRebuildable", "env_config_for", "factory_path", "from_python", "import_path"]
 
@@ -69,7 +67,11 @@ def env_config_for(env: Any, base: EnvConfig) -> EnvConfig:
             raise NotRebuildable(f"the env {type(env.unwrapped).__name__} was not made by gym.make, so it has no "
                                  f"spec ppo_td can rebuild copies from; {_ASK}")
         config = _from_spec(env.spec, base, type(env.unwrapped).__name__, env)
-        _checked(_copies_of(env), config, f"the env {env.spec.id}", spaces=(env.observation_space, env.action_space))
+        copies = _copies_of(env)
+        _checked(copies, config, f"the env {env.spec.id}", spaces=(env.observation_space, env.action_space))
+        if copies is None:
+            say(f"the env {env.spec.id} cannot be deep-copied (the object given is never stepped), so only its spaces "
+                "were checked against its record")
         return config
     if callable(env):
         config = _from_factory(env, base)
@@ -92,15 +94,28 @@ def factory_path(factory: Any) -> str:
 def _from_factory(env: Callable[..., Any], base: EnvConfig) -> EnvConfig:
     """A factory's record: its path; a ``functools.partial``'s keyword arguments joined to ``env.kwargs`` (those
     win, as a call's keywords win over a partial's: ppo_td calls the factory with ``env.kwargs``)."""
-    if not isinstance(env, functools.partial):
-        return dataclasses.replace(base, env_id=factory_path(env))
-    if env.args:
-        raise NotRebuildable(f"functools.partial({getattr(env.func, '__name__', env.func)}, ...) has positional "
-                             "arguments; give them as keywords, so they can be recorded as env.kwargs")
-    path = factory_path(env.func)
+    func, keywords = unpartial(env, "env.kwargs")
+    path = factory_path(func)
+    if func is env:
+        return dataclasses.replace(base, env_id=path)
     given = {item.partition("=")[0] for item in base.kwargs}
-    kwargs = [f"{k}={literal_text(k, v, path)}" for k, v in env.keywords.items() if k not in given]
+    kwargs = [f"{k}={literal_text(k, v, path)}" for k, v in keywords.items() if k not in given]
     return dataclasses.replace(base, env_id=path, kwargs=(*kwargs, *base.kwargs))
+
+
+def unpartial(item: Any, recorded_as: str) -> tuple[Any, dict[str, Any]]:
+    """A callable and the keyword arguments it is called with: a ``functools.partial``'s function and keywords, else
+    ``item`` and none.
+
+    Raises:
+        ValueError: a partial with positional arguments (``recorded_as`` says where keywords go).
+    """
+    if not isinstance(item, functools.partial):
+        return item, {}
+    if item.args:
+        raise NotRebuildable(f"functools.partial({getattr(item.func, '__name__', item.func)}, ...) has positional "
+                             f"arguments; give them as keywords, so they can be recorded ({recorded_as})")
+    return item.func, dict(item.keywords)
 
 
 def _from_vector(env: gym.vector.VectorEnv, base: EnvConfig) -> EnvConfig:
@@ -150,12 +165,24 @@ def _wrapper_records(spec: gym.envs.registration.EnvSpec, env: gym.Env) -> list[
     """Each of the user's wrappers around ``env`` (innermost first) as ``module:Name KEY=VALUE ...``: its class's
     import path and the arguments the spec holds; refused where the spec does not hold them (a wrapper that does not
     record its constructor's arguments) and its constructor takes any."""
-    layers, layer = [], env
-    while isinstance(layer, gym.Wrapper):
-        if not isinstance(layer, _MAKE_WRAPPERS):
+    layers, kinds, layer = [], [], env  # walked from the outside in, down to gym.make's own checkers: the env its
+    while isinstance(layer, gym.Wrapper):  # entry point made (a wrapper of its own, maybe) is not the user's
+        if isinstance(layer, (gym.wrappers.OrderEnforcing, gym.wrappers.PassiveEnvChecker)):
+            break
+        kinds.append("limit" if isinstance(layer, gym.wrappers.TimeLimit) else "wrapper")
+        if kinds[-1] == "wrapper":
             layers.insert(0, layer)
         layer = layer.env
-    recorded = spec.additional_wrappers
+    if "limit" in kinds and "wrapper" in kinds[kinds.index("limit"):]:  # a user wrapper under a limit
+        raise NotRebuildable(f"the env {spec.id} has a TimeLimit over its wrapper {type(layers[0]).__name__}; a record "
+                             f"puts the time limit under the wrappers, as gym.make does: make it with gym.make("
+                             f"{spec.id!r}, max_episode_steps=N) and wrap that, or {_ASK}")
+    if kinds.count("limit") > 1:
+        raise NotRebuildable(f"the env {spec.id} has {kinds.count('limit')} TimeLimit wrappers, of which a record "
+                             f"holds one; give the limit once, gym.make({spec.id!r}, max_episode_steps=N), or {_ASK}")
+    # the spec lists the wrappers of the env its entry point made too (those come back with the entry point): the
+    # user's are its last ones
+    recorded = spec.additional_wrappers[len(spec.additional_wrappers) - len(layers):]
     if len(layers) != len(recorded) or any(type(w).__name__ != r.name for w, r in zip(layers, recorded, strict=False)):
         raise NotRebuildable(f"the env {spec.id} has the wrappers {[type(w).__name__ for w in layers]} but its spec "
                              f"records {[r.name for r in recorded]} (a wrapper that hides itself from the spec); pass "
@@ -176,6 +203,11 @@ def _wrapper_record(cls: type, kwargs: dict[str, Any] | None, env_id: str) -> st
                                  f"Gymnasium's spec does not record (its record holds kwargs=None), so a copy would "
                                  f"be made with its defaults, not the values given; {ask}")
         return path
+    missing = [name for name in defaults or {} if name not in ("*", "**") and name not in kwargs]
+    if missing:  # a subclass's own arguments, which its parent's RecordConstructorArgs did not record
+        raise NotRebuildable(f"the env {env_id} is wrapped in {cls.__name__}, whose arguments {', '.join(missing)} "
+                             f"Gymnasium's spec does not record (it holds {sorted(kwargs)}), so a copy would be made "
+                             f"with their defaults; {ask}")
     given = {k: v for k, v in kwargs.items() if k not in (defaults or {}) or not _equal(defaults[k], v)}
     try:
         return with_arguments(path, given)
@@ -271,11 +303,10 @@ def from_python(items: Sequence[Any], evaluation: bool, setting: str) -> list[Us
         elif isinstance(item, Transform):
             out.append(UserTransform(_Reused(item), evaluation, None, type(item).__name__))
         elif callable(item):
-            base = item.func if isinstance(item, functools.partial) else item
-            if isinstance(item, functools.partial) and item.args:
-                raise ValueError(f"{setting}: functools.partial({getattr(base, '__name__', base)}, ...) has "
-                                 "positional arguments; give them as keywords so they can be recorded")
-            kwargs = item.keywords if isinstance(item, functools.partial) else {}
+            try:
+                base, kwargs = unpartial(item, f"{setting}: KEY=VALUE after the factory's path")
+            except NotRebuildable as err:
+                raise ValueError(f"{setting}: {err}") from None
             try:
                 path = import_path(base, "transform factory", "pass a module-level function or class")
                 entry = with_arguments(path, kwargs)

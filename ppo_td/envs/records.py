@@ -10,7 +10,7 @@ from typing import Any
 
 from ppo_td.config import TrainConfig
 from ppo_td.envs.imports import import_attr
-from ppo_td.envs.scripts import MAIN, record_of_main
+from ppo_td.envs.scripts import MAIN, as_another_process, record_of_main
 
 
 class NotRebuildable(ValueError):
@@ -44,14 +44,13 @@ def literal_text(key: str, value: Any, path: str) -> str:
         NotRebuildable: naming the argument.
     """
     text = repr(value)
-    try:
-        same = ast.literal_eval(text) == value and " " not in text
-    except (ValueError, SyntaxError):
-        same = False
-    if not same:
-        raise NotRebuildable(f"{path}'s argument {key}={text} is not a literal without spaces, which a record "
-                             "can hold")
-    return text
+    for candidate in (text, text.replace(" ", "")):  # (84, 84) as (84,84): a tuple of numbers needs no spaces
+        try:
+            if " " not in candidate and ast.literal_eval(candidate) == value:
+                return candidate
+        except (ValueError, SyntaxError):
+            continue
+    raise NotRebuildable(f"{path}'s argument {key}={text} is not a literal without spaces, which a record can hold")
 
 
 def with_arguments(path: str, arguments: dict[str, Any]) -> str:
@@ -69,3 +68,31 @@ def recorded_paths(config: TrainConfig) -> dict[str, str]:
     if ":" in config.model.encoder:
         out["model.encoder"] = config.model.encoder
     return out
+
+
+def check_script_records(config: TrainConfig) -> None:
+    """Make, as another process would (:func:`~ppo_td.envs.scripts.as_another_process`: the script imported afresh,
+    without its main block), what ``config`` records from a script besides the env (whose copy
+    :mod:`ppo_td.envs.verify` checks): each transform made once, the encoder imported. Refused where one fails.
+
+    Raises:
+        NotRebuildable: naming the record, the error and the way out.
+    """
+    from ppo_td.envs.custom import make_transform
+
+    for setting, entry in recorded_paths(config).items():
+        path = entry.split()[0]
+        if setting == "env.env_id" or setting.startswith("env.wrappers") or not path.partition(":")[0].endswith(".py"):
+            continue
+        try:
+            with as_another_process():
+                if setting.startswith(("env.transforms", "env.train_transforms")):
+                    make_transform(entry, setting)
+                else:
+                    import_attr(path, setting)
+        except Exception as err:  # noqa: BLE001 - whatever the user's code raises, said with its record
+            raise NotRebuildable(
+                f"{setting} {path.rpartition(':')[2]}: made from its record as another process makes it (ppo-td eval, "
+                f"a resume, a worker), it fails: {type(err).__name__}: {err}; what a script defines must work when the "
+                'script is imported without its `if __name__ == "__main__":` block: give it what it reads there as '
+                "keyword arguments (a functools.partial of it), or move it into a module") from err

@@ -80,22 +80,42 @@ def import_script(path: str | Path) -> ModuleType:
         return running
     path = Path(path).resolve()
     name = script_module_name(path)
-    if _elsewhere and name not in _elsewhere[-1]:  # afresh, as another process would, and quietly; this
-        before = sys.modules.get(name)              # process's own import of it (if any) is left as it was
-        try:
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                _elsewhere[-1][name] = _import_file(path, name)
-        finally:
-            if before is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = before
+    if _elsewhere and name not in _elsewhere[-1]:  # afresh, as another process would, and quietly
+        with _as_imported_elsewhere(path, name):
+            _elsewhere[-1][name] = _import_file(path, name)
         return _elsewhere[-1][name]
     if _elsewhere:
         return _elsewhere[-1][name]
     if name in sys.modules:
         return sys.modules[name]
     return _import_file(path, name)
+
+
+@contextlib.contextmanager
+def _as_imported_elsewhere(path: Path, name: str) -> Iterator[None]:
+    """The block imports the script ``path`` as ``ppo-td eval`` would: with its file as the only command-line word
+    (a top-level ``parse_args()`` sees none of this process's), its output dropped; afterwards this process is as it
+    was: its own import of the script (if any), and Gymnasium's registry (ids the script registers again point at
+    the running script's classes, not the fresh copy's)."""
+    import gymnasium as gym
+
+    before, argv = sys.modules.get(name), sys.argv
+    registered = dict(gym.registry)
+    sys.argv = [str(path)]
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        sys.argv = argv
+        if before is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = before
+        for env_id in [i for i in gym.registry if registered.get(i) is not gym.registry[i]]:
+            if env_id in registered:  # (gym.register's own dict: the ids as they were)
+                gym.registry[env_id] = registered[env_id]
+            else:
+                del gym.registry[env_id]
 
 
 def _import_file(path: Path, name: str) -> ModuleType:
@@ -112,8 +132,10 @@ def _import_file(path: Path, name: str) -> ModuleType:
         spec.loader.exec_module(module)
     except BaseException as err:
         del sys.modules[name]
-        if isinstance(err, Exception):
-            raise ImportError(f"importing the script {path} failed ({type(err).__name__}: {err})") from err
+        if isinstance(err, (Exception, SystemExit)):  # SystemExit: its top-level parse_args() refusing the words
+            raise ImportError(f"importing the script {path} failed ({type(err).__name__}: {err}); a script is "
+                              'imported without its `if __name__ == "__main__":` block and without its command-line '
+                              "arguments: keep what needs them in that block") from err
         raise
     finally:
         _importing.pop()

@@ -10,7 +10,7 @@ Its names load their modules (and TorchRL) on first use, so the command line's l
 from typing import Any
 
 _WHERE = {"Best": "evaluator", "PeriodicEvaluation": "evaluator", "Session": "session",
-          "TrainingInterrupted": "session", "exit_on": "session", "resume": "start", "train": "start"}
+          "TrainingInterrupted": "ending", "exit_on": "ending", "resume": "start", "train": "start"}
 
 __all__ = sorted(_WHERE)
 

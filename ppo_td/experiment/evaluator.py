@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ppo_td.training import Evaluation, Pipeline, StopTraining, evaluate, evaluation_seed
+from ppo_td.training import Evaluation, Pipeline, StopTraining, evaluate_pipeline
 
 
 def score(ev: Evaluation) -> float:
@@ -72,14 +72,15 @@ class PeriodicEvaluation:
         config = pipeline.config
         if not self.due(int(metrics["frames"]), config.frames_per_batch):
             return
-        ev = evaluate(pipeline.actor, config.env, config.eval_episodes, seed=evaluation_seed(config.seed),
-                      obs_stats=pipeline.observation_stats(), max_steps=config.eval_max_steps,
-                      transform_states=pipeline.transform_states(), transforms=pipeline.user_transforms,
-                      appended=pipeline.appended)
+        ev = evaluate_pipeline(pipeline)  # seeded as the final evaluation, on envs of its own
         value = score(ev)
         metrics.update(eval_return=value, eval_return_std=spread(ev), eval_ended=len(ev.returns))
-        for hook in self.on_evaluation:
-            hook(ev, metrics, pipeline)
+        stop = None
+        for hook in self.on_evaluation:  # a hook's stop waits until this evaluation's best is kept and said
+            try:
+                hook(ev, metrics, pipeline)
+            except StopTraining as err:
+                stop = stop or err
         better = self.best is None or value > self.best.score
         if better:
             self.best = Best(value, ev, int(metrics["frames"]), int(metrics["iteration"]))
@@ -88,10 +89,12 @@ class PeriodicEvaluation:
             else:
                 self.best.actor = copy.deepcopy(pipeline.actor)
         self.write(_line(metrics, ev, value, better, self.best))
-        stop = config.eval_stop_return
-        if stop is not None and value >= stop:
-            raise StopTraining(f"the evaluation at {int(metrics['frames']):,} frames scored {value:.4g}, reaching "
-                               f"eval_stop_return={stop:g}", complete=True)
+        goal = config.eval_stop_return
+        if stop is None and goal is not None and value >= goal:
+            stop = StopTraining(f"the evaluation at {int(metrics['frames']):,} frames scored {value:.4g}, reaching "
+                                f"eval_stop_return={goal:g}", complete=True)
+        if stop is not None:
+            raise stop
 
 
 def _line(metrics: dict[str, Any], ev: Evaluation, value: float, better: bool, best: Best) -> str:

@@ -4,6 +4,7 @@ the learning curve of a run folder, and the lines that say them."""
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -70,7 +71,7 @@ def finish_folder(out: Path, config: TrainConfig, started: float, write: Callabl
     (also recorded in ``result``). Refused where ``summary.json`` is written (the run is complete)."""
     if (out / "summary.json").exists():
         raise ValueError(f"{out}: the run is complete (summary.json is written), nothing to resume; evaluate it "
-                         f"with `ppo-td eval {out}` (or ppo_td.load_policy({str(out)!r}))")
+                         f"with `ppo-td eval {shlex.quote(str(out))}` (or ppo_td.load_policy({str(out)!r}))")
     evaluations = evaluate_checkpoint(out, config, write)
     summarize(out, config, started, evaluations)
     say_evaluations(evaluations, config, FLAG, write, folder=out)

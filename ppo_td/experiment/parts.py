@@ -10,7 +10,7 @@ from typing import Any
 from ppo_td.config import TrainConfig
 from ppo_td.envs.custom import unrecorded
 from ppo_td.envs.rebuild import NotRebuildable, from_python, import_path
-from ppo_td.envs.records import recorded_paths
+from ppo_td.envs.records import check_script_records, recorded_paths
 from ppo_td.envs.scripts import elsewhere_problem
 from ppo_td.training import Pipeline
 
@@ -70,3 +70,7 @@ def check_reopenable(pipeline: Pipeline) -> None:
                                 "it in another process")
     if problem:
         raise ValueError(f"run_dir: {problem}; or train without run_dir")
+    try:
+        check_script_records(pipeline.config)
+    except NotRebuildable as err:
+        raise ValueError(f"run_dir: {err}") from err

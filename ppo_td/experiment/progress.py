@@ -22,8 +22,9 @@ def in_notebook() -> bool:
 
 
 def live_display() -> bool:
-    """Whether a live bar can show: stderr is a terminal, or a notebook shows the output."""
-    return sys.stderr.isatty() or in_notebook()
+    """Whether a live bar can show: stderr is a terminal, or a notebook shows it (stderr is still the kernel's
+    stream: a run whose output goes to a file, as a tuner's trials do, gets lines)."""
+    return sys.stderr.isatty() or (in_notebook() and type(sys.stderr).__name__ == "OutStream")
 
 
 class Progress:

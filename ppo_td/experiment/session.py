@@ -5,14 +5,13 @@ Ctrl-C, the final checkpoint and evaluation, and the lines that say them."""
 from __future__ import annotations
 
 import dataclasses
-import signal
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ppo_td.collect import WorkerError, shutdown
+from ppo_td.experiment.ending import TrainingInterrupted, end_hooks, final_stopped
 from ppo_td.experiment.evaluator import Best, PeriodicEvaluation
 from ppo_td.experiment.finish import FLAG, HOWS, finish_folder, say_evaluations
 from ppo_td.experiment.progress import Progress
@@ -23,30 +22,6 @@ from ppo_td.persist.loggers import make_loggers
 from ppo_td.training import NonFiniteError, Pipeline, StopTraining, TrainResult, final_evaluations, run
 from ppo_td.training.callbacks import hooks
 from ppo_td.training.threads import using_threads
-
-
-class TrainingInterrupted(KeyboardInterrupt):
-    """SIGINT (Ctrl-C, a notebook's interrupt) or SIGTERM stopped training at the end of an iteration. A run folder's
-    checkpoint of that iteration is written; the message says how to continue. A ``KeyboardInterrupt``, as Python
-    reports Ctrl-C, carrying what was trained: ``result`` (a :class:`~ppo_td.training.TrainResult` without a final
-    evaluation), ``checkpoint`` (None without a run folder), ``iteration`` and ``signum``."""
-
-    def __init__(self, signum: int, iteration: int, result: TrainResult, run_dir: Path | None,
-                 during: str = "training") -> None:
-        self.signum, self.iteration, self.result, self.run_dir, self.during = signum, iteration, result, run_dir, during
-        self.checkpoint = run_dir / "checkpoint.pt" if run_dir is not None else None
-        name = signal.Signals(signum).name
-        if run_dir is None:
-            text = (f"stopped by {name} after iteration {iteration}; no run_dir, so nothing was saved: the "
-                    "TrainResult so far is this exception's .result (train with run_dir=... to continue a run later)")
-        elif during == "training":
-            text = (f"stopped by {name} after iteration {iteration}; checkpoint: {self.checkpoint}; continue with "
-                    f"ppo_td.resume({str(run_dir)!r}) or `ppo-td train --resume {run_dir}`")
-        else:
-            text = (f"{name}: the {during} stopped; training is complete and checkpointed ({self.checkpoint}). "
-                    f"Finish it (evaluation, summary.json) with ppo_td.resume({str(run_dir)!r}) or `ppo-td train "
-                    f"--resume {run_dir}`")
-        super().__init__(text)
 
 
 @dataclasses.dataclass
@@ -80,6 +55,10 @@ class Session:
         """
         with using_threads(self.pipeline.threads):  # the final evaluation too, as the command line does
             try:
+                if self.pipeline.config.eval_every and not self.pipeline.rebuildable:
+                    raise ValueError("eval_every: evaluation during training runs on an env of its own, built from "
+                                     "the config; the env is a TorchRL env ppo_td cannot rebuild: pass a factory, or "
+                                     "set eval_every=0")
                 logger = self._open_records()
             except BaseException:
                 shutdown(self.pipeline.collector)  # worker processes or a Ray instance may already be running
@@ -138,8 +117,9 @@ class Session:
                              evaluate_at_end=out is None and not p.rebuildable)  # a TorchRL env: on itself
             except NonFiniteError as err:
                 kept = out / "checkpoint.pt" if out is not None else None
-                where = (kept if kept is not None and kept.exists() else "none (use --checkpoint-every)" if out
-                         else "none (train with run_dir=... to keep checkpoints)")
+                where = (kept if kept is not None and kept.exists() else
+                         "none (checkpoint_every=N, --checkpoint-every N)" if out is not None else
+                         "none (train with run_dir=... to keep checkpoints)")
                 raise NonFiniteError(f"{err}\nlast good checkpoint: {where}") from err
             except WorkerError as err:
                 if checkpointer is not None:  # the last completed iteration, intact in the pipeline
@@ -155,7 +135,7 @@ class Session:
                 checkpointer.save(p, last["frames"], last["iteration"], last["time"], ended_early=result.ended_early)
             if received:
                 result.stopped = True
-                self._end(result, logger)
+                self._end(result, logger, interrupted=True)
                 raise TrainingInterrupted(received[0], last["iteration"], result, out)
         trained, seconds = last["frames"] - frames, last["time"] - elapsed
         if result.ended_early:
@@ -175,40 +155,43 @@ class Session:
             try:
                 finish_folder(self.folder.path, config, self.started, self.write, result)
             except KeyboardInterrupt as err:
-                self._end(result, logger)
+                self._end(result, logger, interrupted=True)
                 raise final_stopped(err, self.folder.path, result) from None
         else:
             if config.eval_episodes and self.pipeline.rebuildable:
                 self.write(evaluation_start(config.env, config.eval_episodes, HOWS, config.eval_max_steps))
-                result.record_evaluations(*final_evaluations(self.pipeline))
+                try:
+                    result.record_evaluations(*final_evaluations(self.pipeline))
+                except KeyboardInterrupt as err:
+                    self._end(result, logger, interrupted=True)
+                    raise final_stopped(err, None, result) from None
             if result.evaluation is not None:
                 say_evaluations([result.evaluation, result.evaluation_sampled], config, FLAG, self.write)
         self._end(result, logger)
         return result
 
-    def _end(self, result: TrainResult, logger: RunLogger | None) -> None:
+    def _end(self, result: TrainResult, logger: RunLogger | None, interrupted: bool = False) -> None:
+        """The final evaluation to the loggers, their files closed, then each callback's ``on_end``: an error in one
+        does not keep the others from theirs; it is raised after them, or, on an interrupt, said on stderr (the
+        interrupt, saying how to continue, is what the caller raises)."""
         self._ended = True
         if logger is not None:
             if result.evaluation is not None and result.history:
                 logger.log_final([result.evaluation, result.evaluation_sampled], int(result.history[-1]["frames"]))
             logger.close()
-        for hook in hooks(self.callbacks, "on_end"):
-            hook(result)
+        end_hooks(self.callbacks, result, interrupted)
 
     def _evaluator(self, checkpointer: Checkpointer | None, out: Path | None) -> PeriodicEvaluation | None:
         """Evaluation during training (``eval_every``), its best so far read back on a resume."""
         config = self.pipeline.config
         if not config.eval_every:
             return None
-        if not self.pipeline.rebuildable:
-            raise ValueError("eval_every: evaluation during training runs on an env of its own, built from the config; "
-                             "the env is a TorchRL env ppo_td cannot rebuild: pass a factory, or set eval_every=0")
         save = None
         if checkpointer is not None:
             def save(pipeline: Pipeline, metrics: dict[str, Any], ev: Any) -> Path:
                 numbers = {k: metrics[k] for k in ("eval_return", "eval_return_std", "eval_ended")}
                 return checkpointer.save_best(pipeline, metrics, {**numbers, "episodes": ev.episodes})
-        best = _best_in(out) if self.resumed is not None and out is not None else None
+        best = _best_in(out, self.resumed.iteration, self.write) if self.resumed and out is not None else None
         return PeriodicEvaluation(config.eval_every, hooks(self.callbacks, "on_evaluation"), save,
                                   write=lambda line: self.write(line), best=best)
 
@@ -239,38 +222,19 @@ class _Stop:
             raise StopTraining("interrupted")
 
 
-def _best_in(out: Path) -> Best | None:
-    """The best evaluation so far of a run folder (its ``best.pt``), for a resume to go on from."""
+def _best_in(out: Path, iteration: int, write: Callable[[str], None]) -> Best | None:
+    """The best evaluation so far of a run folder (its ``best.pt``), for a resume from ``iteration`` to go on from.
+    A ``best.pt`` of a later iteration (a crash after it, the resume from an earlier checkpoint) is of a history the
+    resume drops, as it drops those rows of metrics.csv: it is removed, and said so."""
     if not (out / BEST).is_file():
         return None
     state = load_checkpoint(out / BEST)
     numbers = state.get("evaluation") or {}
+    if int(state["iteration"]) > iteration:
+        (out / BEST).unlink()
+        write(f"note: {BEST} of iteration {state['iteration']} is after the checkpoint resumed (iteration "
+              f"{iteration}): removed with the rest of that history; the evaluations from here keep a new one")
+        return None
     if "eval_return" not in numbers:
         return None
     return Best(float(numbers["eval_return"]), None, int(state["frames"]), int(state["iteration"]), out / BEST)
-
-
-def final_stopped(err: BaseException, out: Path, result: TrainResult) -> TrainingInterrupted:
-    """A Ctrl-C during the final evaluation: training is checkpointed, the evaluation is to finish."""
-    last = int(result.history[-1]["iteration"]) if result.history else 0
-    return TrainingInterrupted(getattr(err, "signum", signal.SIGINT), last, result, out, during="final evaluation")
-
-
-def exit_on(err: BaseException, command: str) -> int:
-    """What ``ppo-td train`` says of a run that ended with ``err`` (the lines, on stdout or stderr), and its exit
-    code."""
-    if isinstance(err, TrainingInterrupted):
-        if err.checkpoint is not None and err.during == "training":
-            print(f"stopped by {signal.Signals(err.signum).name} after iteration {err.iteration}; checkpoint: "
-                  f"{err.checkpoint}\ncontinue with: ppo-td train --resume {err.run_dir}")
-        else:
-            print(f"{command}: {err}", file=sys.stderr)
-        return 128 + err.signum
-    if isinstance(err, WorkerError):
-        print(f"{command}: error: {err}\ntraining stopped after iteration {err.iteration}", file=sys.stderr)
-        if getattr(err, "checkpoint", None) is not None:
-            print(f"checkpoint: {err.checkpoint}\ncontinue with: ppo-td train --resume {err.checkpoint.parent}",
-                  file=sys.stderr)
-        return 1
-    print(f"{command}: error: {err}", file=sys.stderr)
-    return 1

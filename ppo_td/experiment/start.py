@@ -10,9 +10,9 @@ from typing import Any
 
 from ppo_td.config import TrainConfig, from_dict, with_info_keys
 from ppo_td.envs.scripts import refuse_training_on_import
-from ppo_td.experiment.finish import finish_folder
+from ppo_td.experiment.ending import finish_only
 from ppo_td.experiment.parts import check_reopenable, recordable
-from ppo_td.experiment.session import Session, final_stopped
+from ppo_td.experiment.session import Session
 from ppo_td.training import TrainResult
 
 
@@ -89,25 +89,13 @@ def resume(run_dir: str | Path, *, callbacks: Any = (), progress: bool | str = T
         if eval_max_steps is not None:
             config = dataclasses.replace(config, eval_max_steps=eval_max_steps)
         if state["frames"] >= config.num_iterations * config.frames_per_batch or state.get("ended_early"):
-            return _finish_only(folder.path, config, started)
+            return finish_only(folder, config, callbacks, names, project, started)
         resumed = resume_pipeline(folder.path / "checkpoint.pt", collector=collector, device=device, threads=threads)
         if eval_max_steps is not None:
             resumed.pipeline.config = dataclasses.replace(resumed.pipeline.config, eval_max_steps=eval_max_steps)
         print(f"resuming {folder.path} {resumed.describe()}")
         return Session(resumed.pipeline, folder, callbacks, progress, log_every, checkpoint_every, keep_checkpoints,
                        names, project, video_every, resumed=resumed, started=started).run()
-
-
-def _finish_only(out: Path, config: TrainConfig, started: float) -> TrainResult:
-    """The final evaluation, summary and curve of a run whose training is complete."""
-    from ppo_td.persist import load_for_evaluation
-
-    result = TrainResult(actor=load_for_evaluation(out / "checkpoint.pt").actor, critic=None, pipeline=None)
-    try:
-        finish_folder(out, config, started, result=result)
-    except KeyboardInterrupt as err:
-        raise final_stopped(err, out, result) from None
-    return result
 
 
 def _loggers(loggers: Any, run_dir: Any) -> tuple[list[str], list[Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import tempfile
 import time
@@ -80,8 +81,8 @@ class RunFolder:
         if self.holds_a_run():
             if not overwrite:
                 raise RunFolderError(f"run folder {self.path} already holds a run: continue it with "
-                                     f"`ppo-td train --resume {self.path}`, choose another --run-dir, or pass "
-                                     "--overwrite to replace it")
+                                     f"`ppo-td train --resume {shlex.quote(str(self.path))}`, choose another "
+                                     "--run-dir, or pass --overwrite to replace it")
             for name in RUN_FILES:
                 (self.path / name).unlink(missing_ok=True)
             for name in RUN_DIRS:

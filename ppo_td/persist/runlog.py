@@ -165,11 +165,20 @@ class _CsvTable:
                 before = list(csv.DictReader(f))
             self.columns += new
             self._rewrite(before)
-        self._writer.writerows([{k: number(v) if k in new else v for k, v in row.items()} for row in rows])
+        self._writer.writerows([{k: _cell(v) for k, v in row.items()} for row in rows])
         self._file.flush()
 
     def close(self) -> None:
         self._file.close()
+
+
+def _cell(value: Any) -> Any:
+    """A value as a CSV cell: ints and floats as they are, a numpy or torch scalar as its number (not
+    ``tensor(0.25)``), anything else as it is."""
+    if isinstance(value, (int, float, str)) or value is None:
+        return value
+    as_number = number(value)
+    return value if as_number is None else as_number
 
 
 def _complete(row: dict[str, Any], columns: list[str], keep_through: int) -> bool:

@@ -4,13 +4,15 @@ from ppo_td.training.callbacks import Callback, StopTraining
 from ppo_td.training.evaluation import (
     Evaluation,
     evaluate,
+    evaluate_pipeline,
     evaluation_seed,
+    final_evaluations,
     load_transform_states,
     make_eval_env,
     run_episodes,
     step_cap,
 )
-from ppo_td.training.loop import NonFiniteError, TrainResult, final_evaluations, run, train, update
+from ppo_td.training.loop import NonFiniteError, TrainResult, run, train, update
 from ppo_td.training.objective import (
     FastLoss,
     PPOObjective,
@@ -43,6 +45,7 @@ __all__ = [
     "ValueNorm",
     "build_pipeline",
     "evaluate",
+    "evaluate_pipeline",
     "evaluation_seed",
     "explained_variance",
     "final_evaluations",

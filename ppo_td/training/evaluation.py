@@ -10,7 +10,7 @@ import contextlib
 import copy
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -27,6 +27,9 @@ from ppo_td.envs.multiagent import groups_of
 from ppo_td.envs.sources.vmas import runnable_here
 from ppo_td.models import same_device
 from ppo_td.models.inputs import add_policy_inputs
+
+if TYPE_CHECKING:
+    from ppo_td.training.pipeline import Pipeline
 
 DEFAULT_MAX_STEPS = TrainConfig.eval_max_steps
 EVAL_COPIES = 32
@@ -124,6 +127,21 @@ def _in_rounds(actor: TensorDictModule, env: EnvBase, episodes: int, limit: int,
         for group, values in done.groups.items():
             groups.setdefault(group, []).extend(values[: len(ended)])
     return Evaluation(returns, cut, limit, groups)
+
+
+def evaluate_pipeline(p: Pipeline, sampled: bool = False) -> Evaluation:
+    """``eval_episodes`` episodes of a pipeline's actor (ppo_td can rebuild its env) on envs of their own, seeded from
+    the run's seed (:func:`evaluation_seed`), with the training env's normalizer statistics and transforms' states:
+    the final evaluation's, and an evaluation's during training."""
+    cfg = p.config
+    return evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=evaluation_seed(cfg.seed),
+                    obs_stats=p.observation_stats(), sampled=sampled, max_steps=cfg.eval_max_steps,
+                    transform_states=p.transform_states(), transforms=p.user_transforms, appended=p.appended)
+
+
+def final_evaluations(p: Pipeline) -> tuple[Evaluation, Evaluation]:
+    """The final evaluation: :func:`evaluate_pipeline`'s deterministic episodes and as many sampled ones."""
+    return evaluate_pipeline(p), evaluate_pipeline(p, sampled=True)
 
 
 def evaluate_on(actor: TensorDictModule, env: EnvBase, episodes: int, seed: int, sampled: bool = False,

@@ -23,7 +23,7 @@ from ppo_td.collect import WorkerError, batches, gather_statistics, push_to_work
 from ppo_td.config import TrainConfig
 from ppo_td.envs.info import episode_infos, recorded
 from ppo_td.training.callbacks import StopTraining, iteration_hook
-from ppo_td.training.evaluation import Evaluation, evaluate, evaluate_on, evaluation_seed
+from ppo_td.training.evaluation import Evaluation, evaluate_on, evaluation_seed, final_evaluations
 from ppo_td.training.objective import (
     LeanTerms,
     PPOObjective,
@@ -215,18 +215,6 @@ def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iterati
     if cfg.eval_episodes and not result.stopped and evaluate_at_end and p.rebuildable:
         result.record_evaluations(*final_evaluations(p))
     return result
-
-
-def final_evaluations(p: Pipeline) -> tuple[Evaluation, Evaluation]:
-    """The final evaluation of a pipeline ppo_td can rebuild the env of: ``eval_episodes`` deterministic and as many
-    sampled episodes on envs of their own, seeded from the run's seed (:func:`evaluation_seed`), with the training
-    env's normalizer statistics and transforms' states."""
-    cfg = p.config
-    deterministic, sampled = (
-        evaluate(p.actor, cfg.env, cfg.eval_episodes, seed=evaluation_seed(cfg.seed), obs_stats=p.observation_stats(),
-                 sampled=s, max_steps=cfg.eval_max_steps, transform_states=p.transform_states(),
-                 transforms=p.user_transforms, appended=p.appended) for s in (False, True))
-    return deterministic, sampled
 
 
 def _call(hooks: Sequence[Callback], metrics: dict[str, Any], p: Pipeline) -> StopTraining | None:

@@ -28,7 +28,7 @@ from ppo_td.envs import BuiltEnv, EnvDescription, build_env, observation_stats
 from ppo_td.envs.custom import INIT_SEED, UserTransform, initialize_statistics, unrecorded
 from ppo_td.envs.multiagent import describe_any, groups_of
 from ppo_td.envs.rebuild import env_config_for, from_python
-from ppo_td.envs.records import recorded_paths
+from ppo_td.envs.records import check_script_records, recorded_paths
 from ppo_td.envs.scripts import elsewhere_problem
 from ppo_td.envs.torchrl_envs import observation_transforms, say
 from ppo_td.models import add_policy_inputs, make_actor_critic, resolve_device, same_device
@@ -338,6 +338,7 @@ def build_pipeline(
                                     "the env in worker processes")
         if problem:
             raise ValueError(f"{problem}; or collect in-process (collector.backend='inprocess')")
+        check_script_records(config)
     _check_parts(config, env=env, actor=actor, critic=critic, buffer=buffer, advantage=advantage, loss=loss,
                  optimizer=optimizer)
     if advantage is not None and config.loss.normalize_values and getattr(advantage, "value_norm", None) is None:

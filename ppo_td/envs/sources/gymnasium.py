@@ -173,8 +173,9 @@ def _plain_numpy(config: EnvConfig, env_id: EnvId) -> bool:
 
 def gym_env(config: EnvConfig, render_mode: str | None = None) -> gym.Env:
     """One copy of the env as the user sees it: the registered env or the factory's, with ``env.kwargs``, the time
-    limit under the user's ``env.wrappers`` (as ``gym.make`` puts its ``TimeLimit``; an Atari game's over ppo_td's
-    preprocessing), but none of ppo_td's adapters.
+    limit under the user's ``env.wrappers`` (as ``gym.make`` puts its ``TimeLimit``; over them for a record written
+    before ``env.limit_under_wrappers``, and an Atari game's over ppo_td's preprocessing), but none of ppo_td's
+    adapters.
 
     Its observations are what :class:`ppo_td.deploy.Policy` takes and its actions what the policy gives; ppo_td's
     vector env adds error context, action clipping, the mask lift and nesting around copies of it.
@@ -210,8 +211,9 @@ def copy_maker(config: EnvConfig, render_mode: str | None = None, env_id: EnvId 
             if not isinstance(env, gym.Env):
                 raise TypeError(f"env factory {config.env_id} returned a {type(env).__name__}; it must return one "
                                 "gymnasium.Env (ppo_td makes env.num_envs copies)")
-        if limit is not None and not config.atari:  # where gym.make puts its TimeLimit: under the user's wrappers,
-            env = StepLimit(env, max_episode_steps=limit)  # which see it (TimeAwareObservation reads it)
+        under = limit is not None and not config.atari and config.limit_under_wrappers
+        if under:  # where gym.make puts its TimeLimit: under the user's wrappers, which see it (TimeAwareObservation)
+            env = StepLimit(env, max_episode_steps=limit)
         for (wrapper, arguments), entry in zip(wrappers, config.wrappers, strict=True):
             try:
                 env = wrapper(env, **copy.deepcopy(arguments))
@@ -220,8 +222,7 @@ def copy_maker(config: EnvConfig, render_mode: str | None = None, env_id: EnvId 
                                  "as KEY=VALUE after its path") from err
         if config.atari:  # an Atari game's limit counts the agent's steps, after the frame skip
             env = atari_wrappers(env, episodic_life=config.episodic_life)
-            return StepLimit(env, max_episode_steps=limit) if limit is not None else env
-        return env
+        return StepLimit(env, max_episode_steps=limit) if limit is not None and not under else env
 
     return make
 
