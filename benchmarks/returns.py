@@ -160,11 +160,40 @@ BEST = {"FrozenLake8x8-v1": (0.85, "Gymnasium's solved threshold"), "Taxi-v4": (
 -1)."""
 
 
-def config_of(task: Task) -> Any:
-    """The ppo_td config ``task`` trains (both libraries): its preset, on its env, at its budget."""
+def settings_config(settings: str) -> Any:
+    """The config a settings label names: a preset, or a preset with fields changed, ``PRESET+section.field=VALUE+...``
+    (an ablation: ``mountaincar-continuous+model.orthogonal_init=True``; each value a Python literal).
+
+    Raises:
+        ValueError: an unknown preset, field, or a value the field refuses (the config's own message).
+    """
+    import ast
+
     from ppo_td.presets import get_preset
 
-    config = get_preset(task.settings)
+    preset, *changes = settings.split("+")
+    config = get_preset(preset)
+    for change in changes:
+        path, sep, text = change.partition("=")
+        *sections, name = path.split(".")
+        if not sep or len(sections) > 1:
+            raise ValueError(f"--settings {settings}: {change!r} is not section.field=VALUE (or field=VALUE)")
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = text
+        if sections:
+            part = getattr(config, sections[0])
+            config = dataclasses.replace(config, **{sections[0]: dataclasses.replace(part, **{name: value})})
+        else:
+            config = dataclasses.replace(config, **{name: value})
+    return config
+
+
+def config_of(task: Task) -> Any:
+    """The ppo_td config ``task`` trains (both libraries): its preset (:func:`settings_config`: maybe with fields
+    changed), on its env, at its budget."""
+    config = settings_config(task.settings)
     env = config.env if config.env.multiagent else dataclasses.replace(config.env, env_id=task.env_id)
     env = dataclasses.replace(env, kwargs=task.kwargs or env.kwargs,
                               max_episode_steps=task.max_episode_steps or env.max_episode_steps)
@@ -184,6 +213,18 @@ def key_of(task: Task, library: str, seed: int) -> str:
 
     digest = hashlib.sha1(json.dumps(identity_dict(config_of(task)), sort_keys=True).encode()).hexdigest()[:12]
     return f"{library}|{task.env_id}|{task.settings}|{digest}|{seed}"
+
+
+EVAL_EPISODES = 10
+"""Deterministic evaluation episodes after each run."""
+
+
+def whole_evaluation(run: dict[str, Any]) -> bool:
+    """Whether a stored run says what became of each of its evaluation episodes: every one ended, or the ones cut at
+    the step cap are recorded (``eval_cut``, with the reward each reached). A run stored before ``eval_cut`` existed
+    with fewer returns than episodes left its cut ones nowhere: it is run again (the report reads the latest run of
+    a key)."""
+    return "eval_cut" in run or run["library"] != "ppo_td" or len(run["eval_returns"]) >= EVAL_EPISODES
 
 
 def read_store(store: Path) -> list[dict[str, Any]]:
@@ -260,7 +301,7 @@ def run_one(suite: str, task: Task, library: str, seed: int, timeout: float) -> 
     from ppo_td.config import to_dict
 
     config = config_of(task)
-    spec = {"library": library, "config": to_dict(config), "seed": seed, "eval_episodes": 10}
+    spec = {"library": library, "config": to_dict(config), "seed": seed, "eval_episodes": EVAL_EPISODES}
     command = [sys.executable, "-m", "benchmarks.worker", json.dumps(spec)]
     what = f"{library} {task.env_id} seed {seed}"
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -286,6 +327,7 @@ def run_one(suite: str, task: Task, library: str, seed: int, timeout: float) -> 
         "key": key_of(task, library, seed), "suite": suite, "env": task.env_id, "library": library,
         "settings": task.settings, "seed": seed, "frames": out["frames"], "budget": task.frames,
         "last100": last_mean(returns), "eval_returns": out["eval_returns"], "eval_mean": out["eval_mean"],
+        "eval_cut": out.get("eval_cut", []),  # SB3's evaluate_policy runs every episode to its end
         "episodes": [[int(f), round(float(s), 2), round(float(r), 4)] for f, s, r in out["episodes"]],
         "train_seconds": out["train_seconds"], "notes": [task.note] if task.note else [],
         "command": "python -m benchmarks.worker " + shlex.quote(json.dumps(spec)), "commit": _commit(),
@@ -356,7 +398,7 @@ def run_suites(suites: list[str], seeds: list[int] | None, libraries: list[str],
     ``seeds``: None for each suite's own (:data:`SEEDS`); ``settings``: another preset for every env (an ablation,
     stored and reported beside the suite's own)."""
     store.mkdir(parents=True, exist_ok=True)
-    finished = {r["key"] for r in read_store(store)}
+    finished = {r["key"] for r in read_store(store) if whole_evaluation(r)}
     plan = [(suite, task, library, seed) for suite in suites
             for task in (SUITES[suite] if settings is None else [with_settings(t, settings) for t in SUITES[suite]])
             for seed in (seeds or SEEDS.get(suite, DEFAULT_SEEDS))
@@ -416,9 +458,10 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"default: 1-5, or 1-3 where a suite's budget demands it ({', '.join(SEEDS)})")
     parser.add_argument("--libraries", nargs="+", choices=["ppo_td", "sb3"], default=["ppo_td", "sb3"])
     parser.add_argument("--envs", nargs="+", help="only these env ids of the suites")
-    parser.add_argument("--settings", metavar="PRESET",
-                        help="train the envs on this ppo_td preset instead of their own (an ablation: its runs are "
-                             "stored under the preset and reported beside the suite's own)")
+    parser.add_argument("--settings", metavar="PRESET[+section.field=VALUE...]",
+                        help="train the envs on this ppo_td preset instead of their own, with fields changed after a "
+                             "+ (an ablation: its runs are stored under the label and reported beside the suite's "
+                             "own), e.g. mountaincar-continuous+model.orthogonal_init=True")
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time (at most the CPU count; one thread each)")
     parser.add_argument("--store", type=Path, default=STORE, help="the result store's folder (runs.jsonl)")
     parser.add_argument("--timeout", type=float, default=6 * 3600, help="seconds one run may take")
@@ -435,8 +478,8 @@ def main(argv: list[str] | None = None) -> int:
         from ppo_td.presets import get_preset
 
         try:
-            preset = get_preset(args.settings)
-        except ValueError as err:
+            preset = settings_config(args.settings)
+        except (ValueError, TypeError, AttributeError) as err:
             parser.error(f"--settings: {err}")
         agents = [s for s in args.suites if any(get_preset(t.settings).env.multiagent for t in SUITES[s])]
         if agents or preset.env.multiagent:

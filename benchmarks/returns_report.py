@@ -25,7 +25,17 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.returns import ANCHORS, BEST, SUITES, Task, config_of, key_of, read_store, with_settings
+from benchmarks.returns import (
+    ANCHORS,
+    BEST,
+    EVAL_EPISODES,
+    SUITES,
+    Task,
+    config_of,
+    key_of,
+    read_store,
+    with_settings,
+)
 
 REPS = 2000
 LIBRARIES = ("ppo_td", "sb3")
@@ -128,16 +138,34 @@ def _runs_of(runs: list[dict[str, Any]], task: Task, library: str) -> list[dict[
     return [out[s] for s in sorted(out)]
 
 
+def evaluation_score(run: dict[str, Any]) -> float | None:
+    """A run's deterministic evaluation: the mean return of its episodes, one cut at the step cap counting with the
+    reward it had reached (``eval_cut``), as ppo_td's evaluation during training and its tuner score it; None where
+    no episode was recorded. A run stored before cut episodes were (fewer returns than episodes, no ``eval_cut``)
+    counts its ended ones; its row says how many ended."""
+    values = [*run["eval_returns"], *run.get("eval_cut", [])]
+    return statistics.fmean(values) if values else None
+
+
+def _episodes(run: dict[str, Any]) -> int:
+    """The evaluation episodes a run ran: its ended and cut ones, or for a run stored before cut ones were recorded,
+    the episodes it was asked for."""
+    return len(run["eval_returns"]) + len(run["eval_cut"]) if "eval_cut" in run else max(
+        len(run["eval_returns"]), EVAL_EPISODES if run["library"] == "ppo_td" else 0)
+
+
 def _row(env: str, label: str, mine: list[dict[str, Any]]) -> str:
     """One table row: ``mine``'s runs of ``env`` (an empty cell where the row continues the env above)."""
     last = np.array([r["last100"] for r in mine])
-    evals = [r["eval_mean"] for r in mine if r["eval_mean"] is not None]
+    evals = [v for v in map(evaluation_score, mine) if v is not None]
+    ended, episodes = (sum(len(r["eval_returns"]) for r in mine), sum(_episodes(r) for r in mine))
     iqm, low, high = iqm_interval(last[:, None])
     minutes = statistics.median(r["train_seconds"] for r in mine) / 60
     speed = statistics.median(r["frames"] / r["train_seconds"] for r in mine)  # a slower fix shows
     cells = [env, label, str(len(mine)), f"{_fmt(float(last.mean()))} +- {_fmt(float(last.std()))}",
              _fmt(float(np.median(last))), f"{_fmt(iqm)} [{_fmt(low)}, {_fmt(high)}]",
-             f"{_fmt(statistics.fmean(evals)) if evals else '-'} +- {_fmt(statistics.pstdev(evals)) if evals else '-'}",
+             f"{_fmt(statistics.fmean(evals)) if evals else '-'} +- {_fmt(statistics.pstdev(evals)) if evals else '-'}"
+             + (f" ({ended} of {episodes} episodes ended)" if ended < episodes else ""),
              f"{minutes:.1f}", f"{speed:,.0f}"]
     return ("| " + " | ".join(cells) + " |") if env else ("| | " + " | ".join(cells[1:]) + " |")
 
@@ -238,7 +266,8 @@ def suite_section(suite: str, runs: list[dict[str, Any]], store: Path) -> list[s
     """The tables of one suite, its normalized IQM and its plots (written beside the report)."""
     tasks = SUITES[suite]
     lines = [f"## {suite}", "", "| env | library / anchor | seeds | last 100 episodes: mean +- std over seeds | median "
-             "| IQM [95% CI] | deterministic eval (10 episodes): mean +- std over seeds | minutes per run "
+             "| IQM [95% CI] | deterministic eval (10 episodes; one cut at the step cap counts with the reward it "
+             "reached): mean +- std over seeds | minutes per run "
              "| frames/s |", "|---|---|---|---|---|---|---|---|---|"]
     normalized: dict[str, dict[str, dict[int, float]]] = {lib: {} for lib in LIBRARIES}
     notes = []

@@ -62,6 +62,8 @@ def run_ppo_td(config: TrainConfig) -> dict[str, Any]:
     return {
         "episodes": episodes,
         "eval_returns": result.eval_returns,
+        # episodes still running at eval_max_steps: the reward each had reached (the returns are the ended ones')
+        "eval_cut": result.evaluation.cut if result.evaluation is not None else [],
         "eval_groups": result.evaluation.groups if result.evaluation is not None else {},  # several agent groups
         "frames": seconds["frames"],
         "train_seconds": seconds["time"],

@@ -48,3 +48,30 @@ def endless(end_at: int | None = None) -> gym.Env:
 def endless_pendulum(render_mode: str | None = None) -> gym.Env:
     """Gymnasium's Pendulum without its 200-step limit: renders ``rgb_array`` frames, never ends."""
     return PendulumEnv(render_mode=render_mode)
+
+
+class HalfStuck(gym.Env):
+    """From an even reset seed the episode ends at step 5 with reward 1; from an odd one it never ends, earning 0:
+    a policy stuck forever from some starts (a failure a score must not leave out)."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self) -> None:
+        self.steps, self.ends = 0, True
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self.ends = seed % 2 == 0
+        self.steps = 0
+        return np.array([float(self.ends), 0.0], np.float32), {}
+
+    def step(self, action):
+        self.steps += 1
+        done = self.ends and self.steps >= 5
+        return np.array([float(self.ends), 0.0], np.float32), float(done), done, False, {}
+
+
+def half_stuck() -> gym.Env:
+    return HalfStuck()

@@ -292,7 +292,7 @@ def test_a_confirmation_run_that_diverges_ranks_its_row_last_with_the_reason(tmp
     def train(config, run_dir, threads, overwrite):
         if config.optim.lr == 0.5 and config.seed == plan.base.seed + 1001:
             raise NonFiniteError("loss is nan")
-        return SimpleNamespace(evaluation=SimpleNamespace(returns=[5.0]))
+        return SimpleNamespace(evaluation=SimpleNamespace(returns=[5.0], cut=[]))
 
     table, best, config = confirm_top(study, plan, Settings(), train, top=1, seeds=2, say=lambda line: None)
     assert [row["name"] for row in table] == ["base config", "trial 0"] and best == "base config"

@@ -24,7 +24,9 @@ from ppo_td.config import TrainConfig, to_dict
 from ppo_td.tuning.space import Space, repaired
 
 SCORES = {
-    "eval": "the mean return of the final deterministic evaluation (eval_episodes episodes, the policy's mode)",
+    "eval": "the mean return of the final deterministic evaluation (eval_episodes episodes, the policy's mode; an "
+            "episode cut at eval_max_steps counts with the reward it had reached, so a policy stuck from some starts "
+            "scores what it got there, not the mean of its other episodes)",
     "last100": "the mean return of the last 100 training episodes",
     "auc": "the mean over the run's iterations of their episodes' mean return (the area under the learning curve "
            "over the frames, divided by the frames)",
@@ -70,9 +72,10 @@ class Pruned(Exception):  # noqa: N818 - a trial's outcome, raised as optuna.Tri
 
 def seed_score(result: Any, score: Score) -> float:
     """One run's score (:data:`SCORES`); NaN where it has none (no episode ended, no evaluation)."""
-    if score == "eval":
-        returns = result.evaluation.returns if result.evaluation is not None else []
-        return sum(returns) / len(returns) if returns else math.nan
+    if score == "eval":  # its cut episodes too: leaving them out would raise a trial stuck from some starts
+        from ppo_td.experiment.evaluator import score as evaluation_score
+
+        return evaluation_score(result.evaluation) if result.evaluation is not None else math.nan
     if score == "last100":
         returns = [e["return"] for e in list(result.episodes)[-100:]]
         return sum(returns) / len(returns) if returns else math.nan
