@@ -328,6 +328,7 @@ def run_one(suite: str, task: Task, library: str, seed: int, timeout: float) -> 
         "settings": task.settings, "seed": seed, "frames": out["frames"], "budget": task.frames,
         "last100": last_mean(returns), "eval_returns": out["eval_returns"], "eval_mean": out["eval_mean"],
         "eval_cut": out.get("eval_cut", []),  # SB3's evaluate_policy runs every episode to its end
+        "eval_starts": "per run" if library == "ppo_td" else "sequential",  # benchmarks.store_history
         "episodes": [[int(f), round(float(s), 2), round(float(r), 4)] for f, s, r in out["episodes"]],
         "train_seconds": out["train_seconds"], "notes": [task.note] if task.note else [],
         "command": "python -m benchmarks.worker " + shlex.quote(json.dumps(spec)), "commit": _commit(),

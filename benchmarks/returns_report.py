@@ -36,6 +36,7 @@ from benchmarks.returns import (
     read_store,
     with_settings,
 )
+from benchmarks.store_history import SEEDED_PER_RUN
 
 REPS = 2000
 LIBRARIES = ("ppo_td", "sb3")
@@ -154,32 +155,73 @@ def _episodes(run: dict[str, Any]) -> int:
         len(run["eval_returns"]), EVAL_EPISODES if run["library"] == "ppo_td" else 0)
 
 
+_CACHE: dict[tuple[Any, ...], Any] = {}
+"""Numbers already computed from a group of runs (keyed by what the runs hold but their curves): the report and
+:mod:`benchmarks.published`'s check read the same groups, and each bootstrap takes about a second."""
+
+
+def _cached(name: str, runs: list[dict[str, Any]], compute: Callable[[], Any]) -> Any:
+    key = (name, *(json.dumps({k: v for k, v in r.items() if k not in ("curve", "episodes")}, sort_keys=True,
+                              default=str) for r in runs))
+    if key not in _CACHE:
+        _CACHE[key] = compute()
+    return _CACHE[key]
+
+
+def row_values(mine: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a table row says of ``mine`` (one library's runs of one config, one per seed), unrounded: ``seeds``,
+    ``last`` (mean, std over seeds of the last-100 means), ``median``, ``iqm`` (IQM, low, high), ``eval`` (mean, std
+    of :func:`evaluation_score`, or None), ``ended`` and ``episodes`` (evaluation episodes that ended, and run),
+    ``shared`` (an evaluation from before its starts were the run's own: ``benchmarks.store_history``), ``minutes``
+    (median per run) and ``fps`` (median frames/s)."""
+    def compute() -> dict[str, Any]:
+        last = np.array([r["last100"] for r in mine])
+        evals = [v for v in map(evaluation_score, mine) if v is not None]
+        return {"seeds": len(mine), "last": (float(last.mean()), float(last.std())), "median": float(np.median(last)),
+                "iqm": iqm_interval(last[:, None]),
+                "eval": (statistics.fmean(evals), statistics.pstdev(evals)) if evals else None,
+                "ended": sum(len(r["eval_returns"]) for r in mine), "episodes": sum(_episodes(r) for r in mine),
+                "shared": any(r.get("eval_starts") == "shared" for r in mine),
+                "minutes": statistics.median(r["train_seconds"] for r in mine) / 60,
+                "fps": statistics.median(r["frames"] / r["train_seconds"] for r in mine)}  # a slower fix shows
+    return _cached("row", mine, compute)
+
+
+def eval_notes(values: dict[str, Any]) -> str:
+    """What an evaluation cell says beside its numbers: episodes cut at the step cap, starts shared by seeds."""
+    return ((f" ({values['ended']} of {values['episodes']} episodes ended)"
+             if values["ended"] < values["episodes"] else "")
+            + (" (starts shared by seeds)" if values["shared"] else ""))
+
+
 def _row(env: str, label: str, mine: list[dict[str, Any]]) -> str:
     """One table row: ``mine``'s runs of ``env`` (an empty cell where the row continues the env above)."""
-    last = np.array([r["last100"] for r in mine])
-    evals = [v for v in map(evaluation_score, mine) if v is not None]
-    ended, episodes = (sum(len(r["eval_returns"]) for r in mine), sum(_episodes(r) for r in mine))
-    iqm, low, high = iqm_interval(last[:, None])
-    minutes = statistics.median(r["train_seconds"] for r in mine) / 60
-    speed = statistics.median(r["frames"] / r["train_seconds"] for r in mine)  # a slower fix shows
-    cells = [env, label, str(len(mine)), f"{_fmt(float(last.mean()))} +- {_fmt(float(last.std()))}",
-             _fmt(float(np.median(last))), f"{_fmt(iqm)} [{_fmt(low)}, {_fmt(high)}]",
-             f"{_fmt(statistics.fmean(evals)) if evals else '-'} +- {_fmt(statistics.pstdev(evals)) if evals else '-'}"
-             + (f" ({ended} of {episodes} episodes ended)" if ended < episodes else ""),
-             f"{minutes:.1f}", f"{speed:,.0f}"]
+    v = row_values(mine)
+    iqm, low, high = v["iqm"]
+    evaluation = v["eval"] or (float("nan"), float("nan"))
+    cells = [env, label, str(v["seeds"]), f"{_fmt(v['last'][0])} +- {_fmt(v['last'][1])}", _fmt(v["median"]),
+             f"{_fmt(iqm)} [{_fmt(low)}, {_fmt(high)}]",
+             f"{_fmt(evaluation[0])} +- {_fmt(evaluation[1])}" + eval_notes(v), f"{v['minutes']:.1f}",
+             f"{v['fps']:,.0f}"]
     return ("| " + " | ".join(cells) + " |") if env else ("| | " + " | ".join(cells[1:]) + " |")
+
+
+def pair_improvement(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> tuple[float, float, float]:
+    """P(a run of ``mine`` beats a run of ``theirs``) over their last-100 means, with its interval."""
+    return _cached("improvement", [*mine, {"versus": True}, *theirs], lambda: improvement(
+        np.array([r["last100"] for r in mine])[:, None], np.array([r["last100"] for r in theirs])[:, None]))
 
 
 def env_rows(task: Task, runs: list[dict[str, Any]]) -> tuple[list[str], dict[str, dict[int, float]]]:
     """The table rows of one env (each library, the same on other presets where ``--settings`` ran them, then its
     anchors, then P(ppo_td > SB3)), and its scores per library on its own preset (seed -> the run's last-100
     mean)."""
-    rows, scores = [], {}
+    rows, scores, groups = [], {}, {}
     for library in LIBRARIES:
         mine = _runs_of(runs, task, library)
         if not mine:
             continue
-        scores[library] = {r["seed"]: r["last100"] for r in mine}
+        scores[library], groups[library] = {r["seed"]: r["last100"] for r in mine}, mine
         rows.append(_row(task.env_id, LABEL[library], mine))
     others = sorted({r["settings"] for r in runs if r["env"] == task.env_id and r["settings"] != task.settings})
     for settings in others:  # ablations (--settings): beside, never in the suite's aggregates
@@ -191,8 +233,7 @@ def env_rows(task: Task, runs: list[dict[str, Any]]) -> tuple[list[str], dict[st
         rows.append(f"| | {source} | | {mean:,}" + (f" +- {std:,}" if std is not None else "") +  # as published
                     f" | | | | ({what}) | |")
     if len(scores) == 2:
-        p, low, high = improvement(np.array(list(scores["ppo_td"].values()))[:, None],
-                                   np.array(list(scores["sb3"].values()))[:, None])
+        p, low, high = pair_improvement(groups["ppo_td"], groups["sb3"])
         rows.append(f"| | P(ppo_td run > SB3 run) | | {p:.2f} [{low:.2f}, {high:.2f}] | | | | | |")
     return rows, scores
 
@@ -262,20 +303,18 @@ def plot_curves(suite: str, tasks: list[Task], runs: list[dict[str, Any]], path:
     return path
 
 
-def suite_section(suite: str, runs: list[dict[str, Any]], store: Path) -> list[str]:
-    """The tables of one suite, its normalized IQM and its plots (written beside the report)."""
-    tasks = SUITES[suite]
-    lines = [f"## {suite}", "", "| env | library / anchor | seeds | last 100 episodes: mean +- std over seeds | median "
-             "| IQM [95% CI] | deterministic eval (10 episodes; one cut at the step cap counts with the reward it "
-             "reached): mean +- std over seeds | minutes per run "
-             "| frames/s |", "|---|---|---|---|---|---|---|---|---|"]
+def suite_scores(suite: str, runs: list[dict[str, Any]], store: Path) -> tuple[
+        list[str], dict[str, dict[str, dict[int, float]]], list[str], list[str]]:
+    """The tables' rows of one suite, each env's scores normalized per library (env -> seed -> score; random 0, the
+    best published PPO 1), the envs every library with scores has, and the notes."""
+    rows: list[str] = []
     normalized: dict[str, dict[str, dict[int, float]]] = {lib: {} for lib in LIBRARIES}
     notes = []
-    for task in tasks:
-        rows, scores = env_rows(task, runs)
-        if not rows or not scores:
+    for task in SUITES[suite]:
+        env_lines, scores = env_rows(task, runs)
+        if not env_lines or not scores:
             continue
-        lines += rows
+        rows += env_lines
         low = random_score(task, store)
         best = best_score(task.env_id)
         if low is not None and best is not None and best[0] > low:
@@ -284,24 +323,52 @@ def suite_section(suite: str, runs: list[dict[str, Any]], store: Path) -> list[s
                 normalized[library][task.env_id] = {seed: (v - low) / (best[0] - low) for seed, v in by_seed.items()}
         if task.note:
             notes.append(f"{task.env_id}: {task.note}")
-    if len(lines) == 4:
-        return [f"## {suite}", "", "No finished runs in the store yet.", ""]
     envs = sorted(set.intersection(*(set(v) for v in normalized.values() if v))) if any(normalized.values()) else []
+    return rows, normalized, envs, notes
+
+
+def aggregates(normalized: dict[str, dict[str, dict[int, float]]], envs: list[str]) -> dict[str, tuple[
+        list[int], tuple[float, float, float], tuple[float, float, float]]]:
+    """Per library with a score on every one of ``envs``: the seeds all of them have, the normalized IQM and the
+    mean, each with its interval."""
+    out = {}
+    for library in LIBRARIES:
+        seeds, matrix = seed_matrix(normalized[library], envs)
+        if matrix is not None:
+            key = ("aggregates", tuple(envs), matrix.shape, matrix.tobytes())
+            if key not in _CACHE:
+                _CACHE[key] = (iqm_interval(matrix), mean_interval(matrix))
+            out[library] = (seeds, *_CACHE[key])
+    return out
+
+
+def suite_section(suite: str, runs: list[dict[str, Any]], store: Path, plots: bool = True) -> list[str]:
+    """The tables of one suite, its normalized IQM and its plots (written beside the report; with ``plots`` False,
+    the plots already there are named and none is drawn)."""
+    rows, normalized, envs, notes = suite_scores(suite, runs, store)
+    if not rows:
+        return [f"## {suite}", "", "No finished runs in the store yet.", ""]
+    lines = [f"## {suite}", "", "| env | library / anchor | seeds | last 100 episodes: mean +- std over seeds | median "
+             "| IQM [95% CI] | deterministic eval (10 episodes; one cut at the step cap counts with the reward it "
+             "reached): mean +- std over seeds | minutes per run "
+             "| frames/s |", "|---|---|---|---|---|---|---|---|---|", *rows]
+
+    def drawn(path: Path, draw: Callable[[], Path | None]) -> Path | None:
+        return draw() if plots else (path if path.exists() else None)
+
     if envs:
         lines += ["", f"Normalized (random policy 0, best published PPO 1) over {len(envs)} envs ({', '.join(envs)}), "
                   "the seeds every one of them has:", "", "| library | seeds | IQM [95% CI] | mean [95% CI] |",
                   "|---|---|---|---|"]
-        for library in LIBRARIES:
-            seeds, matrix = seed_matrix(normalized[library], envs)
-            if matrix is not None:
-                iqm, lo, hi = iqm_interval(matrix)
-                mean, mlo, mhi = mean_interval(matrix)
-                lines.append(f"| {LABEL[library]} | {', '.join(map(str, seeds))} | {iqm:.2f} [{lo:.2f}, {hi:.2f}] | "
-                             f"{mean:.2f} [{mlo:.2f}, {mhi:.2f}] |")
-        profile = plot_profile(suite, normalized, envs, store / f"{suite}_profile.png")
+        for library, (seeds, (iqm, lo, hi), (mean, mlo, mhi)) in aggregates(normalized, envs).items():
+            lines.append(f"| {LABEL[library]} | {', '.join(map(str, seeds))} | {iqm:.2f} [{lo:.2f}, {hi:.2f}] | "
+                         f"{mean:.2f} [{mlo:.2f}, {mhi:.2f}] |")
+        path = store / f"{suite}_profile.png"
+        profile = drawn(path, lambda: plot_profile(suite, normalized, envs, path))
         if profile:
             lines += ["", f"Performance profile: `{profile.name}`."]
-    curves = plot_curves(suite, tasks, runs, store / f"{suite}_curves.png")
+    path = store / f"{suite}_curves.png"
+    curves = drawn(path, lambda: plot_curves(suite, SUITES[suite], runs, path))
     if curves:
         lines += ([] if envs else [""]) + [f"Curves: `{curves.name}`."]  # a table above ends at a blank line
     lines += ["", "Normalization and notes: " + "; ".join(notes) + ".", ""] if notes else [""]
@@ -348,8 +415,9 @@ def plot_profile(suite: str, normalized: dict[str, dict[str, dict[int, float]]],
     return path
 
 
-def write_report(suites: list[str], store: Path) -> str:
-    """The report of ``suites`` from ``store`` as Markdown, also written to ``store/report.md``."""
+def write_report(suites: list[str], store: Path, plots: bool = True, write: bool = True) -> str:
+    """The report of ``suites`` from ``store`` as Markdown, also written to ``store/report.md`` (unless ``write`` is
+    False); ``plots`` False names the plots already in the store instead of drawing them."""
     runs = read_store(store)
     commits = sorted({r["commit"][:12] for r in runs if r["suite"] in suites})
     count = sum(r["suite"] in suites for r in runs)
@@ -358,9 +426,15 @@ def write_report(suites: list[str], store: Path) -> str:
              "(the tables take the latest run of each config and seed; runs of a preset since changed stay "
              f"in the store) at commits {', '.join(commits) or '-'}; made by `python -m benchmarks returns "
              f"{' '.join(suites)}`, this report by the same command with `--report`. One torch thread per run, "
-             "runs one or two at a time on a 2-core machine.", ""]
+             "runs one or two at a time on a 2-core machine."
+             + (" An evaluation cell marked \"(starts shared by seeds)\" holds ppo_td runs from before commit "
+                f"{SEEDED_PER_RUN} (2026-11-29), whose evaluation env copy i was seeded with the run's seed + 10,000 + "
+                "i, so seeds 1 to 5 shared most of their start states; since, each run's starts come from its own "
+                "seed (`benchmarks.store_history`)."
+                if any(r.get("eval_starts") == "shared" for r in runs if r["suite"] in suites) else ""), ""]
     for suite in suites:
-        lines += suite_section(suite, runs, store)
+        lines += suite_section(suite, runs, store, plots)
     text = "\n".join(lines).rstrip() + "\n"
-    (store / "report.md").write_text(text)
+    if write:
+        (store / "report.md").write_text(text)
     return text
