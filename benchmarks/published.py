@@ -305,6 +305,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", type=Path, default=STORE)
     parser.add_argument("--report", action="store_true", help="write report.md from the store first")
     args = parser.parse_args(argv)
+    if not (args.store / "runs.jsonl").is_file():
+        parser.error(f"--store: {args.store} holds no runs.jsonl (the result store of python -m benchmarks returns)")
+    if not args.report and not (args.store / "report.md").is_file():
+        parser.error(f"{args.store} has no report.md yet: make it with --report (it is written, then checked)")
     if args.report:
         write_report(ALL_SUITES, args.store)
     problems = check(ROOT, args.store)

@@ -136,3 +136,13 @@ def test_marking_the_store_keeps_every_record_and_a_cut_line(tmp_path):
     marked = (store / "runs.jsonl").read_text().splitlines()
     assert json.loads(marked[0])["eval_starts"] == "per run"  # (a commit is its own ancestor)
     assert marked[1:] == lines[1:]  # a marked record as it was; a line a crash cut short left as it is
+
+
+def test_the_command_refuses_a_store_it_cannot_read(tmp_path, capsys):
+    with pytest.raises(SystemExit) as no_store:
+        published.main(["--store", str(tmp_path)])
+    assert no_store.value.code == 2 and "holds no runs.jsonl" in capsys.readouterr().err
+    (tmp_path / "runs.jsonl").write_text("")
+    with pytest.raises(SystemExit):
+        published.main(["--store", str(tmp_path)])
+    assert "make it with --report" in capsys.readouterr().err
