@@ -28,6 +28,7 @@ import numpy as np
 from benchmarks.returns import (
     ANCHORS,
     BEST,
+    CURVE_POINTS,
     EVAL_EPISODES,
     SUITES,
     Task,
@@ -342,6 +343,86 @@ def aggregates(normalized: dict[str, dict[str, dict[int, float]]], envs: list[st
     return out
 
 
+TARGET = 0.9
+"""Seconds to a return: the share of the way from a random policy's score to the best published PPO one that a run's
+mean of its last 100 training episodes must reach (issue 65: 90%)."""
+
+
+def running_means(run: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """A run's (training seconds, mean of its last 100 episodes) at each recorded episode, counted once at least
+    min(100, the run's episodes) have ended, so a few lucky first episodes do not count and the last value is the
+    run's ``last100``; from its episodes, or from its stored curve (:func:`benchmarks.returns.compact`: the same means
+    at 2,000 evenly spaced episodes)."""
+    if "curve" in run:
+        n = run["episodes_total"]
+        picks = sorted({round(i * (n - 1) / (CURVE_POINTS - 1)) for i in range(CURVE_POINTS)})
+        points = [(c[1], c[2]) for i, c in zip(picks, run["curve"], strict=True) if i + 1 >= min(100, n)]
+    else:
+        episodes = run.get("episodes") or []
+        n = len(episodes)
+        sums = np.concatenate([[0.0], np.cumsum([e[2] for e in episodes])])
+        points = [(episodes[i][1], (sums[i + 1] - sums[max(0, i + 1 - 100)]) / min(100, i + 1))
+                  for i in range(min(100, n) - 1, n)]
+    seconds, means = zip(*points, strict=True) if points else ((), ())
+    return np.array(seconds, dtype=float), np.array(means, dtype=float)
+
+
+def seconds_to(run: dict[str, Any], threshold: float) -> float:
+    """The training seconds until the run's mean of its last 100 episodes first reached ``threshold``; inf if it never
+    did."""
+    seconds, means = running_means(run)
+    reached = np.flatnonzero(means >= threshold)
+    return float(seconds[reached[0]]) if reached.size else math.inf
+
+
+def median_interval(values: list[float]) -> tuple[float, float, float]:
+    """The median of ``values`` (inf for a run that never got there) and a 95% percentile-bootstrap interval of it
+    (order statistics, so an inf stays an inf)."""
+    x = np.array(values, dtype=float)
+    picks = np.random.default_rng(0).integers(0, len(x), size=(REPS, len(x)))
+    boot = np.sort(x[picks], axis=1)[:, (len(x) - 1) // 2]  # the lower median: no mean of an inf and a number
+    return (float(np.sort(x)[(len(x) - 1) // 2]), float(np.quantile(boot, 0.025, method="lower")),
+            float(np.quantile(boot, 0.975, method="higher")))
+
+
+def _seconds(x: float) -> str:
+    return "not reached" if math.isinf(x) else f"{x:,.0f}"
+
+
+def seconds_rows(suite: str, runs: list[dict[str, Any]], store: Path) -> list[str]:
+    """The suite's seconds-to-a-return table: per env with a random and a best score, each library's median seconds
+    to :data:`TARGET` of the way from one to the other, its interval, how many seeds got there, and SB3's median over
+    ppo_td's."""
+    rows = []
+    for task in SUITES[suite]:
+        low, best = random_score(task, store), best_score(task.env_id)
+        if low is None or best is None or best[0] <= low:
+            continue
+        threshold = low + TARGET * (best[0] - low)
+        cells, medians = [task.env_id, _fmt(threshold)], {}
+        for library in LIBRARIES:
+            mine = _runs_of(runs, task, library)
+            if not mine:
+                cells.append("")
+                continue
+            values = [seconds_to(r, threshold) for r in mine]
+            medians[library], lo, hi = median_interval(values)
+            reached = sum(not math.isinf(v) for v in values)
+            cells.append(f"{_seconds(medians[library])} [{_seconds(lo)}, {_seconds(hi)}] ({reached} of {len(mine)})")
+        if not medians:
+            continue
+        both = [medians.get(lib, math.inf) for lib in LIBRARIES]
+        cells.append(f"{both[1] / both[0]:.2f}x" if not any(map(math.isinf, both)) else "-")
+        rows.append("| " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    return ["", f"Seconds to a return: the training seconds until the mean of the last 100 episodes first reached "
+            f"{TARGET:.0%} of the way from the random score to the best published one (the threshold); the lower "
+            "median over seeds, its 95% bootstrap interval, and how many seeds reached it:", "",
+            "| env | threshold | ppo_td | Stable-Baselines3 | SB3 / ppo_td (above 1: ppo_td sooner) |",
+            "|---|---|---|---|---|", *rows]
+
+
 def suite_section(suite: str, runs: list[dict[str, Any]], store: Path, plots: bool = True) -> list[str]:
     """The tables of one suite, its normalized IQM and its plots (written beside the report; with ``plots`` False,
     the plots already there are named and none is drawn)."""
@@ -368,9 +449,11 @@ def suite_section(suite: str, runs: list[dict[str, Any]], store: Path, plots: bo
         if profile:
             lines += ["", f"Performance profile: `{profile.name}`."]
     path = store / f"{suite}_curves.png"
+    seconds = seconds_rows(suite, runs, store)
+    lines += seconds
     curves = drawn(path, lambda: plot_curves(suite, SUITES[suite], runs, path))
-    if curves:
-        lines += ([] if envs else [""]) + [f"Curves: `{curves.name}`."]  # a table above ends at a blank line
+    if curves:  # (a table above ends at a blank line)
+        lines += ([""] if seconds or not envs else []) + [f"Curves: `{curves.name}`."]
     lines += ["", "Normalization and notes: " + "; ".join(notes) + ".", ""] if notes else [""]
     return lines
 
