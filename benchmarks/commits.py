@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
                         results[(rev, library)].append(out)
                         print(f"round {round_} seed {seed} {rev} {library}: " + ", ".join(
                             f"{p.split('_')[0]} {out[p]:.3f} s" for p in PARTS), flush=True)
-        print("\n".join(["", f"`python -m benchmarks.commits {' '.join(args.revisions)}` ({args.preset}, "
+        command = " ".join(["python -m benchmarks.commits", *(argv if argv is not None else sys.argv[1:])])
+        print("\n".join(["", f"`{command}` ({args.preset}, "
                          f"{args.frames:,} frames, seeds {' '.join(map(str, args.seeds))}, {args.rounds} rounds)", "",
                          *report(results, args.revisions, args.libraries)]))
         return 0
