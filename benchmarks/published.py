@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from benchmarks.returns import ANCHORS, SUITES, read_store
 from benchmarks.returns_report import (
     LABEL,
@@ -187,8 +189,7 @@ def check_run_table(where: str, rows: list[list[str]], store_groups: dict[str, l
 
 
 def _last(group: list[dict[str, Any]]) -> tuple[float, float]:
-    import numpy as np
-
+    """The last-100 column alone (mean, std over seeds): what picks a row's candidates before any bootstrap."""
     last = np.array([r["last100"] for r in group])
     return float(last.mean()), float(last.std())
 
@@ -226,7 +227,7 @@ def check_aggregate_table(where: str, suite: str, rows: list[list[str]], runs: l
     computed = suite_aggregates(suite, runs, store)
     problems = []
     for cells in rows[1:]:
-        library = "sb3" if _library(cells[0]) == "sb3" else "ppo_td"
+        library = _library(cells[0])
         if library not in computed:
             problems.append(f"{where}, {cells[0]}: the store has no normalized {suite} score for it")
             continue
@@ -279,9 +280,8 @@ def check_readme(path: Path, runs: list[dict[str, Any]], store: Path) -> list[st
     return problems
 
 
-def check_report(store: Path, runs: list[dict[str, Any]]) -> list[str]:
+def check_report(store: Path) -> list[str]:
     """``store/report.md`` against the report made from the store now (the date line aside)."""
-    del runs  # (write_report reads the store itself)
     written = (store / "report.md").read_text().splitlines()
     made = write_report(ALL_SUITES, store, plots=False, write=False).splitlines()
     if written[1:] == made[1:]:
@@ -296,7 +296,7 @@ def check_report(store: Path, runs: list[dict[str, Any]]) -> list[str]:
 def check(root: Path = ROOT, store: Path = STORE) -> list[str]:
     """Every problem of the report, learning.md and the README's row against ``store``."""
     runs = read_store(store)
-    return (check_report(store, runs) + check_learning(root / "docs" / "learning.md", runs, store)
+    return (check_report(store) + check_learning(root / "docs" / "learning.md", runs, store)
             + check_readme(root / "README.md", runs, store))
 
 
