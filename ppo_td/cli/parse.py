@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import functools
 import json
+import os
 import typing
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -19,6 +20,13 @@ import tyro
 from ppo_td.cli.command import TrainCommand
 from ppo_td.config import TrainConfig, from_dict
 from ppo_td.presets import DEFAULT_PRESET, fit_recurrent, get_preset, preset_for
+
+
+def say(line: str) -> None:
+    """A line about the command's settings, printed once: by the one process, or by rank 0 of the ranks torchrun
+    started (each parses the same command)."""
+    if os.environ.get("RANK", "0") in ("", "0"):
+        print(line)
 
 
 def train_command(args: list[str], prog: str, other_flags: Iterable[str] = ()) -> tuple[TrainCommand, list[str]]:
@@ -52,14 +60,14 @@ def train_command(args: list[str], prog: str, other_flags: Iterable[str] = ()) -
         if not resuming:  # (the suite of the preset chosen: vmas-navigation's id is no Gymnasium id)
             _check_env_id(known.env_id, known.suite or get_preset(preset_name).env.suite)
         if why is not None:
-            print(f"defaults: preset {preset_name!r}, {why} (--preset NAME to choose)")
+            say(f"defaults: preset {preset_name!r}, {why} (--preset NAME to choose)")
         default = TrainCommand(config=_for_env(get_preset(preset_name), preset_name, known.env_id),
                                preset=preset_name)
     recurrent, args = _recurrent_to_fit(args, default.config)
     cmd = tyro.cli(TrainCommand, default=default, args=args, prog=prog)  # validated: now the libraries
     if recurrent is not None:
         fitted, note = fit_recurrent(cmd.config, recurrent)
-        print(f"note: {note}")
+        say(f"note: {note}")
         cmd = dataclasses.replace(cmd, config=fitted)
     return cmd, args
 
@@ -212,7 +220,7 @@ def _for_env(config: TrainConfig, preset: str, env_id: str | None) -> TrainConfi
     frame skip)."""
     if env_id is None or env_id == config.env.env_id or not config.env.multiagent or not config.env.kwargs:
         return config
-    print(f"note: preset {preset!r} sets env.kwargs {' '.join(config.env.kwargs)} for {config.env.env_id}; "
+    say(f"note: preset {preset!r} sets env.kwargs {' '.join(config.env.kwargs)} for {config.env.env_id}; "
           f"{env_id} starts from its own defaults (--env.kwargs KEY=VALUE to set some)")
     return dataclasses.replace(config, env=dataclasses.replace(config.env, kwargs=()))
 
@@ -241,9 +249,9 @@ def _zoo_command(path: str, env_id: str | None, preset: str | None) -> TrainComm
         raise ValueError(f"--from-zoo {path}: give the env with --env.env-id ID; its entry in the file is read")
     key, entry = zoo_entry(path, env_id)
     config, notes = from_zoo(entry, env_id, get_preset(preset or "generic"))
-    print(f"defaults: RL Zoo entry {key!r} of {path}, over preset {preset or 'generic'!r}")
+    say(f"defaults: RL Zoo entry {key!r} of {path}, over preset {preset or 'generic'!r}")
     for note in notes:
-        print(f"note: RL Zoo {note}")
+        say(f"note: RL Zoo {note}")
     return TrainCommand(config=config, preset="zoo", from_zoo=path)
 
 

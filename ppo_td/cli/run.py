@@ -17,6 +17,7 @@ def run_training(cmd: TrainCommand) -> int:
     from ppo_td.collect import WorkerError
     from ppo_td.experiment import TrainingInterrupted, exit_on, resume, train
     from ppo_td.training import NonFiniteError
+    from ppo_td.training.ranks import RankError
 
     # --no-progress: a line every --log-every iterations, as when piped
     shown = {"progress": True if cmd.progress else "lines", "log_every": cmd.log_every, "threads": cmd.threads,
@@ -32,7 +33,7 @@ def run_training(cmd: TrainCommand) -> int:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             run_dir = cmd.run_dir or f"runs/{run_name(c.env.env_id)}-{cmd.preset}-seed{c.seed}-{stamp}"
             train(c, run_dir=run_dir, overwrite=cmd.overwrite, preset=cmd.preset, **shown)
-    except (TrainingInterrupted, NonFiniteError, WorkerError) as err:
+    except (TrainingInterrupted, NonFiniteError, WorkerError, RankError) as err:
         return exit_on(err, "ppo-td train")
     return 0
 

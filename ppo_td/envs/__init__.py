@@ -21,6 +21,7 @@ from ppo_td.envs.transforms import (
     StepCheck,
     merge_moments,
     moments_since,
+    running_moments,
 )
 from ppo_td.envs.vector import PartialResetCartPole, numpy_vectorized
 from ppo_td.envs.wrappers import ClipToBounds, EnvStepError, StepErrorContext, StepLimit
@@ -54,6 +55,7 @@ __all__ = [
     "make_env",
     "merge_moments",
     "moments_since",
+    "running_moments",
     "numpy_vectorized",
     "observation_stats",
     "own_step_limit",

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from tensordict import TensorDictBase
 from torchrl.data import Bounded, Composite, MultiCategorical
-from torchrl.envs import Transform
+from torchrl.envs import Compose, Transform
 
 from ppo_td import keys
 
@@ -154,6 +155,20 @@ class RunningMoments:
         for name in ("count", "mean", "var"):
             getattr(self, name).copy_(moments[name])
 
+    def start_moments(self) -> Moments:
+        """The statistics before any data (what a run over ranks merges every rank's first additions into)."""
+        return {k: v.clone() for k, v in self._start.items()}
+
+
+def running_moments(env: Any) -> list[RunningMoments]:
+    """The normalizers among ``env``'s transforms (observations, returns), in their order: the statistics worker
+    collectors and the ranks of a run merge."""
+    transform = getattr(env, "transform", None)
+    if transform is None:
+        return []
+    parts = list(transform) if isinstance(transform, Compose) else [transform]
+    return [t for t in parts if isinstance(t, RunningMoments)]
+
 
 class ReturnScaling(RunningMoments, _Freezable, Transform):
     """Divide each reward by the running std of the discounted return, then clip (no mean subtraction).
@@ -184,6 +199,7 @@ class ReturnScaling(RunningMoments, _Freezable, Transform):
         self.register_buffer("var", torch.ones((), dtype=torch.float64))
         self.register_buffer("count", torch.full((), 1e-4, dtype=torch.float64))
         self.register_buffer("running_return", torch.zeros(0, dtype=torch.float64))  # one per env copy
+        self._start = self.moments()
 
     def _update(self, returns: list[float]) -> float:
         """Parallel Welford update with this step's returns (plain floats: cheaper than tiny tensor ops)."""
@@ -269,6 +285,7 @@ class RunningObsNorm(RunningMoments, _Freezable, Transform):
         self.register_buffer("mean", torch.zeros(size, dtype=torch.float64))
         self.register_buffer("var", torch.ones(size, dtype=torch.float64))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        self._start = self.moments()
 
     def _update(self, rows: torch.Tensor) -> None:
         """Parallel Welford update, in numpy on the buffers' memory: a few small-array operations

@@ -72,7 +72,7 @@ class Session:
 
     def _open_records(self) -> RunLogger | None:
         """The run folder's records (run.json, config.json) and its logger; None without a folder."""
-        if self.folder is None:
+        if self.folder is None or not self.pipeline.main:  # over ranks, rank 0 keeps the records
             return None
         p, folder = self.pipeline, self.folder
         import torch
@@ -100,18 +100,27 @@ class Session:
             self.write(f"note: total_frames={config.total_frames:,} is not a multiple of frames_per_batch="
                        f"{config.frames_per_batch:,}: the run trains {config.num_iterations:,} batches, {planned:,} "
                        "frames")
-        bar = Progress(planned, config.num_iterations, initial=frames, bar=self.progress, every=self.log_every,
-                       label="reward per agent" if config.env.multiagent else "return", info_keys=config.env.info_keys)
-        self.write = bar.write
+        main = p.main  # over ranks: rank 0 shows, evaluates and writes; every rank trains and checkpoints its part
+        bar = Progress(planned, config.num_iterations, initial=frames, bar=self.progress if main else False,
+                       every=self.log_every, label="reward per agent" if config.env.multiagent else "return",
+                       info_keys=config.env.info_keys)
+        self.write = bar.write if main else _quiet
+        if p.ranks is not None:
+            self.write(f"{p.world} ranks: each steps {config.env.num_envs // p.world} of the {config.env.num_envs} env "
+                       f"copies and {config.frames_per_batch // p.world:,} frames of each {config.frames_per_batch:,}"
+                       f"-frame batch; every minibatch's gradient is averaged over the ranks (docs/scaling.md)")
         out = self.folder.path if self.folder is not None else None
-        checkpointer = (Checkpointer(out, self.checkpoint_every, self.keep_checkpoints, run_id=self.folder.run_id)
+        checkpointer = (Checkpointer(out, self.checkpoint_every, self.keep_checkpoints,
+                                     run_id=self.folder.run_id if main else None, write=main)
                         if out is not None else None)
         stop = _Stop()
-        self.evaluator = self._evaluator(checkpointer, out)
-        videos = self._videos(out, stop, logger)
+        self.evaluator = self._evaluator(checkpointer, out) if main else None
+        videos = self._videos(out, stop, logger) if main else []
         chain = [*([self.evaluator] if self.evaluator else []), *self.callbacks, bar,
                  *([logger] if logger else []), *videos, *([checkpointer] if checkpointer else []), stop]
-        with stop_after_iteration(stop.request, checkpoint=out is not None) as received:
+        # over ranks, torchrun passes a Ctrl-C on to every rank the terminal gave it to already: one stop
+        with stop_after_iteration(stop.request, checkpoint=out is not None and main, quiet=not main,
+                                  same_within=0.0 if p.ranks is None else REPEATED) as received:
             try:
                 result = run(p, callbacks=chain, frames=frames, iteration=iteration, elapsed=elapsed,
                              evaluate_at_end=out is None and not p.rebuildable)  # a TorchRL env: on itself
@@ -122,7 +131,8 @@ class Session:
                          "none (train with run_dir=... to keep checkpoints)")
                 raise NonFiniteError(f"{err}\nlast good checkpoint: {where}") from err
             except WorkerError as err:
-                if checkpointer is not None:  # the last completed iteration, intact in the pipeline
+                if checkpointer is not None and p.ranks is None:  # the last completed iteration, intact in the
+                    # pipeline (over ranks, the others are not there to give their state: the last one stands)
                     checkpointer.save(p, err.frames, err.iteration, err.elapsed)
                     err.checkpoint = out / "checkpoint.pt"
                 raise
@@ -147,7 +157,7 @@ class Session:
     def _finish(self, result: TrainResult, logger: RunLogger | None) -> TrainResult:
         """The final evaluation (a folder's from its checkpoint; without one, the loop's), its lines, the loggers,
         and the callbacks' ``on_end``."""
-        if result.stopped:
+        if result.stopped or not self.pipeline.main:  # over ranks, rank 0 evaluates
             self._end(result, logger)
             return result
         config = self.pipeline.config
@@ -206,6 +216,15 @@ class Session:
         sinks = [logger.log_video] if logger is not None and logger.loggers else []
         return [VideoRecorder(out / "videos", self.video_every, seed=evaluation_seed(self.pipeline.config.seed),
                               should_stop=lambda: stop.requested, sinks=sinks)]
+
+
+REPEATED = 2.0
+"""Over ranks: seconds within which a second SIGINT or SIGTERM is the first one again (torchrun passes the terminal's
+Ctrl-C on to ranks that had it already), not a second ask to stop at once."""
+
+
+def _quiet(line: str) -> None:
+    """Where the lines of a rank other than 0 go: rank 0 says them."""
 
 
 class _Stop:

@@ -8,6 +8,7 @@ import contextlib
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -54,22 +55,32 @@ def interrupt_on_signals() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def stop_after_iteration(request_stop: Callable[[], None], checkpoint: bool = True) -> Iterator[list[int]]:
+def stop_after_iteration(request_stop: Callable[[], None], checkpoint: bool = True, quiet: bool = False,
+                         same_within: float = 0.0) -> Iterator[list[int]]:
     """Training's guard: the first SIGINT/SIGTERM calls ``request_stop`` (the run then stops after the current
     iteration; the list yielded gets the signal's number); a second one (SIGINT or SIGTERM: a process manager's
     second ask) raises :class:`Interrupted` at once, for an iteration that would not end soon. ``checkpoint``:
-    whether the stop writes one (a run folder), as the line printed says. Outside the main thread nothing changes
-    (signals reach the main thread only); the handlers found are put back after the block."""
+    whether the stop writes one (a run folder), as the line printed says; ``quiet``: no line (a rank other than 0).
+    ``same_within``: a second signal within that many seconds of the first is the first again (a launcher passing on
+    the Ctrl-C its ranks had already). Outside the main thread nothing changes (signals reach the main thread only);
+    the handlers found are put back after the block."""
     received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield received
         return
 
+    first: list[float] = []
+
     def handler(signum: int, frame: Any) -> None:
+        if received and time.monotonic() - first[0] <= same_within:
+            return
         if received:
             raise Interrupted(signum)
         received.append(signum)
+        first.append(time.monotonic())
         request_stop()
+        if quiet:
+            return
         saved = ", with a checkpoint" if checkpoint else ""
         print(f"\n{signal.Signals(signum).name}: stopping at the end of this iteration{saved} (Ctrl-C or SIGTERM "
               f"again stops now{', without one' if checkpoint else ''})", file=sys.stderr, flush=True)

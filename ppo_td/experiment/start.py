@@ -3,6 +3,7 @@ its checkpoint), each the one path under ``ppo_td.train``, ``ppo_td.resume``, ``
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from pathlib import Path
@@ -29,6 +30,12 @@ def train(config: TrainConfig, *, run_dir: str | Path | None = None, callbacks: 
     """
     refuse_training_on_import("ppo_td.train")
     started = time.perf_counter()
+    from ppo_td.training.ranks import launched
+
+    ranks = launched()  # the ranks torchrun started (docs/scaling.md), or None
+    main = ranks is None or ranks.main
+    if ranks is not None:  # a default folder's name has the time in it: rank 0's is the run's
+        run_dir = ranks.from_main(None if run_dir is None else str(run_dir), "naming the run folder")
     config = with_info_keys(config, [info_keys] if isinstance(info_keys, str) else info_keys)
     names, objects = _loggers(loggers, run_dir)
     callbacks = _callbacks(callbacks, objects)
@@ -36,22 +43,28 @@ def train(config: TrainConfig, *, run_dir: str | Path | None = None, callbacks: 
     from ppo_td.training import build_pipeline
 
     if run_dir is None:
-        pipeline = build_pipeline(config, threads=threads, **parts)
+        pipeline = build_pipeline(config, threads=threads, ranks=ranks, **parts)
         return Session(pipeline, callbacks=callbacks, progress=progress, log_every=log_every,
                        started=started).run()
     from ppo_td.persist import RunFolder
+    from ppo_td.training.ranks import together
 
-    config = recordable(config, parts)
-    check_device(config)
-    check_videos(video_every, config)  # an env that cannot be recorded is refused before the run folder is made
     folder = RunFolder(run_dir)
-    with folder.locked():
-        folder.create(overwrite=overwrite)
-        folder.record(preset=preset)  # which defaults the config started from (config.json has the values)
+    with contextlib.ExitStack() as held:
+        with together(ranks, "making the run folder"):  # rank 0 makes it; a refusal there stops every rank
+            config = recordable(config, parts)
+            check_device(config)
+            check_videos(video_every, config)  # an env that cannot be recorded is refused before the folder is made
+            if main:
+                held.enter_context(folder.locked())
+                folder.create(overwrite=overwrite)
+                folder.record(preset=preset, ranks=1 if ranks is None else ranks.world)  # the defaults the config
+                # started from (config.json has the values), and the ranks it runs on
         try:
-            pipeline = build_pipeline(config, threads=threads, **parts)
+            pipeline = build_pipeline(config, threads=threads, ranks=ranks, **parts)
         except BaseException:
-            folder.abandon()  # nothing ran: the same run_dir works again once the config or the parts are fixed
+            if main:
+                folder.abandon()  # nothing ran: the same run_dir works again once the config or the parts are fixed
             raise
         try:
             check_reopenable(pipeline)
@@ -59,7 +72,8 @@ def train(config: TrainConfig, *, run_dir: str | Path | None = None, callbacks: 
             from ppo_td.collect import shutdown
 
             shutdown(pipeline.collector)
-            folder.abandon()
+            if main:
+                folder.abandon()
             raise
         return Session(pipeline, folder, callbacks, progress, log_every, checkpoint_every, keep_checkpoints, names,
                        project, video_every, started=started).run()
@@ -78,22 +92,32 @@ def resume(run_dir: str | Path, *, callbacks: Any = (), progress: bool | str = T
     callbacks = _callbacks(callbacks, objects)
     _check_display(progress, log_every, video_every, run_dir)
     from ppo_td.persist import RunFolder, load_checkpoint, resume_pipeline
+    from ppo_td.training.ranks import launched, together
 
-    if Path(run_dir).is_file():
-        raise ValueError(f"resume takes a run folder; {run_dir} is a file (its run folder: {Path(run_dir).parent})")
+    ranks = launched()  # resumed on the ranks torchrun started: exactly on as many as it ran on
+    main = ranks is None or ranks.main
     folder = RunFolder(run_dir)
-    with folder.locked():
-        state = load_checkpoint(folder.path / "checkpoint.pt")
-        folder.check_checkpoint(state, folder.path / "checkpoint.pt")
+    with contextlib.ExitStack() as held:
+        with together(ranks, "opening the run folder"):
+            if Path(run_dir).is_file():
+                raise ValueError(f"resume takes a run folder; {run_dir} is a file (its run folder: "
+                                 f"{Path(run_dir).parent})")
+            if main:
+                held.enter_context(folder.locked())
+            state = load_checkpoint(folder.path / "checkpoint.pt")
+            folder.check_checkpoint(state, folder.path / "checkpoint.pt")
         config = from_dict(state["config"])
         if eval_max_steps is not None:
             config = dataclasses.replace(config, eval_max_steps=eval_max_steps)
         if state["frames"] >= config.num_iterations * config.frames_per_batch or state.get("ended_early"):
+            if not main:  # rank 0 evaluates; the others have nothing left to do
+                return TrainResult(actor=None, critic=None, pipeline=None)
             return finish_only(folder, config, callbacks, names, project, started)
         resumed = resume_pipeline(folder.path / "checkpoint.pt", collector=collector, device=device, threads=threads)
         if eval_max_steps is not None:
             resumed.pipeline.config = dataclasses.replace(resumed.pipeline.config, eval_max_steps=eval_max_steps)
-        print(f"resuming {folder.path} {resumed.describe()}")
+        if main:
+            print(f"resuming {folder.path} {resumed.describe()}")
         return Session(resumed.pipeline, folder, callbacks, progress, log_every, checkpoint_every, keep_checkpoints,
                        names, project, video_every, resumed=resumed, started=started).run()
 

@@ -15,7 +15,7 @@ from tensordict.nn import TensorDictModule
 
 from ppo_td.collect import make_collector, push_to_workers, shutdown
 from ppo_td.config import TrainConfig, from_dict, to_dict
-from ppo_td.envs import EnvDescription, build_env
+from ppo_td.envs import EnvDescription, build_env, running_moments
 from ppo_td.envs.sources.vmas import runnable_here
 from ppo_td.models import add_policy_inputs, make_actor_critic
 from ppo_td.models.gsde import noise_every
@@ -23,6 +23,7 @@ from ppo_td.models.recurrent import is_recurrent
 from ppo_td.persist.runfolder import current_umask, remove_stale_temporaries
 from ppo_td.persist.snapshot import capture, inexact_reason, restore_snapshot
 from ppo_td.training import NonFiniteError, Pipeline, StopTraining, build_pipeline, make_train_env, run_device
+from ppo_td.training.ranks import launched
 from ppo_td.training.threads import choose_threads, using_threads
 
 FORMAT = "ppo_td.checkpoint"
@@ -33,7 +34,7 @@ VERSION = 2  # 2: ppo_td 0.2's network layout (PolicyNet / ValueNet) and collect
 
 def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int, iteration: int,
                     elapsed: float = 0.0, run_id: str | None = None, ended_early: str = "",
-                    evaluation: dict[str, Any] | None = None) -> Path:
+                    evaluation: dict[str, Any] | None = None, ranks: list[dict[str, Any]] | None = None) -> Path:
     """Write a checkpoint of ``pipeline`` to ``path`` atomically (temp file, fsync, rename).
 
     A crash mid-write leaves any previous file at ``path`` untouched. Holds the
@@ -42,6 +43,9 @@ def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int,
     the RNG/simulator/collector snapshot that makes a resume exact (:mod:`ppo_td.persist.snapshot`).
     ``ended_early``: why the run ended complete before its budget (a resume then finishes it instead);
     ``evaluation``: the evaluation during training this checkpoint scored (``best.pt``: its return, frames...).
+    ``ranks`` (a run over several, from :func:`rank_states`): each rank's own state, so a resume on as many ranks
+    continues exactly; the rest of the checkpoint is rank 0's (the weights, optimizer and statistics are alike on
+    every rank).
     """
     path = Path(path)
     for part in ("actor", "critic"):
@@ -70,6 +74,7 @@ def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int,
         "snapshot": capture(pipeline),
         "ended_early": ended_early,
         "evaluation": evaluation,
+        "ranks": ranks,
     }
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
@@ -83,6 +88,16 @@ def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int,
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def rank_states(pipeline: Pipeline) -> list[dict[str, Any]] | None:
+    """Every rank's own state (its env copies' and collector's snapshot, its env's transforms, its random numbers),
+    in rank order, for rank 0's checkpoint; None for one process. A collective: every rank calls it."""
+    if pipeline.ranks is None:
+        return None
+    mine = {"snapshot": capture(pipeline), "env_state": pipeline.env.state_dict(),
+            "transform_states": pipeline.transform_states()}
+    return pipeline.ranks.gather(mine, "gathering every rank's state for the checkpoint")
 
 
 def _value_norm_state(pipeline: Pipeline) -> dict[str, torch.Tensor] | None:
@@ -193,9 +208,16 @@ def _from_multiagent_mlp(saved: dict[str, torch.Tensor], expected: set[str]) -> 
 def restore(pipeline: Pipeline, state: dict[str, Any]) -> bool:
     """Load a checkpoint's weights, optimizer, schedule, env state and snapshot into a built pipeline.
 
-    Returns True when the run continues exactly (see :mod:`ppo_td.persist.snapshot`).
+    Returns True when the run continues exactly (see :mod:`ppo_td.persist.snapshot`). A run over ranks loads its
+    rank's own state from a checkpoint of as many ranks; on another count of ranks (:func:`ranks_changed` says why)
+    the weights, optimizer, schedule and normalizer statistics go on and the episodes start fresh.
     """
     check_compatible(state, pipeline.description)
+    saved = state.get("ranks")
+    if ranks_changed(pipeline, state):
+        state = {**state, "env_state": _fitting(pipeline.env.state_dict(), state["env_state"])}
+    elif saved:
+        state = {**state, **saved[pipeline.ranks.rank]}
     value_norm = getattr(pipeline.advantage, "value_norm", None)
     if (value_norm is None) != (state.get("value_norm") is None):  # the critic's outputs are in the statistics' units
         raise ValueError(f"the checkpoint was trained with loss.normalize_values={state.get('value_norm') is not None} "
@@ -211,9 +233,30 @@ def restore(pipeline: Pipeline, state: dict[str, Any]) -> bool:
     pipeline.env.load_state_dict({**fresh, **state["env_state"]})
     if value_norm is not None:
         value_norm.load_state_dict(state["value_norm"])
-    exact = restore_snapshot(pipeline, state["snapshot"])
+    if ranks_changed(pipeline, state):
+        exact = False  # the snapshot is of another split of the env copies: fresh episodes
+    else:
+        exact = restore_snapshot(pipeline, state["snapshot"])
+    if pipeline.ranks is not None:  # every rank holds the checkpoint's statistics: each counts its additions from them
+        pipeline.synced = [t.moments() for t in running_moments(pipeline.env)]
     push_to_workers(pipeline.collector, pipeline.env)  # worker collectors: the restored weights and statistics
     return exact
+
+
+def ranks_changed(pipeline: Pipeline, state: dict[str, Any]) -> str:
+    """Why the checkpoint's split of the run over ranks is not this pipeline's ("" when it is the same)."""
+    saved = len(state.get("ranks") or ()) or 1
+    if saved == pipeline.world:
+        return ""
+    return (f"the run was checkpointed on {saved} rank{'s' if saved > 1 else ''} and continues on {pipeline.world}: "
+            "each rank's env copies and random numbers belong to the split they were saved with; the weights, "
+            "optimizer, schedule and normalization statistics go on, the episodes start fresh")
+
+
+def _fitting(fresh: dict[str, torch.Tensor], saved: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The saved env state where it fits this env; a per-copy entry of another count of copies (a return scaler's
+    running returns) this env's fresh one."""
+    return {k: saved[k] if k in saved and saved[k].shape == v.shape else v for k, v in fresh.items()}
 
 
 def load_actor(path: str | os.PathLike) -> tuple[TrainConfig, TensorDictModule, dict[str, Any] | None]:
@@ -294,27 +337,37 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
         raise ValueError(f"{path} is at {state['frames']} of {budget} frames: the run is complete, nothing to resume")
     if state.get("ended_early"):
         raise ValueError(f"{path}: the run is complete ({state['ended_early']}), nothing to resume")
-    env = make_train_env(config)
+    ranks = launched()  # on the ranks torchrun started: this rank's share of the env copies and collector
+    local = config if ranks is None else ranks.local_config(config)
+    env = make_train_env(local)
     check_compatible(state, env.description)
     where = run_device(config, env.description, env.env.device)
+    where = ranks.run_device(where) if ranks is not None else where
     actor, critic = make_actor_critic(env.description, config.model, device=where)
     # a recurrent model's states, a gSDE actor's noise matrices (the snapshot restores them), before the collector
     # plans its steps
     add_policy_inputs(env.env, actor, critic, noise_every(config))
     threads = choose_threads(threads, env.description)
     with using_threads(threads):  # worker processes take the count in force when they start
-        collector_ = make_collector(env, actor, config, done_frames=state["frames"], critic=critic, device=where)
+        collector_ = make_collector(env, actor, local, done_frames=state["frames"] // (ranks.world if ranks else 1),
+                                    critic=critic, device=where)
     try:
         pipeline = build_pipeline(config, env=env, actor=actor, critic=critic, collector=collector_,
-                                  threads=threads)
+                                  threads=threads, ranks=ranks)
         exact = restore(pipeline, state)
     except BaseException:
         shutdown(collector_)  # worker processes or a Ray instance may already be running
         raise
-    why = "" if exact else inexact_reason(pipeline, state["snapshot"])
+    why = "" if exact else ranks_changed(pipeline, state) or inexact_reason(pipeline, _own(pipeline, state))
     resumed = Resumed(pipeline, state["frames"], state["iteration"], exact, float(state.get("elapsed", 0.0)), why)
     logging.getLogger("ppo_td").info("resumed %s", resumed.describe())
     return resumed
+
+
+def _own(pipeline: Pipeline, state: dict[str, Any]) -> dict[str, Any]:
+    """This rank's snapshot in the checkpoint (rank 0's for one process)."""
+    saved = state.get("ranks")
+    return saved[pipeline.ranks.rank]["snapshot"] if saved and pipeline.ranks is not None else state["snapshot"]
 
 
 def _iteration_of(path: Path) -> int:
@@ -331,12 +384,16 @@ class Checkpointer:
     raises :class:`~ppo_td.training.StopTraining`.
     """
 
-    def __init__(self, run_dir: str | os.PathLike, every: int, keep: int, run_id: str | None = None) -> None:
+    def __init__(self, run_dir: str | os.PathLike, every: int, keep: int, run_id: str | None = None,
+                 write: bool = True) -> None:
         if every < 0 or keep < 1:
             raise ValueError(f"checkpoint every={every} must be >= 0 (0: only at the end) and keep={keep} >= 1")
         self.run_dir, self.every, self.keep, self.run_id = Path(run_dir), every, keep, run_id
+        self.write = write
+        """False on the ranks other than 0 of a run over several: each gives its own state to rank 0's checkpoints
+        (:func:`rank_states`), and writes nothing."""
         self.stop_requested = False
-        for folder in (self.run_dir, self.run_dir / "checkpoints"):  # left by a run that was killed mid-write
+        for folder in (self.run_dir, self.run_dir / "checkpoints") if write else ():  # left by a run killed mid-write
             remove_stale_temporaries(folder)
 
     def request_stop(self) -> None:
@@ -351,10 +408,14 @@ class Checkpointer:
 
     def save(self, pipeline: Pipeline, frames: int, iteration: int, elapsed: float = 0.0,
              ended_early: str = "") -> Path:
-        """``checkpoints/iter_N.pt``, and ``checkpoint.pt`` pointed at it; the oldest beyond ``keep`` removed."""
+        """``checkpoints/iter_N.pt``, and ``checkpoint.pt`` pointed at it; the oldest beyond ``keep`` removed. Over
+        ranks, every rank calls it (their states go into rank 0's file)."""
         folder = self.run_dir / "checkpoints"
+        ranks = rank_states(pipeline)
+        if not self.write:
+            return self.run_dir / "checkpoint.pt"
         path = save_checkpoint(folder / f"iter_{iteration:06d}.pt", pipeline, frames=frames, iteration=iteration,
-                               elapsed=elapsed, run_id=self.run_id, ended_early=ended_early)
+                               elapsed=elapsed, run_id=self.run_id, ended_early=ended_early, ranks=ranks)
         link = folder / f".latest.{os.getpid()}.tmp"
         link.unlink(missing_ok=True)
         os.link(path, link)

@@ -33,6 +33,7 @@ from ppo_td.training.objective import (
     total_loss,
 )
 from ppo_td.training.pipeline import Pipeline, build_pipeline
+from ppo_td.training.ranks import Ranks
 from ppo_td.training.threads import using_threads
 
 Callback = Callable[[dict[str, Any], Pipeline], None]
@@ -165,18 +166,20 @@ def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iterati
         for batch in batches(p.collector):  # a dead worker surfaces as WorkerError
             collected = time.perf_counter()
             gather_statistics(p.collector, p.env)  # worker collectors: their normalization data, merged
+            if p.ranks is not None:  # every rank's, merged: every rank normalizes alike
+                p.synced = p.ranks.merge_statistics(p.env, p.synced)
             if p.device.type != "cpu" or batch.device not in (None, torch.device("cpu")):  # GAE and the update
                 # run on the networks' device: a batch collected elsewhere (the CPU, a VMAS GPU) moves there once
                 batch = batch.to(p.device)  # blocking: the CPU batch is released at once (a non-blocking MPS copy
                 # of a freed source can read garbage)
             iteration += 1
-            frames += batch.numel()
+            frames += batch.numel() * p.world  # the whole run's: every rank collects as many
             with torch.no_grad():
                 p.advantage(batch)  # on [env, time], before flattening
             metrics: dict[str, Any] = {"iteration": iteration, "frames": frames,
                                        "lr": p.optimizer.param_groups[0]["lr"]}
             metrics.update(_episode_stats(batch, iteration, frames, result.episodes, p.description.group,
-                                          p.groups, p.config.env.info_keys))
+                                          p.groups, p.config.env.info_keys, p.ranks))
             if p.groups:  # several agent groups: each group's own, and their mean
                 explained = {f"explained_variance/{g}": explained_variance(batch, g) for g in p.groups}
                 metrics["explained_variance"] = sum(explained.values()) / len(explained)
@@ -187,12 +190,18 @@ def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iterati
                 metrics.update(update(p, batch))
             except NonFiniteError as err:
                 raise NonFiniteError(f"iteration {iteration} ({frames} frames): {err}") from err
+            if p.ranks is not None:  # the loss diagnostics and explained variance: the mean of the ranks' values
+                averaged = [k for k, v in metrics.items() if k.startswith(_RANK_MEANS) and isinstance(v, float)]
+                means = p.ranks.mean(torch.tensor([metrics[k] for k in averaged], dtype=torch.float64))
+                metrics.update(zip(averaged, means.tolist(), strict=True))
             p.scheduler.step()
             now = time.perf_counter()
             metrics.update(time=elapsed + now - start, sps=(frames - start_frames) / (now - start),
                            collect_seconds=collected - last, collect_sps=batch.numel() / (collected - last),
                            update_seconds=now - collected)
             stop = _call(each_iteration, metrics, p)
+            if p.ranks is not None:  # one decision for every rank: any rank's stop (a signal, a callback) ends all
+                stop = _agreed(p, stop)
             # kept without the episode list (result.episodes has them): one row per iteration, bounded
             result.history.append({k: v for k, v in metrics.items() if k != "ended_episodes"})
             if stop is not None:
@@ -202,8 +211,8 @@ def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iterati
             push_to_workers(p.collector, p.env)  # worker collectors: new weights and merged statistics
             if frames >= cfg.num_iterations * cfg.frames_per_batch:
                 break  # the plan is done (a collector over an env ppo_td cannot rebuild has one batch more)
-        if cfg.eval_episodes and evaluate_at_end and not p.rebuildable and not result.stopped:  # a TorchRL env
-            result.record_evaluations(  # ppo_td cannot rebuild: evaluated on itself, before it is closed
+        if cfg.eval_episodes and evaluate_at_end and not p.rebuildable and not result.stopped and p.main:
+            result.record_evaluations(  # a TorchRL env ppo_td cannot rebuild: evaluated on itself, before it is closed
                 *(evaluate_on(p.actor, p.env, cfg.eval_episodes, seed=evaluation_seed(cfg.seed), sampled=sampled,
                               max_steps=cfg.eval_max_steps) for sampled in (False, True)))
     except WorkerError as err:
@@ -212,7 +221,7 @@ def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iterati
         raise
     finally:
         shutdown(p.collector)
-    if cfg.eval_episodes and not result.stopped and evaluate_at_end and p.rebuildable:
+    if cfg.eval_episodes and not result.stopped and evaluate_at_end and p.rebuildable and p.main:  # rank 0's
         result.record_evaluations(*final_evaluations(p))
     return result
 
@@ -227,6 +236,19 @@ def _call(hooks: Sequence[Callback], metrics: dict[str, Any], p: Pipeline) -> St
         except StopTraining as err:
             stop = stop or err
     return stop
+
+
+_RANK_MEANS = (*_LOSS_METRICS.values(), "grad_norm", "explained_variance")
+
+
+def _agreed(p: Pipeline, stop: StopTraining | None) -> StopTraining | None:
+    """The stop every rank takes: the largest any rank asked for (continue < stop to be resumed < stop as done)."""
+    decided = p.ranks.agree_stop(stop, stop is not None and stop.complete)
+    if decided == 0:
+        return None
+    if stop is not None and stop.complete == (decided == 2):
+        return stop
+    return StopTraining("another rank ended the run" if decided == 2 else "", complete=decided == 2)
 
 
 def _why(stop: StopTraining) -> str:
@@ -246,11 +268,11 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     if p.sequence_length is None:
         with _storage_quiet():
             p.buffer.extend(data.reshape(-1))
-        size = p.config.minibatch_size
+        size = p.config.minibatch_size // p.world  # over ranks: each holds its share of every minibatch
     else:  # each env's row cut into sequences; minibatches of whole sequences, replayed in recurrent mode
         with _storage_quiet():
             p.buffer.extend(sequences(data, p.sequence_length))
-        size = p.config.num_sequences // opt.num_minibatches
+        size = p.config.num_sequences // p.world // opt.num_minibatches
     replay = set_recurrent_mode(p.sequence_length is not None)
     # ppo_td's own loss: the loss terms only, each minibatch; their diagnostics together (epoch_metrics) once an
     # update, or once an epoch where target_kl reads them (not when the loss object's forward was replaced: the
@@ -281,12 +303,16 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
             for group in p.optimizer.param_groups:  # zero_grad(set_to_none=True) without its profiler wrapper:
                 for param in group["params"]:        # 3 us instead of 20 a minibatch
                     param.grad = None
-            if not math.isfinite(loss.item()):  # a float: a third of torch.isfinite's cost on a scalar
-                _check_parameters(p, params, epochs)  # an earlier step that overflowed them is the cause to name
-                parts = terms.losses.items() if terms is not None else losses.items()
-                raise NonFiniteError(f"non-finite loss in epoch {epochs + 1}: "
-                                     f"{ {k: float(v.detach()) for k, v in parts if k.startswith('loss_')} }")
+            finite = math.isfinite(loss.item())  # a float: a third of torch.isfinite's cost on a scalar
+            if not finite and p.ranks is None:
+                _non_finite_loss(p, params, epochs, terms.losses if terms is not None else losses)
             loss.backward()
+            if p.ranks is not None:  # the mean gradient of the whole minibatch; a rank's non-finite loss stops all
+                failed = p.ranks.average_gradients(params, failed=not finite)
+                if not finite:
+                    _non_finite_loss(p, params, epochs, terms.losses if terms is not None else losses)
+                if failed:
+                    raise NonFiniteError(f"non-finite loss in epoch {epochs + 1} on {failed} of {p.world} ranks")
             grad_norm = _clip_gradients(p, params, opt.max_grad_norm)
             if not math.isfinite(grad_norm):
                 _check_parameters(p, params, epochs)
@@ -308,6 +334,8 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
             records += _lean_records(p, pending)
             pending = []
             epoch_kl = torch.stack([r["kl_k3"] for r in records[-opt.num_minibatches:]]).mean()
+            if p.ranks is not None:  # the whole batch's: every rank stops at the same epoch
+                epoch_kl = p.ranks.mean(epoch_kl)
             if epoch_kl > opt.target_kl:
                 break
     records += _lean_records(p, pending)
@@ -315,6 +343,12 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     out = {name: float(torch.stack([r[name] for r in records]).float().mean()) for name in records[0]}
     out["epochs"] = epochs
     return out
+
+
+def _non_finite_loss(p: Pipeline, params: list[torch.Tensor], epochs: int, losses: Any) -> None:
+    _check_parameters(p, params, epochs)  # an earlier step that overflowed them is the cause to name
+    raise NonFiniteError(f"non-finite loss in epoch {epochs + 1}: "
+                         f"{ {k: float(v.detach()) for k, v in losses.items() if k.startswith('loss_')} }")
 
 
 def _clip_gradients(p: Pipeline, params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
@@ -390,17 +424,40 @@ def _first_non_finite(p: Pipeline) -> str:
 
 
 def _episode_stats(batch: TensorDictBase, iteration: int, frames: int, episodes: list[dict],
-                   group: str | None = None, groups: Sequence[str] = (), info_keys: Sequence[str] = ()
-                   ) -> dict[str, Any]:
+                   group: str | None = None, groups: Sequence[str] = (), info_keys: Sequence[str] = (),
+                   ranks: Ranks | None = None) -> dict[str, Any]:
     """Mean return/length of the episodes that ended in ``batch``; appends them to ``episodes``. ``group`` (a
     multi-agent env): an episode's return is its reward per agent (the mean of the agents' episode rewards, as
     BenchMARL and TorchRL's MAPPO tutorial report it). ``groups`` (several agent groups): the reward per agent of
     all agents, and each group's own (``episode_return/<group>``, an episode's ``return/<group>``). ``info_keys``
     (``env.info_keys``, and ``is_success`` where the env reported it): each episode's info value at its last step,
-    and their mean over the episodes that reported one (NaN where none did).
+    and their mean over the episodes that reported one (NaN where none did). ``ranks`` (a run over several): every
+    rank's episodes, in rank order, on every rank.
 
     The new episodes are also returned under ``ended_episodes`` for callbacks (the run folder's episodes.csv).
     """
+    info_keys = recorded(batch, info_keys)  # and is_success, where the env reported it (ppo_td.envs.info)
+    ended = _ended(batch, iteration, frames, group, groups, info_keys)
+    if ranks is not None:
+        ended = [episode for share in ranks.gather(ended, "gathering the episodes") for episode in share]
+    if not ended:
+        return {"episodes": 0, "episode_return": float("nan"), "episode_length": float("nan"), "ended_episodes": [],
+                **{f"episode_return/{g}": float("nan") for g in groups}, **dict.fromkeys(info_keys, float("nan"))}
+    episodes.extend(ended)
+    return {
+        "episodes": len(ended),
+        "episode_return": sum(e["return"] for e in ended) / len(ended),
+        "episode_length": sum(e["length"] for e in ended) / len(ended),
+        "ended_episodes": ended,
+        **{f"episode_return/{g}": sum(e[f"return/{g}"] for e in ended) / len(ended) for g in groups
+           if f"return/{g}" in ended[0]},
+        **{k: _mean_reported([e[k] for e in ended]) for k in info_keys},
+    }
+
+
+def _ended(batch: TensorDictBase, iteration: int, frames: int, group: str | None, groups: Sequence[str],
+           info_keys: Sequence[str]) -> list[dict[str, Any]]:
+    """The episodes that ended in ``batch``, each a row of episodes.csv (see :func:`_episode_stats`)."""
     done = batch.get(keys.DONE).squeeze(-1)
     per_group = {g: batch.get(("next", g, "episode_reward"), None) for g in groups}
     if groups and all(v is not None for v in per_group.values()):
@@ -412,26 +469,15 @@ def _episode_stats(batch: TensorDictBase, iteration: int, frames: int, episodes:
         if returns is not None and group is not None:
             returns = returns.mean(dim=(-2, -1))  # [env, time, agents, 1] -> per agent
     lengths = batch.get(keys.EPISODE_LENGTH, None)
-    info_keys = recorded(batch, info_keys)  # and is_success, where the env reported it (ppo_td.envs.info)
     if returns is None or not done.any():
-        return {"episodes": 0, "episode_return": float("nan"), "episode_length": float("nan"), "ended_episodes": [],
-                **{f"episode_return/{g}": float("nan") for g in groups}, **dict.fromkeys(info_keys, float("nan"))}
+        return []
     infos = episode_infos(batch, done, info_keys)
     ended_returns = returns[done].flatten().tolist()
     ended_lengths = lengths[done].flatten().tolist() if lengths is not None else [float("nan")] * len(ended_returns)
     ended_groups = {g: v[done].flatten().tolist() for g, v in per_group.items()}
-    ended = [{"iteration": iteration, "frames": frames, "return": r, "length": n,
-              **{f"return/{g}": v[i] for g, v in ended_groups.items()}, **{k: v[i] for k, v in infos.items()}}
-             for i, (r, n) in enumerate(zip(ended_returns, ended_lengths, strict=True))]
-    episodes.extend(ended)
-    return {
-        "episodes": len(ended_returns),
-        "episode_return": sum(ended_returns) / len(ended_returns),
-        "episode_length": sum(ended_lengths) / len(ended_lengths),
-        "ended_episodes": ended,
-        **{f"episode_return/{g}": sum(v) / len(v) for g, v in ended_groups.items()},
-        **{k: _mean_reported(v) for k, v in infos.items()},
-    }
+    return [{"iteration": iteration, "frames": frames, "return": r, "length": n,
+             **{f"return/{g}": v[i] for g, v in ended_groups.items()}, **{k: v[i] for k, v in infos.items()}}
+            for i, (r, n) in enumerate(zip(ended_returns, ended_lengths, strict=True))]
 
 
 def _mean_reported(values: list[float]) -> float:

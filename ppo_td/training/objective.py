@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,9 @@ from ppo_td.models.recurrent import IS_INIT, Recurrent, is_recurrent, pieces, re
 # CleanRL ppo.py: (adv - adv.mean()) / (adv.std() + 1e-8), std with Bessel's correction.
 # TorchRL's own normalize_advantage uses the population std clamped at 1e-4.
 ADVANTAGE_EPS = 1e-8
+
+Across = Callable[[torch.Tensor], torch.Tensor]
+"""Sums a tensor over the ranks of a run (:meth:`ppo_td.training.ranks.Ranks.sum`)."""
 
 
 def make_advantage(critic: TensorDictModule, config: LossConfig, group: str | None = None) -> GAE:
@@ -101,6 +105,9 @@ class ValueNorm(nn.Module):
         self.register_buffer("mean_avg", torch.zeros(()))
         self.register_buffer("square_avg", torch.zeros(()))
         self.register_buffer("debias", torch.zeros(()))  # 1 - beta ** updates
+        self.across: Across | None = None
+        """A run over several ranks: sums a tensor over them, so each update folds in the whole batch's targets (the
+        ranks' batches are of equal size); None: one process."""
 
     def _follow(self, x: torch.Tensor) -> None:
         if self.mean_avg.device != x.device:  # the statistics go where the values are computed
@@ -111,8 +118,12 @@ class ValueNorm(nn.Module):
         """Fold one batch of value targets (all entries) into the running statistics."""
         self._follow(targets)
         t = targets.detach().float()
-        self.mean_avg.mul_(self.beta).add_(t.mean(), alpha=1.0 - self.beta)
-        self.square_avg.mul_(self.beta).add_(t.square().mean(), alpha=1.0 - self.beta)
+        mean, square = t.mean(), t.square().mean()
+        if self.across is not None:
+            mean, square, ranks = self.across(torch.stack([mean, square, torch.ones_like(mean)]))
+            mean, square = mean / ranks, square / ranks
+        self.mean_avg.mul_(self.beta).add_(mean, alpha=1.0 - self.beta)
+        self.square_avg.mul_(self.beta).add_(square, alpha=1.0 - self.beta)
         self.debias.mul_(self.beta).add_(1.0 - self.beta)
 
     def stats(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -259,9 +270,17 @@ class AgentGAE(OnePassGAE):
         return super().forward(tensordict, *args, **kwargs)
 
 
-def normalized_advantage(advantage: torch.Tensor) -> torch.Tensor:
-    """CleanRL's per-minibatch advantage normalization: (A - mean) / (std + 1e-8)."""
-    return (advantage - advantage.mean()) / (advantage.std() + ADVANTAGE_EPS)
+def normalized_advantage(advantage: torch.Tensor, across: Across | None = None) -> torch.Tensor:
+    """CleanRL's per-minibatch advantage normalization: (A - mean) / (std + 1e-8). ``across`` (a run over several
+    ranks, each holding a share of the minibatch): the mean and the (unbiased) standard deviation of the whole
+    minibatch, from the count, sum and sum of squares summed over the ranks (in float64)."""
+    if across is None:
+        return (advantage - advantage.mean()) / (advantage.std() + ADVANTAGE_EPS)
+    a = advantage.detach().double()
+    count, total, squares = across(torch.stack([a.new_tensor(a.numel()), a.sum(), a.square().sum()]))
+    mean = total / count
+    std = ((squares - count * mean.square()) / (count - 1)).clamp_min(0.0).sqrt()
+    return (advantage - mean.to(advantage.dtype)) / (std.to(advantage.dtype) + ADVANTAGE_EPS)
 
 
 def kl_k3(mean_ratio: torch.Tensor, kl_k1: torch.Tensor) -> torch.Tensor:
@@ -306,6 +325,9 @@ class PPOObjective(ClipPPOLoss):
             functional=False,
         )
         self.normalize_advantage_per_minibatch = config.normalize_advantage
+        self.across: Across | None = None
+        """A run over several ranks: sums a tensor over them (:meth:`ppo_td.training.ranks.Ranks.sum`), so advantage
+        normalization reads the whole minibatch; None: one process."""
         self.fast = FastLoss.plan(self) if config.fast_forward else None
         """The plain-tensor forward, or None where it does not apply (the TorchRL modules run)."""
 
@@ -316,7 +338,7 @@ class PPOObjective(ClipPPOLoss):
             advantage = tensordict.get(self.tensor_keys.advantage, None)
             if advantage is not None:
                 tensordict = tensordict.clone(False)
-                tensordict.set(self.tensor_keys.advantage, normalized_advantage(advantage))
+                tensordict.set(self.tensor_keys.advantage, normalized_advantage(advantage, self.across))
         out = super().forward(tensordict)
         out.set("kl_approx_k3", kl_k3(out.get("mean_ratio"), out.get("kl_approx")))
         return out
@@ -451,7 +473,7 @@ class FastLoss:
         loss, k = self.loss, self.keys
         advantage = td.get(k.advantage)
         if loss.normalize_advantage_per_minibatch:
-            advantage = normalized_advantage(advantage)
+            advantage = normalized_advantage(advantage, loss.across)
         # _log_weight: the actor's distribution at the stored observations, scoring the stored actions
         params = self.actor(actor_in)
         prev_log_prob = td.get(k.sample_log_prob)

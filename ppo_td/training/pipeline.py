@@ -24,7 +24,7 @@ from torchrl.objectives.value import ValueEstimatorBase
 from ppo_td import keys
 from ppo_td.collect import adopt_collector, make_collector, torchrl_env
 from ppo_td.config import OptimConfig, TrainConfig
-from ppo_td.envs import BuiltEnv, EnvDescription, build_env, observation_stats
+from ppo_td.envs import BuiltEnv, EnvDescription, build_env, observation_stats, running_moments
 from ppo_td.envs.custom import INIT_SEED, UserTransform, initialize_statistics, unrecorded
 from ppo_td.envs.multiagent import describe_any, groups_of
 from ppo_td.envs.rebuild import env_config_for, from_python
@@ -36,12 +36,15 @@ from ppo_td.models.gsde import NOISE_KEY, ExplorationNoise, gsde_head, noise_eve
 from ppo_td.models.recurrent import IS_INIT, is_recurrent, memory_spec
 from ppo_td.training.memory import check_before_envs, check_run
 from ppo_td.training.objective import (
+    PPOObjective,
     TeamAdvantage,
+    ValueNorm,
     make_advantage,
     make_loss,
     make_team_advantage,
     make_team_loss,
 )
+from ppo_td.training.ranks import Ranks, launched
 from ppo_td.training.threads import check_threads, choose_threads, using_threads
 
 
@@ -112,6 +115,23 @@ class Pipeline:
     threads: int | None = None
     """Torch threads while :func:`~ppo_td.training.run` runs (the count found is put back after); None: the
     user's own count, left as it is (:func:`~ppo_td.training.threads.choose_threads`)."""
+    ranks: Ranks | None = None
+    """A run over several ranks (torchrun): this process's place and the collectives; the env, collector and buffer
+    are this rank's share (:mod:`ppo_td.training.ranks`), ``config`` the whole run's. None: one process."""
+    synced: list[dict[str, torch.Tensor]] | None = None
+    """Over ranks: the normalizers' statistics as every rank last held them alike, which each rank's additions since
+    are counted from (:meth:`~ppo_td.training.ranks.Ranks.merge_statistics`): the statistics before any data in a
+    new run, the checkpoint's in a resumed one."""
+
+    @property
+    def world(self) -> int:
+        """The ranks the run's batch divides over (1 for one process)."""
+        return 1 if self.ranks is None else self.ranks.world
+
+    @property
+    def main(self) -> bool:
+        """This process writes, prints and evaluates: rank 0, or the one process."""
+        return self.ranks is None or self.ranks.main
 
     @property
     def rebuildable(self) -> bool:
@@ -291,6 +311,7 @@ def build_pipeline(
     transforms: Sequence[Any] | None = None,
     train_transforms: Sequence[Any] | None = None,
     threads: int | None = None,
+    ranks: Ranks | None | str = "auto",
 ) -> Pipeline:
     """Build the missing parts from ``config``; parts passed in are used as they are.
 
@@ -319,6 +340,12 @@ def build_pipeline(
     runs); None chooses as ``ppo-td train`` does (:func:`~ppo_td.training.threads.choose_threads`: 1 for vector
     observations, torch's default for images, and a count the user set before the call is kept).
 
+    ``ranks``: ``"auto"`` joins the ranks a launcher started (torchrun: :func:`~ppo_td.training.ranks.launched`),
+    None runs one process. With several ranks, ``config`` is the whole run's; this rank builds its share of the env
+    copies, collector and buffer (:meth:`~ppo_td.training.ranks.Ranks.local_config`), an env or collector passed in
+    must be this rank's share, and rank 0's initial weights go to every rank. Raises on every rank when the build
+    fails on one.
+
     Example:
         >>> p = build_pipeline(get_preset("cartpole"))
         >>> p = build_pipeline(get_preset("cartpole"), critic=my_critic)  # swap one part
@@ -329,9 +356,28 @@ def build_pipeline(
     """
     _check_parts(config)
     check_threads(threads)
+    ranks = launched() if ranks == "auto" else ranks
+    if ranks is None:
+        return _build(config, env, actor, critic, collector, buffer, advantage, loss, optimizer, encoder, transforms,
+                      train_transforms, threads, None)
+    with ranks.together("building each rank's pipeline"):
+        pipeline = _build(config, env, actor, critic, collector, buffer, advantage, loss, optimizer, encoder,
+                          transforms, train_transforms, threads, ranks)
+    ranks.broadcast_state([pipeline.actor, pipeline.critic, pipeline.advantage])
+    return pipeline
+
+
+def _build(config: TrainConfig, env: Any, actor: TensorDictModule | None, critic: TensorDictModule | None,
+           collector: Any, buffer: ReplayBuffer | None, advantage: ValueEstimatorBase | None, loss: LossModule | None,
+           optimizer: torch.optim.Optimizer | None, encoder: Callable[..., torch.nn.Module] | None,
+           transforms: Sequence[Any] | None, train_transforms: Sequence[Any] | None, threads: int | None,
+           ranks: Ranks | None) -> Pipeline:
     if env is not None and not isinstance(env, _KINDS["env"][0]):
         raise TypeError(f"env={type(env).__name__} is not {_KINDS['env'][1]}")
     config, env = adopt_env(config, env)  # a BuiltEnv brings its config (num_envs included)
+    if ranks is not None and isinstance(env, BuiltEnv) and env.config is not None:  # this rank's share of the copies
+        config = dataclasses.replace(config, env=dataclasses.replace(config.env,
+                                                                     num_envs=env.config.num_envs * ranks.world))
     config, users = _adopt_transforms(config, env, transforms, train_transforms)
     if config.collector.backend != "inprocess":  # worker processes import what the config records
         problem = elsewhere_problem(recorded_paths(config), f"collector.backend={config.collector.backend!r} builds "
@@ -339,16 +385,17 @@ def build_pipeline(
         if problem:
             raise ValueError(f"{problem}; or collect in-process (collector.backend='inprocess')")
         check_script_records(config)
-    _check_parts(config, env=env, actor=actor, critic=critic, buffer=buffer, advantage=advantage, loss=loss,
+    local = config if ranks is None else _rank_config(config, ranks)  # what this rank's env and collector step
+    _check_parts(local, env=env, actor=actor, critic=critic, buffer=buffer, advantage=advantage, loss=loss,
                  optimizer=optimizer)
     if advantage is not None and config.loss.normalize_values and getattr(advantage, "value_norm", None) is None:
         raise ValueError("loss.normalize_values=True, but the advantage estimator passed in keeps no value "
                          "statistics (value_norm): pass make_advantage(critic, config.loss) (or an OnePassGAE given "
                          "a ValueNorm), or set loss.normalize_values=False")
-    torch.manual_seed(config.seed)
+    torch.manual_seed(local.seed)  # every rank samples from a stream of its own (rank 0's weights go to all)
     if env is None:
-        check_before_envs(config)
-        env = make_train_env(config, users)
+        check_before_envs(local)
+        env = make_train_env(local, users)
     built = env if isinstance(env, BuiltEnv) else None
     for note in built.notes if built is not None else ():
         say(note)
@@ -362,6 +409,8 @@ def build_pipeline(
     _check_agents(config, description)
     threads = choose_threads(threads, description)
     device = run_device(config, description, torchrl_env(env).device)
+    if ranks is not None:
+        device = ranks.run_device(device)
     check_run(config, description, on_host=device.type == "cpu")
     _check_devices(device, actor=actor, critic=critic, loss=loss)
     if actor is None or critic is None:
@@ -371,7 +420,7 @@ def build_pipeline(
         critic = critic if critic is not None else default_critic
     recurrent = is_recurrent(actor) or is_recurrent(critic)
     if recurrent:
-        config.check_sequences("a recurrent actor or critic")
+        local.check_sequences("a recurrent actor or critic" + ("" if ranks is None else f" on {ranks.world} ranks"))
     # a recurrent model's InitTracker and states' primer, a gSDE actor's noise matrices, where missing
     add_policy_inputs(torchrl_env(env), actor, critic, noise_every(config))
     group, teams = description.group, description.group_names if description.teams else []
@@ -382,6 +431,10 @@ def build_pipeline(
     loss = loss if loss is not None else make_loss(actor, critic, config.loss, group)
     if optimizer is None:
         optimizer = make_optimizer(trained_parameters(loss), config.optim)
+    if ranks is not None:
+        for part in (loss, getattr(advantage, "value_norm", None)):  # ppo_td's own: normalized over the whole batch
+            if isinstance(part, (PPOObjective, ValueNorm)):
+                part.across = ranks.sum
     return Pipeline(
         config=config,
         env=torchrl_env(env),
@@ -389,8 +442,8 @@ def build_pipeline(
         built=built,
         actor=actor,
         critic=critic,
-        collector=_collector(collector, env, actor, critic, config, device, threads),
-        buffer=buffer if buffer is not None else make_buffer(config, device, sequences=recurrent),
+        collector=_collector(collector, env, actor, critic, local, device, threads),
+        buffer=buffer if buffer is not None else make_buffer(local, device, sequences=recurrent),
         advantage=advantage,
         loss=loss,
         optimizer=optimizer,
@@ -399,7 +452,21 @@ def build_pipeline(
         sequence_length=config.sequence_length if recurrent else None,
         appended=appended,
         threads=threads,
+        ranks=ranks,
+        synced=None if ranks is None else [t.start_moments() for t in running_moments(torchrl_env(env))],
     )
+
+
+def _rank_config(config: TrainConfig, ranks: Ranks) -> TrainConfig:
+    """This rank's share of ``config`` (:meth:`~ppo_td.training.ranks.Ranks.local_config`); what does not run over
+    ranks yet refused in one line."""
+    if config.env.multiagent:
+        raise ValueError(f"env.suite={config.env.suite!r} on {ranks.world} ranks: multi-agent runs do not run over "
+                         "ranks yet; run one process")
+    if config.compile:
+        raise ValueError(f"compile=True on {ranks.world} ranks: the compiled loss does not run over ranks yet (its "
+                         "advantage normalization reads every rank's minibatch); set compile=False")
+    return ranks.local_config(config)
 
 
 def _collector(collector: Any, env: Any, actor: TensorDictModule, critic: TensorDictModule, config: TrainConfig,

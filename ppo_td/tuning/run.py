@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ppo_td.config import TrainConfig, identity_dict
+from ppo_td.training.ranks import launched_world
 from ppo_td.tuning.confirm import confirm_top
 from ppo_td.tuning.report import write_report
 from ppo_td.tuning.space import Space, load_space
@@ -71,6 +72,10 @@ def tune(base: TrainConfig, *, train: Callable[..., Any], folder: str | Path | N
     run>``: the same call continues the same study); the other arguments as ``ppo-td tune``'s flags.
     """
     started = time.perf_counter()
+    world = launched_world()
+    if world > 1:
+        raise ValueError(f"tune on {world} ranks (WORLD_SIZE={world}): a study runs its trials in processes of its "
+                         "own (workers=N); start it as one process, without torchrun")
     _needs_optuna()
     frames = int(frames if frames is not None else base.total_frames)
     plan, settings = _checked(base, Path(folder or "."), trials, seeds, frames, score, tuple(envs),

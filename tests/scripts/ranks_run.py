@@ -1,0 +1,71 @@
+"""Run under torchrun: a short ppo_td.train over the ranks, recording on every rank, at every iteration, a checksum of
+the weights and of the normalizers' statistics (tests/test_ranks.py compares the ranks'). ``argv``: the run folder,
+the output folder, then what to do: ``train`` (a whole run), ``stop-at N`` (rank 0's callback stops the run after
+iteration N, to be resumed), ``resume``, ``die-at N`` (rank 1 kills itself at iteration N), ``slow`` (iterations of
+a second: the test sends Ctrl-C)."""
+
+import dataclasses
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import ppo_td
+from ppo_td.config import EnvConfig, ModelConfig
+from ppo_td.envs import running_moments
+from ppo_td.training import StopTraining
+
+torch.set_num_threads(1)
+
+
+def checksum(tensors) -> str:
+    digest = hashlib.sha256()
+    for t in tensors:
+        digest.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+class Record:
+    def __init__(self, out: Path, rank: int, stop_at: int, die_at: int, slow: bool) -> None:
+        self.out, self.rank, self.stop_at, self.die_at, self.slow = out, rank, stop_at, die_at, slow
+        self.rows = []
+
+    def __call__(self, metrics, pipeline) -> None:
+        stats = [v for t in running_moments(pipeline.env) for v in t.moments().values()]
+        self.rows.append({"iteration": metrics["iteration"], "frames": metrics["frames"],
+                          "weights": checksum([*pipeline.actor.parameters(), *pipeline.critic.parameters()]),
+                          "statistics": checksum(stats), "episodes": metrics["episodes"]})
+        (self.out / f"rank{self.rank}.json").write_text(json.dumps(self.rows))
+        if self.die_at and metrics["iteration"] == self.die_at and self.rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.slow:
+            (self.out / "started").touch()
+            time.sleep(1.0)
+        if self.stop_at and metrics["iteration"] == self.stop_at and self.rank == 0:
+            raise StopTraining("the test stops rank 0 here")
+
+
+def main() -> None:
+    run_dir, out, what = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+    number = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    rank = int(os.environ["RANK"])
+    record = Record(out, rank, number if what == "stop-at" else 0, number if what == "die-at" else 0, what == "slow")
+    if what == "resume":
+        ppo_td.resume(run_dir, callbacks=[record], progress="lines", checkpoint_every=2)
+        return
+    base = ppo_td.get_preset("cleanrl")
+    config = dataclasses.replace(
+        base, env=EnvConfig("CartPole-v1", num_envs=4, normalize_observations=True, normalize_rewards=True),
+        model=ModelConfig(hidden_sizes=(16, 16)), frames_per_batch=128, total_frames=128 * (40 if what == "slow"
+                                                                                           else 6),
+        eval_episodes=2)
+    ppo_td.train(config, run_dir=run_dir, callbacks=[record], progress="lines", log_every=1, checkpoint_every=2)
+
+
+if __name__ == "__main__":
+    main()
