@@ -24,6 +24,8 @@ Suites:
   returns multi-seed returns of suites of envs (classic, box2d, mujoco, toytext, minigrid, multiagent), ppo_td beside
           SB3 at the same settings, with a result store that a rerun continues and a report with rliable's intervals
           (``python -m benchmarks returns --help``).  Hours: run it with nohup.
+  distributed  one run over 1, 2, ... ranks (torchrun): frames/s, the update's seconds and the speed-up per rank
+          count on HalfCheetah-v5, and returns on 3 seeds with seconds to a target (``--help``).  About an hour.
   soak    RSS over a long CartPole run and its slope after warm-up (``--minutes 5``).
   gpu     VMAS navigation at 4,096 and 32,768 envs (ppo_td beside TorchRL's own MAPPO parts) and Atari Pong with 16
           env processes (ppo_td beside SB3's SubprocVecEnv), on ``--device cuda``: frames/s, collection and update
@@ -409,6 +411,10 @@ def main() -> None:
         sys.argv = ["python -m benchmarks entry_points", *sys.argv[2:]]
         entry_points.main()
         return
+    if sys.argv[1:2] == ["distributed"]:  # one run over 1, 2, ... ranks (python -m benchmarks distributed --help)
+        from benchmarks import distributed
+
+        sys.exit(distributed.main(sys.argv[2:]))
     if sys.argv[1:2] == ["returns"]:  # multi-seed returns with a result store (python -m benchmarks returns --help)
         from benchmarks import returns
 

@@ -179,6 +179,16 @@ def test_what_does_not_run_over_ranks_yet_is_refused_in_one_line():
                                                                          num_envs=2)), ranks=Ranks(rank=0, world=2))
 
 
+def test_a_normalizer_the_ranks_cannot_merge_is_refused_naming_ppo_tds():
+    from torchrl.envs import VecNormV2
+
+    from ppo_td.training import build_pipeline
+
+    with pytest.raises(ValueError, match=r"VecNormV2, whose running statistics each of the 2 ranks would keep apart"):
+        build_pipeline(small_config(), transforms=[VecNormV2(in_keys=["observation"])],
+                       ranks=Ranks(rank=0, world=2))
+
+
 def test_each_rank_steps_its_own_share_of_the_copies():
     config = small_config(env=EnvConfig("CartPole-v1", num_envs=8), frames_per_batch=128, total_frames=1000, seed=5)
     shares = [Ranks(rank=r, world=2).local_config(config) for r in (0, 1)]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +35,8 @@ def run_training(cmd: TrainCommand) -> int:
             run_dir = cmd.run_dir or f"runs/{run_name(c.env.env_id)}-{cmd.preset}-seed{c.seed}-{stamp}"
             train(c, run_dir=run_dir, overwrite=cmd.overwrite, preset=cmd.preset, **shown)
     except (TrainingInterrupted, NonFiniteError, WorkerError, RankError) as err:
+        if isinstance(err, TrainingInterrupted) and os.environ.get("RANK", "0") not in ("", "0"):
+            return 128 + err.signum  # over ranks, rank 0 says where the checkpoint is and how to continue
         return exit_on(err, "ppo-td train")
     return 0
 

@@ -28,6 +28,7 @@ from ppo_td.training.objective import (
     LeanTerms,
     PPOObjective,
     TeamLoss,
+    advantage_sums,
     epoch_metrics,
     explained_variance,
     total_loss,
@@ -285,6 +286,7 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
         # one draw per epoch: a fresh permutation of the whole batch, cut into minibatches
         # (the same minibatches as num_minibatches draws, at a quarter of the buffer overhead)
         minibatches = p.buffer.sample().split(size)
+        _sum_advantages(p, minibatches)
         lean_here = lean is not None and lean.applies(minibatches[0])  # the minibatches share their entries
         terms_of = lean.compiled_terms(p.device) if lean_here and p.config.compile else lean.terms if lean_here \
             else None
@@ -343,6 +345,20 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     out = {name: float(torch.stack([r[name] for r in records]).float().mean()) for name in records[0]}
     out["epochs"] = epochs
     return out
+
+
+def _sum_advantages(p: Pipeline, minibatches: Sequence[TensorDictBase]) -> None:
+    """Over ranks, with ppo_td's loss normalizing advantages: every minibatch's advantage sums of this epoch summed
+    over the ranks in one all-reduce (not one a minibatch), and handed to the loss minibatch by minibatch."""
+    loss = p.loss
+    if p.ranks is None or not isinstance(loss, PPOObjective) or not loss.normalize_advantage_per_minibatch:
+        return
+    key = loss.tensor_keys.advantage
+    if not all(key in mb.keys() for mb in minibatches):
+        loss.across = p.ranks.sum  # the loss estimates them itself (no advantage yet): summed as it asks
+        return
+    summed = iter(p.ranks.sum(torch.stack([advantage_sums(mb.get(key)) for mb in minibatches])))
+    loss.across = lambda local: next(summed)
 
 
 def _non_finite_loss(p: Pipeline, params: list[torch.Tensor], epochs: int, losses: Any) -> None:

@@ -276,11 +276,16 @@ def normalized_advantage(advantage: torch.Tensor, across: Across | None = None) 
     minibatch, from the count, sum and sum of squares summed over the ranks (in float64)."""
     if across is None:
         return (advantage - advantage.mean()) / (advantage.std() + ADVANTAGE_EPS)
-    a = advantage.detach().double()
-    count, total, squares = across(torch.stack([a.new_tensor(a.numel()), a.sum(), a.square().sum()]))
+    count, total, squares = across(advantage_sums(advantage))
     mean = total / count
     std = ((squares - count * mean.square()) / (count - 1)).clamp_min(0.0).sqrt()
     return (advantage - mean.to(advantage.dtype)) / (std.to(advantage.dtype) + ADVANTAGE_EPS)
+
+
+def advantage_sums(advantage: torch.Tensor) -> torch.Tensor:
+    """The count, sum and sum of squares of ``advantage`` (float64): what ranks add up to normalize a minibatch."""
+    a = advantage.detach().double()
+    return torch.stack([a.new_tensor(a.numel()), a.sum(), a.square().sum()])
 
 
 def kl_k3(mean_ratio: torch.Tensor, kl_k1: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,17 @@ import torch
 from tensordict.nn import TensorDictModule, TensorDictModuleBase
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.data.replay_buffers import SamplerWithoutReplacement
-from torchrl.envs import Compose, EnvBase, InitTracker, SerialEnv, TensorDictPrimer, TransformedEnv
+from torchrl.envs import (
+    Compose,
+    EnvBase,
+    InitTracker,
+    ObservationNorm,
+    SerialEnv,
+    TensorDictPrimer,
+    TransformedEnv,
+    VecNorm,
+    VecNormV2,
+)
 from torchrl.objectives import LossModule
 from torchrl.objectives.value import ValueEstimatorBase
 
@@ -363,8 +373,26 @@ def build_pipeline(
     with ranks.together("building each rank's pipeline"):
         pipeline = _build(config, env, actor, critic, collector, buffer, advantage, loss, optimizer, encoder,
                           transforms, train_transforms, threads, ranks)
-    ranks.broadcast_state([pipeline.actor, pipeline.critic, pipeline.advantage])
+    # rank 0's initial weights everywhere, and its ObservationNorm statistics (made from each rank's own first steps)
+    ranks.broadcast_state([pipeline.actor, pipeline.critic, pipeline.advantage,
+                           *(t for t in _transforms(pipeline.env) if isinstance(t, ObservationNorm))])
     return pipeline
+
+
+def _transforms(env: EnvBase) -> list[Any]:
+    transform = getattr(env, "transform", None)
+    return [] if transform is None else list(transform) if isinstance(transform, Compose) else [transform]
+
+
+def _check_rank_transforms(env: EnvBase, ranks: Ranks) -> None:
+    """Transforms whose running statistics each rank would keep apart (its normalization drifting from the
+    others'), refused naming ppo_td's, which the ranks merge."""
+    for t in _transforms(env):
+        if isinstance(t, (VecNorm, VecNormV2)):
+            raise ValueError(f"the env has TorchRL's {type(t).__name__}, whose running statistics each of the "
+                             f"{ranks.world} ranks would keep apart: normalize with env.normalize_observations / "
+                             "env.normalize_rewards (ppo_td's, merged over the ranks every iteration), or run one "
+                             "process")
 
 
 def _build(config: TrainConfig, env: Any, actor: TensorDictModule | None, critic: TensorDictModule | None,
@@ -406,6 +434,8 @@ def _build(config: TrainConfig, env: Any, actor: TensorDictModule | None, critic
                          f"processes (collector.backend={config.collector.backend!r}) cannot rebuild: give them as "
                          "transforms= factories (or env.transforms), or collect in-process")
     description = describe_any(torchrl_env(env))  # the env as it is now (a transform may have been appended)
+    if ranks is not None:
+        _check_rank_transforms(torchrl_env(env), ranks)
     _check_agents(config, description)
     threads = choose_threads(threads, description)
     device = run_device(config, description, torchrl_env(env).device)
