@@ -89,6 +89,36 @@ def rank_run(spec: dict[str, Any]) -> None:
     Path(spec["out"]).write_text(json.dumps(out))
 
 
+def latency_run(spec: dict[str, Any]) -> None:
+    """One all-reduce of a HalfCheetah actor and critic's gradients (the ``cleanrl`` setting's networks), timed idle
+    and between two ranks each busy with a minibatch's worth of matrix products; rank 0 writes the microseconds."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    from ppo_td.training.ranks import launched
+
+    ranks = launched()
+    assert ranks is not None, "run under torchrun with 2 or more ranks"
+    grads = torch.randn(spec["numel"])
+    work = torch.randn(64, 64)
+    out = {}
+    for busy in (False, True):
+        for _ in range(50):
+            dist.all_reduce(grads)
+        timed = 0.0
+        for _ in range(spec["calls"]):
+            for _ in range(200 if busy else 0):
+                work = torch.tanh(work @ work.T / 64)
+            started = time.perf_counter()
+            dist.all_reduce(grads)
+            timed += time.perf_counter() - started
+        out["busy" if busy else "idle"] = timed / spec["calls"] * 1e6
+    if ranks.main:
+        Path(spec["out"]).write_text(json.dumps({**spec, **out, "ranks": ranks.world}))
+
+
 def launch(spec: dict[str, Any], ranks: int) -> dict[str, Any]:
     """One run over ``ranks`` ranks in a fresh torchrun; its numbers (rank 0's)."""
     with tempfile.TemporaryDirectory() as folder:
@@ -193,7 +223,8 @@ def _mean_std(values: list[float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["rank"]:
-        rank_run(json.loads(argv[1]))
+        spec = json.loads(argv[1])
+        latency_run(spec) if spec.get("kind") == "latency" else rank_run(spec)
         return 0
     parser = argparse.ArgumentParser(prog="python -m benchmarks distributed", description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
@@ -203,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--frames", type=int, default=500_000, help="frames of each learning run")
     parser.add_argument("--skip-learning", action="store_true")
+    parser.add_argument("--latency-only", action="store_true", help="only the all-reduce's microseconds")
     parser.add_argument("--device", default="cpu", help="cpu, or cuda: one GPU per rank")
     parser.add_argument("--out", default="bench_results/distributed")
     args = parser.parse_args(argv)
@@ -216,6 +248,14 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"# Data-parallel PPO over ranks ({datetime.date.today()})", "", f"`{command}`, torch "
              f"{_torch_version()}, {os.cpu_count()} CPUs, device {args.device}.", "", "## Throughput (HalfCheetah-v5)",
              ""]
+    numel = _gradient_numel()
+    for ranks in (r for r in args.ranks if r > 1):
+        timed = launch({"kind": "latency", "numel": numel, "calls": 500}, ranks)
+        lines += [f"One all-reduce of the {numel:,} gradient numbers, {ranks} ranks: {timed['idle']:.0f} us idle, "
+                  f"{timed['busy']:.0f} us between busy ranks (an update makes one every minibatch).", ""]
+    if args.latency_only:
+        print("\n".join(lines))
+        return 0
     lines += throughput_table(throughput(args.ranks, args.settings, args.rounds, frames, args.device, say))
     if not args.skip_learning:
         runs = learning(args.ranks, args.seeds, args.frames, args.device, out / "runs.jsonl", say)
@@ -230,6 +270,15 @@ def main(argv: list[str] | None = None) -> int:
     (out / "more_ranks.sh").write_text("\n".join(more) + "\n")
     print("\n".join(lines))
     return 0
+
+
+def _gradient_numel() -> int:
+    """The trained numbers of the ``cleanrl`` setting's actor and critic (one flat all-reduce a minibatch)."""
+    from ppo_td.training import build_pipeline
+
+    pipeline = build_pipeline(config_of({"setting": "cleanrl", "seed": 1, "frames": 2048}), ranks=None)
+    pipeline.collector.shutdown()
+    return sum(q.numel() for q in pipeline.parameters)
 
 
 def _say(line: str) -> None:

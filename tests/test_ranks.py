@@ -38,6 +38,7 @@ def rows(folder: Path, rank: int) -> list[dict]:
     return json.loads((folder / f"rank{rank}.json").read_text())
 
 
+@pytest.mark.slow
 def test_an_update_on_two_ranks_is_one_process_update_on_the_whole_batch(tmp_path):
     done = torchrun(str(SCRIPTS / "ranks_oracle.py"), str(tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -62,6 +63,7 @@ def whole_run(tmp_path_factory):
     return folder, done
 
 
+@pytest.mark.slow
 def test_ranks_hold_the_same_weights_and_statistics_at_every_iteration(whole_run):
     folder, done = whole_run
     first, second = rows(folder, 0), rows(folder, 1)
@@ -76,6 +78,7 @@ def test_ranks_hold_the_same_weights_and_statistics_at_every_iteration(whole_run
     assert len(state["ranks"]) == 2 and state["frames"] == 6 * 128
 
 
+@pytest.mark.slow
 def test_a_stop_on_one_rank_stops_all_and_the_resume_on_two_ranks_is_exact(whole_run, tmp_path):
     full, _ = whole_run
     stopped = torchrun(str(SCRIPTS / "ranks_run.py"), str(tmp_path / "run"), str(tmp_path), "stop-at", "3")
@@ -87,6 +90,7 @@ def test_a_stop_on_one_rank_stops_all_and_the_resume_on_two_ranks_is_exact(whole
     assert rows(tmp_path, 0) == rows(tmp_path, 1) == rows(full, 0)[3:]  # bit for bit the uninterrupted run's
 
 
+@pytest.mark.slow
 def test_a_two_rank_checkpoint_resumed_in_one_process_goes_on_saying_why(tmp_path):
     stopped = torchrun(str(SCRIPTS / "ranks_run.py"), str(tmp_path / "run"), str(tmp_path), "stop-at", "2")
     assert stopped.returncode == 0, stopped.stderr[-3000:]
@@ -99,6 +103,7 @@ def test_a_two_rank_checkpoint_resumed_in_one_process_goes_on_saying_why(tmp_pat
     assert resumes[-1]["exact"] is False and "2 ranks" in resumes[-1]["why"]
 
 
+@pytest.mark.slow
 def test_a_killed_rank_ends_the_run_within_seconds_and_the_last_checkpoint_stays(tmp_path):
     started = time.monotonic()
     done = torchrun(str(SCRIPTS / "ranks_run.py"), str(tmp_path / "run"), str(tmp_path), "die-at", "3", timeout=120)
@@ -110,6 +115,18 @@ def test_a_killed_rank_ends_the_run_within_seconds_and_the_last_checkpoint_stays
     assert state["iteration"] == 2 and len(state["ranks"]) == 2
 
 
+@pytest.mark.slow
+def test_a_rank_that_hangs_ends_the_run_at_the_process_groups_timeout(tmp_path):
+    started = time.monotonic()
+    done = torchrun(str(SCRIPTS / "ranks_run.py"), str(tmp_path / "run"), str(tmp_path), "hang-at", "3", timeout=240)
+    seconds = time.monotonic() - started
+    # rank 1 sleeps 300 s: rank 0 gives up at the 5-second timeout, torchrun stops rank 1 (SIGKILL 30 s after asking)
+    assert done.returncode != 0 and seconds < 120, seconds
+    assert "did not answer within the process group's timeout" in done.stderr
+    assert load_checkpoint(tmp_path / "run" / "checkpoint.pt")["iteration"] == 2
+
+
+@pytest.mark.slow
 def test_ctrl_c_on_the_launcher_stops_every_rank_with_a_checkpoint(tmp_path):
     launcher = subprocess.Popen([*TORCHRUN, "--standalone", "--nproc-per-node=2", str(SCRIPTS / "ranks_run.py"),
                                  str(tmp_path / "run"), str(tmp_path), "slow"], stdout=subprocess.PIPE,
@@ -131,6 +148,7 @@ def test_ctrl_c_on_the_launcher_stops_every_rank_with_a_checkpoint(tmp_path):
     assert first == second
 
 
+@pytest.mark.slow
 def test_the_command_line_trains_over_ranks_into_one_run_folder(tmp_path):
     done = torchrun("-m", "ppo_td.cli", "train", "--preset", "cartpole", "--total-frames", "2048", "--eval-episodes",
                     "1", cwd=tmp_path)
@@ -141,6 +159,7 @@ def test_the_command_line_trains_over_ranks_into_one_run_folder(tmp_path):
     assert done.stdout.count("trained 2048 frames") == 1
 
 
+@pytest.mark.slow
 def test_two_nodes_on_this_machine_meet_through_the_c10d_rendezvous(tmp_path):
     with socket.socket() as s:  # a free port for the rendezvous
         s.bind(("127.0.0.1", 0))

@@ -1,10 +1,12 @@
 """Run under torchrun: a short ppo_td.train over the ranks, recording on every rank, at every iteration, a checksum of
 the weights and of the normalizers' statistics (tests/test_ranks.py compares the ranks'). ``argv``: the run folder,
 the output folder, then what to do: ``train`` (a whole run), ``stop-at N`` (rank 0's callback stops the run after
-iteration N, to be resumed), ``resume``, ``die-at N`` (rank 1 kills itself at iteration N), ``slow`` (iterations of
+iteration N, to be resumed), ``resume``, ``die-at N`` (rank 1 kills itself at iteration N), ``hang-at N`` (rank 1
+sleeps at iteration N; the script makes the process group itself, with a 5-second timeout), ``slow`` (iterations of
 a second: the test sends Ctrl-C)."""
 
 import dataclasses
+import datetime
 import hashlib
 import json
 import os
@@ -31,8 +33,9 @@ def checksum(tensors) -> str:
 
 
 class Record:
-    def __init__(self, out: Path, rank: int, stop_at: int, die_at: int, slow: bool) -> None:
+    def __init__(self, out: Path, rank: int, stop_at: int, die_at: int, slow: bool, hang_at: int = 0) -> None:
         self.out, self.rank, self.stop_at, self.die_at, self.slow = out, rank, stop_at, die_at, slow
+        self.hang_at = hang_at
         self.rows = []
 
     def __call__(self, metrics, pipeline) -> None:
@@ -43,6 +46,8 @@ class Record:
         (self.out / f"rank{self.rank}.json").write_text(json.dumps(self.rows))
         if self.die_at and metrics["iteration"] == self.die_at and self.rank == 1:
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.hang_at and metrics["iteration"] == self.hang_at and self.rank == 1:
+            time.sleep(300)
         if self.slow:
             (self.out / "started").touch()
             time.sleep(1.0)
@@ -54,7 +59,10 @@ def main() -> None:
     run_dir, out, what = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
     number = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     rank = int(os.environ["RANK"])
-    record = Record(out, rank, number if what == "stop-at" else 0, number if what == "die-at" else 0, what == "slow")
+    record = Record(out, rank, number if what == "stop-at" else 0, number if what == "die-at" else 0, what == "slow",
+                    number if what == "hang-at" else 0)
+    if what == "hang-at":  # the program's own process group: ppo_td keeps it, and its timeout
+        torch.distributed.init_process_group("gloo", timeout=datetime.timedelta(seconds=5))
     if what == "resume":
         ppo_td.resume(run_dir, callbacks=[record], progress="lines", checkpoint_every=2)
         return
