@@ -166,13 +166,14 @@ def _median_range(values: list[float], fmt: str) -> str:
     return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
 
 
-def learning(counts: list[int], seeds: list[int], frames: int, device: str, store: Path, say: Any
+def learning(counts: list[int], seeds: list[int], frames: int, device: str, store: Path, say: Any, run: bool = True
              ) -> list[dict[str, Any]]:
-    """Every (ranks, seed) run at ``frames``, finished ones read from ``store`` (one JSON line each)."""
+    """Every (ranks, seed) run at ``frames``, finished ones read from ``store`` (one JSON line each); ``run=False``:
+    only those."""
     done = [json.loads(line) for line in store.read_text().splitlines() if line.strip()] if store.exists() else []
     for seed in seeds:
         for ranks in counts:
-            if any(r["ranks"] == ranks and r["seed"] == seed and r["frames"] == frames for r in done):
+            if not run or any(r["ranks"] == ranks and r["seed"] == seed and r["frames"] == frames for r in done):
                 continue
             run = launch({"setting": "cleanrl", "seed": seed, "frames": frames, "device": device,
                           "eval_episodes": 10}, ranks)
@@ -235,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frames", type=int, default=500_000, help="frames of each learning run")
     parser.add_argument("--skip-learning", action="store_true")
     parser.add_argument("--latency-only", action="store_true", help="only the all-reduce's microseconds")
+    parser.add_argument("--report-only", action="store_true",
+                        help="only the learning table of the finished runs in DIR/runs.jsonl (nothing runs)")
     parser.add_argument("--device", default="cpu", help="cpu, or cuda: one GPU per rank")
     parser.add_argument("--out", default="bench_results/distributed")
     args = parser.parse_args(argv)
@@ -248,6 +251,13 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"# Data-parallel PPO over ranks ({datetime.date.today()})", "", f"`{command}`, torch "
              f"{_torch_version()}, {os.cpu_count()} CPUs, device {args.device}.", "", "## Throughput (HalfCheetah-v5)",
              ""]
+    if args.report_only:
+        runs = learning(args.ranks, args.seeds, args.frames, args.device, out / "runs.jsonl", say, run=False)
+        lines += ["", f"## Learning (HalfCheetah-v5, the cleanrl setting, {args.frames:,} frames)", ""]
+        lines = [line for line in lines if not line.startswith("## Throughput")] + learning_table(runs)
+        (out / "learning.md").write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        return 0
     numel = _gradient_numel()
     for ranks in (r for r in args.ranks if r > 1):
         timed = launch({"kind": "latency", "numel": numel, "calls": 500}, ranks)

@@ -26,12 +26,13 @@ torch.set_num_threads(1)
 ENVS, STEPS, MINIBATCHES = 8, 16, 2
 
 
-def config(optim=None, **changes):
-    base = get_preset("cleanrl")
+def config(optim=None, preset="cleanrl", **changes):
+    base = get_preset(preset)
     optim = optim or dataclasses.replace(base.optim, num_minibatches=MINIBATCHES, update_epochs=3)
-    return dataclasses.replace(
-        base, env=EnvConfig("CartPole-v1", num_envs=ENVS), model=ModelConfig(hidden_sizes=(16, 16)),
-        frames_per_batch=ENVS * STEPS, total_frames=ENVS * STEPS * 4, eval_episodes=0, optim=optim, **changes)
+    env, model = ((EnvConfig("CartPole-v1", num_envs=ENVS), ModelConfig(hidden_sizes=(16, 16))) if preset == "cleanrl"
+                  else (dataclasses.replace(base.env, num_envs=ENVS), base.model))  # the preset's own networks
+    return dataclasses.replace(base, env=env, model=model, frames_per_batch=ENVS * STEPS,
+                               total_frames=ENVS * STEPS * 4, eval_episodes=0, optim=optim, **changes)
 
 
 def in_order(size: int) -> ReplayBuffer:
@@ -114,6 +115,7 @@ def main() -> None:
         update_oracle(ranks, "kl stop", config(optim=dataclasses.replace(
             config().optim, target_kl=1e-9, num_minibatches=MINIBATCHES, update_epochs=3))),
         update_oracle(ranks, "value norm", config(loss=dataclasses.replace(LossConfig(), normalize_values=True))),
+        update_oracle(ranks, "halfcheetah", config(preset="halfcheetah")),
         update_oracle(ranks, "no adv norm", config(loss=dataclasses.replace(LossConfig(), normalize_advantage=False),
                                                    optim=dataclasses.replace(OptimConfig(), num_minibatches=2,
                                                                              update_epochs=2))),
