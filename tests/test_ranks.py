@@ -110,7 +110,9 @@ def test_a_killed_rank_ends_the_run_within_seconds_and_the_last_checkpoint_stays
     seconds = time.monotonic() - started
     assert done.returncode != 0
     assert seconds < 60, seconds  # startup included; torchrun stops rank 0, gloo's socket to rank 1 closes
-    assert "RankError" in done.stderr and "checkpoint.pt is the last good one" in done.stderr
+    # rank 0 says it before torchrun's SIGTERM (sent within a fraction of a second) can end it
+    assert "rank 0 of 2:" in done.stderr and "another rank stopped" in done.stderr, done.stderr[-3000:]
+    assert f"last good checkpoint: {tmp_path / 'run' / 'checkpoint.pt'}" in done.stderr
     state = load_checkpoint(tmp_path / "run" / "checkpoint.pt")  # iteration 2's (every 2), intact
     assert state["iteration"] == 2 and len(state["ranks"]) == 2
 

@@ -27,11 +27,11 @@ from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.collectors import Collector
-from torchrl.envs import Compose, EnvBase, TransformedEnv
+from torchrl.envs import EnvBase, TransformedEnv
 
 from ppo_td.collect.failures import WorkerError, check_alive, reported_failures, watched
 from ppo_td.config import EnvConfig, TrainConfig
-from ppo_td.envs import RunningMoments, make_env, merge_moments, moments_since
+from ppo_td.envs import indexed_running_moments, make_env, merge_moments, moments_since
 from ppo_td.models.gsde import ExplorationNoise, gsde_head, noise_every
 from ppo_td.models.recurrent import MemorySpec, collection_policy, memory_spec, memory_transforms
 
@@ -289,14 +289,6 @@ def is_multi_worker(collector: Any) -> bool:
     return isinstance(collector, WorkerCollector)
 
 
-def _moment_transforms(env: EnvBase) -> list[tuple[int, RunningMoments]]:
-    transform = getattr(env, "transform", None)
-    if transform is None:
-        return []
-    parts = list(transform) if isinstance(transform, Compose) else [transform]
-    return [(i, t) for i, t in enumerate(parts) if isinstance(t, RunningMoments)]
-
-
 def gather_statistics(collector: Any, env: EnvBase) -> None:
     """Fold every worker's new normalization data into ``env``'s statistics (the learner's copy).
 
@@ -309,7 +301,7 @@ def gather_statistics(collector: Any, env: EnvBase) -> None:
         return
     with reported_failures(collector):
         check_alive(collector)
-        transforms = _moment_transforms(env)
+        transforms = indexed_running_moments(env)
         read = [watched(collector, "reading the workers' statistics",
                         lambda index=index: collector.collector.map_fn(f"env.transform[{index}].moments"))
                 for index, _ in transforms]
@@ -330,7 +322,7 @@ def push_to_workers(collector: Any, env: EnvBase) -> None:
         return
     with reported_failures(collector):
         check_alive(collector)
-        for index, transform in _moment_transforms(env):
+        for index, transform in indexed_running_moments(env):
             moments = transform.moments()
             watched(collector, "sending the statistics", lambda index=index, moments=moments:
                     collector.collector.map_fn(f"env.transform[{index}].load_moments",

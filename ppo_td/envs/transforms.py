@@ -163,11 +163,17 @@ class RunningMoments:
 def running_moments(env: Any) -> list[RunningMoments]:
     """The normalizers among ``env``'s transforms (observations, returns), in their order: the statistics worker
     collectors and the ranks of a run merge."""
+    return [t for _, t in indexed_running_moments(env)]
+
+
+def indexed_running_moments(env: Any) -> list[tuple[int, RunningMoments]]:
+    """:func:`running_moments` with each one's index among ``env``'s transforms (how a worker process's copy of the
+    env is addressed)."""
     transform = getattr(env, "transform", None)
     if transform is None:
         return []
     parts = list(transform) if isinstance(transform, Compose) else [transform]
-    return [t for t in parts if isinstance(t, RunningMoments)]
+    return [(i, t) for i, t in enumerate(parts) if isinstance(t, RunningMoments)]
 
 
 class ReturnScaling(RunningMoments, _Freezable, Transform):

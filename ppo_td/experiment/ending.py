@@ -83,7 +83,8 @@ def exit_on(err: BaseException, command: str) -> int:
             folder = shlex.quote(str(err.checkpoint.parent))
             print(f"checkpoint: {err.checkpoint}\ncontinue with: ppo-td train --resume {folder}", file=sys.stderr)
         return 1
-    print(f"{command}: error: {err}", file=sys.stderr)
+    if not getattr(err, "said", False):
+        print(f"{command}: error: {err}", file=sys.stderr)
     return 1
 
 

@@ -5,6 +5,7 @@ Ctrl-C, the final checkpoint and evaluation, and the lines that say them."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ from ppo_td.persist import BEST, Checkpointer, Resumed, RunFolder, RunLogger, lo
 from ppo_td.persist.loggers import make_loggers
 from ppo_td.training import NonFiniteError, Pipeline, StopTraining, TrainResult, final_evaluations, run
 from ppo_td.training.callbacks import hooks
+from ppo_td.training.ranks import RankError
 from ppo_td.training.threads import using_threads
 
 
@@ -119,17 +121,22 @@ class Session:
         chain = [*([self.evaluator] if self.evaluator else []), *self.callbacks, bar,
                  *([logger] if logger else []), *videos, *([checkpointer] if checkpointer else []), stop]
         # over ranks, torchrun passes a Ctrl-C on to every rank the terminal gave it to already: one stop
-        with stop_after_iteration(stop.request, checkpoint=out is not None and main, quiet=not main,
+        with stop_after_iteration(stop.request, checkpoint=out is not None and main,
+                                  quiet=lambda: not main or stop.failed,
                                   same_within=0.0 if p.ranks is None else REPEATED) as received:
             try:
                 result = run(p, callbacks=chain, frames=frames, iteration=iteration, elapsed=elapsed,
                              evaluate_at_end=out is None and not p.rebuildable)  # a TorchRL env: on itself
             except NonFiniteError as err:
-                kept = out / "checkpoint.pt" if out is not None else None
-                where = (kept if kept is not None and kept.exists() else
-                         "none (checkpoint_every=N, --checkpoint-every N)" if out is not None else
-                         "none (train with run_dir=... to keep checkpoints)")
-                raise NonFiniteError(f"{err}\nlast good checkpoint: {where}") from err
+                raise NonFiniteError(f"{err}\nlast good checkpoint: {_kept(out)}") from err
+            except RankError as err:
+                # said at once, by every rank still there: torchrun stops the ranks of a failed run with SIGTERM
+                # within a fraction of a second, and may end this process before its caller could say it
+                stop.failed = True
+                said = RankError(f"{err}\nlast good checkpoint: {_kept(out)}")
+                said.said = True
+                print(f"error: {said}", file=sys.stderr, flush=True)
+                raise said from err
             except WorkerError as err:
                 if checkpointer is not None and p.ranks is None:  # the last completed iteration, intact in the
                     # pipeline (over ranks, the others are not there to give their state: the last one stands)
@@ -227,11 +234,21 @@ def _quiet(line: str) -> None:
     """Where the lines of a rank other than 0 go: rank 0 says them."""
 
 
+def _kept(out: Path | None) -> Path | str:
+    """The checkpoint a failed run leaves, or why there is none."""
+    kept = out / "checkpoint.pt" if out is not None else None
+    return (kept if kept is not None and kept.exists() else
+            "none (checkpoint_every=N, --checkpoint-every N)" if out is not None else
+            "none (train with run_dir=... to keep checkpoints)")
+
+
 class _Stop:
     """The last callback: after a stop was asked for (a signal), ends training at the end of this iteration."""
 
     def __init__(self) -> None:
         self.requested = False
+        self.failed = False
+        """The run failed (a rank is gone): a signal now is a launcher stopping it, not a request to say."""
 
     def request(self) -> None:
         self.requested = True

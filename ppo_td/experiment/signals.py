@@ -55,12 +55,13 @@ def interrupt_on_signals() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def stop_after_iteration(request_stop: Callable[[], None], checkpoint: bool = True, quiet: bool = False,
-                         same_within: float = 0.0) -> Iterator[list[int]]:
+def stop_after_iteration(request_stop: Callable[[], None], checkpoint: bool = True,
+                         quiet: bool | Callable[[], bool] = False, same_within: float = 0.0) -> Iterator[list[int]]:
     """Training's guard: the first SIGINT/SIGTERM calls ``request_stop`` (the run then stops after the current
     iteration; the list yielded gets the signal's number); a second one (SIGINT or SIGTERM: a process manager's
     second ask) raises :class:`Interrupted` at once, for an iteration that would not end soon. ``checkpoint``:
-    whether the stop writes one (a run folder), as the line printed says; ``quiet``: no line (a rank other than 0).
+    whether the stop writes one (a run folder), as the line printed says; ``quiet``: no line (a rank other than 0; a
+    callable: asked when the signal comes, true for a run already failing, which a launcher is stopping).
     ``same_within``: a second signal within that many seconds of the first is the first again (a launcher passing on
     the Ctrl-C its ranks had already). Outside the main thread nothing changes (signals reach the main thread only);
     the handlers found are put back after the block."""
@@ -79,7 +80,7 @@ def stop_after_iteration(request_stop: Callable[[], None], checkpoint: bool = Tr
         received.append(signum)
         first.append(time.monotonic())
         request_stop()
-        if quiet:
+        if quiet() if callable(quiet) else quiet:
             return
         saved = ", with a checkpoint" if checkpoint else ""
         print(f"\n{signal.Signals(signum).name}: stopping at the end of this iteration{saved} (Ctrl-C or SIGTERM "

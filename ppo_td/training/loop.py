@@ -239,7 +239,9 @@ def _call(hooks: Sequence[Callback], metrics: dict[str, Any], p: Pipeline) -> St
     return stop
 
 
-_RANK_MEANS = (*_LOSS_METRICS.values(), "grad_norm", "explained_variance")
+_RANK_MEANS = (*_LOSS_METRICS.values(), "explained_variance")
+"""Metrics each rank computes on its own part of the batch, reported as their mean over the ranks. ``grad_norm`` is not
+among them: it is the norm of the averaged gradient, the same on every rank."""
 
 
 def _agreed(p: Pipeline, stop: StopTraining | None) -> StopTraining | None:

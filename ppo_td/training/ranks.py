@@ -41,6 +41,9 @@ class RankError(RuntimeError):
     """Another rank failed, or a collective failed or timed out; nothing of this iteration is checkpointed (the
     last checkpoint is intact, from before it)."""
 
+    said = False
+    """Whether the rank printed it already (a run does, at once: its launcher may stop it before its caller can)."""
+
 
 @dataclasses.dataclass
 class Ranks:
@@ -214,7 +217,7 @@ class Ranks:
             first = (str(err).strip().splitlines() or [""])[0][:200]
             raise RankError(f"{self.describe()}: {what} failed ({type(err).__name__}: {first}): another rank "
                             "stopped or did not answer within the process group's timeout. Nothing of this "
-                            "iteration is checkpointed; the run folder's checkpoint.pt is the last good one") from err
+                            "iteration is checkpointed") from err
 
 
 @contextlib.contextmanager
