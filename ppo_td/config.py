@@ -395,6 +395,19 @@ class OptimConfig:
     """Global gradient-norm clip over all trained parameters."""
     target_kl: float | None = None
     """Stop the epochs of an update once the k3 approx-KL exceeds this; None never stops."""
+    desired_kl: float | None = None
+    """The KL-adaptive learning rate (rsl_rl's ``schedule="adaptive"``, ``desired_kl``; Isaac Lab's robot configs use
+    0.01): after the KL between the policy that collected the batch and the current one (the k3 estimate) is measured
+    on a minibatch, the learning rate is divided by 1.5 where it exceeds twice this and multiplied by 1.5 where it is
+    under half of it (and above 0), kept within [min_lr, max_lr]; it carries over from iteration to iteration
+    (checkpointed). Replaces anneal_lr's schedule (set anneal_lr=False). None: off."""
+    kl_lr_every: Literal["minibatch", "epoch"] = "minibatch"
+    """With desired_kl: adapt after each minibatch, on its KL, before its step (rsl_rl; rl_games' ``legacy``), or
+    after each epoch, on the mean KL of its minibatches (skrl's ``KLAdaptiveLR``; rl_games' ``standard``)."""
+    min_lr: float = 1e-5
+    """With desired_kl: the lowest learning rate it adapts to (rsl_rl's 1e-5; rl_games and skrl use 1e-6)."""
+    max_lr: float = 1e-2
+    """With desired_kl: the highest learning rate it adapts to (1e-2 in rsl_rl, rl_games and skrl)."""
     sequence_length: int | None = None
     """Recurrent models only: each env's rollout is cut into sequences of this many steps, each replayed from the
     recurrent state stored when it was collected (backpropagation through time inside the sequence); minibatches
@@ -409,6 +422,17 @@ class OptimConfig:
         _check(self.max_grad_norm > 0, "optim.max_grad_norm", self.max_grad_norm, "> 0")
         if self.target_kl is not None:
             _check(self.target_kl > 0, "optim.target_kl", self.target_kl, "> 0 or None")
+        _check(self.kl_lr_every in ("minibatch", "epoch"), "optim.kl_lr_every", self.kl_lr_every,
+               "'minibatch' or 'epoch'")
+        _check(0 < self.min_lr < self.max_lr, "optim.min_lr", self.min_lr, f"> 0 and < optim.max_lr={self.max_lr}")
+        if self.desired_kl is not None:
+            _check(self.desired_kl > 0, "optim.desired_kl", self.desired_kl, "> 0 or None")
+            if self.anneal_lr:
+                raise ValueError(f"optim.desired_kl={self.desired_kl} adapts the learning rate to the measured KL "
+                                 "and optim.anneal_lr=True anneals it linearly: one schedule at a time; set "
+                                 "optim.anneal_lr=False (--optim.no-anneal-lr) for the KL-adaptive one")
+            _check(self.min_lr <= self.lr <= self.max_lr, "optim.lr", self.lr,
+                   f"within [optim.min_lr, optim.max_lr] = [{self.min_lr:g}, {self.max_lr:g}] with optim.desired_kl")
         if self.sequence_length is not None:
             _check(self.sequence_length >= 1, "optim.sequence_length", self.sequence_length, ">= 1 or None")
 

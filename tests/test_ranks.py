@@ -49,6 +49,8 @@ def test_an_update_on_two_ranks_is_one_process_update_on_the_whole_batch(tmp_pat
             assert case["epochs"][0] == case["epochs"][1], case  # the KL stop decided on the whole batch
             assert case["diff"]["alone"] > 100 * ROUNDING, case  # the control: a half alone is another update
         assert {c["name"]: c["epochs"][0] for c in report["updates"]}["kl stop"] == 1
+        for case in (c for c in report["updates"] if c["name"].startswith("kl adaptive")):  # the whole batch's KL
+            assert case["lr"][0] == case["lr"][1] != case["lr"][2], case  # moved the rate alike
         # every rank's observations merged: the statistics of all of them (float64 rounding)
         assert max(report["statistics"].values()) < 1e-12, report["statistics"]
     assert [c["weights"] for c in reports[0]["updates"]] == [c["weights"] for c in reports[1]["updates"]]

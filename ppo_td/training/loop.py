@@ -31,10 +31,12 @@ from ppo_td.training.objective import (
     advantage_sums,
     epoch_metrics,
     explained_variance,
+    kl_k3,
     total_loss,
 )
 from ppo_td.training.pipeline import Pipeline, build_pipeline
 from ppo_td.training.ranks import Ranks
+from ppo_td.training.schedules import KLAdaptiveLR
 from ppo_td.training.threads import using_threads
 
 Callback = Callable[[dict[str, Any], Pipeline], None]
@@ -261,10 +263,15 @@ def _why(stop: StopTraining) -> str:
 def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     """PPO update on one batch: ``update_epochs`` passes of ``num_minibatches`` minibatches.
 
-    Stops after an epoch whose mean k3 approx-KL exceeds ``optim.target_kl`` (if set).
+    Stops after an epoch whose mean k3 approx-KL exceeds ``optim.target_kl`` (if set). With ``optim.desired_kl``
+    the learning rate adapts to each minibatch's k3 approx-KL before its step, or to each epoch's mean after it
+    (``optim.kl_lr_every``; over ranks, the KL of the whole minibatch or batch).
     Returns the update's metrics averaged over its minibatches.
     """
     opt = p.config.optim
+    adaptive = p.scheduler if isinstance(p.scheduler, KLAdaptiveLR) else None
+    each_minibatch = adaptive is not None and opt.kl_lr_every == "minibatch"
+    each_epoch = adaptive is not None and opt.kl_lr_every == "epoch"
     params = p.parameters
     p.buffer.empty()
     data = _loss_data(p, batch)
@@ -310,9 +317,10 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
             finite = math.isfinite(loss.item())  # a float: a third of torch.isfinite's cost on a scalar
             if not finite and p.ranks is None:
                 _non_finite_loss(p, params, epochs, terms.losses if terms is not None else losses)
+            kl = _minibatch_kl(terms, None if terms is not None else losses) if each_minibatch else None
             loss.backward()
             if p.ranks is not None:  # the mean gradient of the whole minibatch; a rank's non-finite loss stops all
-                failed = p.ranks.average_gradients(params, failed=not finite)
+                failed, kl = p.ranks.average_gradients(params, failed=not finite, mean_of=kl)
                 if not finite:
                     _non_finite_loss(p, params, epochs, terms.losses if terms is not None else losses)
                 if failed:
@@ -322,6 +330,8 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
                 _check_parameters(p, params, epochs)
                 raise NonFiniteError(f"non-finite gradient norm {float(grad_norm)} in epoch {epochs + 1}; "
                                      "the optimizer step was not taken")
+            if kl is not None:  # rsl_rl's order: the rate this minibatch's KL gives takes this step
+                adaptive.adapt(float(kl))
             p.optimizer.step()
             if terms is not None:
                 pending.append((terms, grad_norm))
@@ -334,19 +344,41 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
                                if key in out.keys()})
             records.append(record)
         epochs += 1
-        if opt.target_kl is not None:
+        if opt.target_kl is not None or each_epoch:
             records += _lean_records(p, pending)
             pending = []
-            epoch_kl = torch.stack([r["kl_k3"] for r in records[-opt.num_minibatches:]]).mean()
-            if p.ranks is not None:  # the whole batch's: every rank stops at the same epoch
+            epoch_kl = torch.stack([_kl_of(r) for r in records[-len(minibatches):]]).mean()
+            if p.ranks is not None:  # the whole batch's: every rank stops at the same epoch, adapts alike
                 epoch_kl = p.ranks.mean(epoch_kl)
-            if epoch_kl > opt.target_kl:
+            if each_epoch:
+                adaptive.adapt(float(epoch_kl))
+            if opt.target_kl is not None and epoch_kl > opt.target_kl:
                 break
     records += _lean_records(p, pending)
     _check_parameters(p, params, epochs - 1)  # the last step's parameters; earlier ones fed a finite loss
     out = {name: float(torch.stack([r[name] for r in records]).float().mean()) for name in records[0]}
     out["epochs"] = epochs
     return out
+
+
+def _minibatch_kl(terms: LeanTerms | None, losses: Any) -> torch.Tensor:
+    """A minibatch's k3 approx-KL (detached) from its loss terms (ppo_td's lean path) or its loss outputs."""
+    if terms is not None:
+        log_weight = terms.log_weight.detach()
+        return kl_k3(log_weight.exp().mean(), (-log_weight).mean())
+    if "kl_approx_k3" not in losses.keys():
+        raise KeyError(_NO_K3)
+    return losses.get("kl_approx_k3").detach()
+
+
+def _kl_of(record: dict[str, torch.Tensor]) -> torch.Tensor:
+    if "kl_k3" not in record:
+        raise KeyError(_NO_K3)
+    return record["kl_k3"]
+
+
+_NO_K3 = ("optim.target_kl and optim.desired_kl read each minibatch's k3 approx-KL ('kl_approx_k3'), which this "
+          "loss does not write: use ppo_td's loss (the default), or write 'kl_approx_k3' from the loss's forward")
 
 
 def _sum_advantages(p: Pipeline, minibatches: Sequence[TensorDictBase]) -> None:

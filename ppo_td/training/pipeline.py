@@ -55,6 +55,7 @@ from ppo_td.training.objective import (
     make_team_loss,
 )
 from ppo_td.training.ranks import Ranks, launched
+from ppo_td.training.schedules import KLAdaptiveLR
 from ppo_td.training.threads import check_threads, choose_threads, using_threads
 
 
@@ -88,7 +89,11 @@ def make_optimizer(params: list[torch.nn.Parameter], config: OptimConfig) -> tor
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig) -> torch.optim.lr_scheduler.LRScheduler:
-    """Linear annealing: lr * (1 - k / num_iterations) at iteration k = 0, 1, ... (CleanRL's ``frac``)."""
+    """Linear annealing: lr * (1 - k / num_iterations) at iteration k = 0, 1, ... (CleanRL's ``frac``); with
+    ``optim.desired_kl``, the KL-adaptive rate (:class:`~ppo_td.training.schedules.KLAdaptiveLR`, which the update
+    adapts)."""
+    if config.optim.desired_kl is not None:
+        return KLAdaptiveLR(optimizer, config.optim.desired_kl, config.optim.min_lr, config.optim.max_lr)
     n = config.num_iterations
     if not config.optim.anneal_lr or n == 1:
         return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: 1.0)

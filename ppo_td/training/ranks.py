@@ -116,25 +116,30 @@ class Ranks:
                     with torch.no_grad():
                         tensor.copy_(moved)
 
-    def average_gradients(self, params: Sequence[torch.Tensor], failed: bool = False) -> int:
+    def average_gradients(self, params: Sequence[torch.Tensor], failed: bool = False,
+                          mean_of: torch.Tensor | None = None) -> tuple[int, torch.Tensor | None]:
         """Every parameter's gradient replaced by the mean over the ranks: one all-reduce of one flat buffer
-        (CleanRL's ``ppo_atari_multigpu.py``), which also counts the ranks whose loss was not finite (``failed``;
-        returned). Parameters without a gradient (unused by the loss: alike on every rank, the same code runs)
-        are left so."""
+        (CleanRL's ``ppo_atari_multigpu.py``), which also counts the ranks whose loss was not finite (``failed``)
+        and averages the scalar ``mean_of`` (a minibatch's KL for the KL-adaptive rate) over the ranks. Returns the
+        count and that mean (None without one). Parameters without a gradient (unused by the loss: alike on every
+        rank, the same code runs) are left so."""
         grads = [q.grad for q in params if q.grad is not None]
-        if not grads:
-            return int(self.sum(torch.tensor([float(failed)])).item())
-        flag = torch.tensor([float(failed)], dtype=grads[0].dtype, device=grads[0].device)
-        flat = self._there(torch.cat([*(g.reshape(-1) for g in grads), flag]))
+        like = grads[0] if grads else torch.zeros(())
+        extra = torch.tensor([float(failed)], dtype=like.dtype, device=like.device)
+        if mean_of is not None:
+            extra = torch.cat([extra, mean_of.detach().reshape(1).to(like.dtype)])
+        flat = self._there(torch.cat([*(g.reshape(-1) for g in grads), extra]))
         with self._collective("averaging the gradients"):
             dist.all_reduce(flat)
-        failures = int(round(float(flat[-1])))
-        flat = flat[:-1].div_(self.world).to(grads[0].device)
+        flat = flat.to(like.device)
+        failures = int(round(float(flat[-len(extra)])))
+        mean = flat[-1] / self.world if mean_of is not None else None
+        flat = flat[:-len(extra)].div_(self.world)
         offset = 0
         for g in grads:
             g.copy_(flat[offset:offset + g.numel()].view_as(g))
             offset += g.numel()
-        return failures
+        return failures, mean
 
     def sum(self, values: torch.Tensor) -> torch.Tensor:
         """``values`` summed over the ranks (a new tensor, on ``values``' device)."""

@@ -83,7 +83,8 @@ def update_oracle(ranks, name: str, cfg) -> dict:
     alone.collector.shutdown()
     update(alone, alone_batch)  # the control: a rank's half alone, nothing averaged
     diffs["alone"] = float((flat(one.actor) - flat(alone.actor)).abs().max())
-    return {"name": name, "diff": diffs, "scale": scale, "epochs": [whole["epochs"], split["epochs"]],
+    rates = [one.optimizer.param_groups[0]["lr"], spread.optimizer.param_groups[0]["lr"], cfg.optim.lr]
+    return {"name": name, "diff": diffs, "scale": scale, "epochs": [whole["epochs"], split["epochs"]], "lr": rates,
             "weights": flat(spread.actor).tolist()[:50] + flat(spread.critic).tolist()[:50]}
 
 
@@ -116,6 +117,11 @@ def main() -> None:
             config().optim, target_kl=1e-9, num_minibatches=MINIBATCHES, update_epochs=3))),
         update_oracle(ranks, "value norm", config(loss=dataclasses.replace(LossConfig(), normalize_values=True))),
         update_oracle(ranks, "halfcheetah", config(preset="halfcheetah")),
+        # the KL-adaptive rate (a rate that moves within the update): each minibatch's KL, each epoch's, whole
+        update_oracle(ranks, "kl adaptive", config(optim=dataclasses.replace(
+            config().optim, lr=1e-2, anneal_lr=False, desired_kl=2e-3))),
+        update_oracle(ranks, "kl adaptive epoch", config(optim=dataclasses.replace(
+            config().optim, lr=1e-3, anneal_lr=False, desired_kl=0.05, kl_lr_every="epoch"))),
         update_oracle(ranks, "no adv norm", config(loss=dataclasses.replace(LossConfig(), normalize_advantage=False),
                                                    optim=dataclasses.replace(OptimConfig(), num_minibatches=2,
                                                                              update_epochs=2))),

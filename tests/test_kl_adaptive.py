@@ -1,0 +1,139 @@
+"""The KL-adaptive learning rate (optim.desired_kl; rsl_rl's schedule="adaptive"): the rule against rsl_rl's code
+written out by hand, the update applying it to each minibatch's KL before that minibatch's step (or once an epoch),
+the rate carried through a checkpoint, the refusals, the command line."""
+
+import dataclasses
+import json
+import math
+
+import pytest
+import torch
+
+from conftest import small_config
+from ppo_td.cli import main
+from ppo_td.config import EnvConfig, OptimConfig
+from ppo_td.persist import Checkpointer, load_checkpoint, resume_pipeline
+from ppo_td.training import build_pipeline, run, train
+from ppo_td.training.loop import update
+from ppo_td.training.schedules import KLAdaptiveLR
+
+
+def rsl_rl_rule(lr: float, kl_mean: float, desired_kl: float) -> float:
+    """rsl_rl's PPO.update (rsl_rl/algorithms/ppo.py, schedule == "adaptive"), as it is written there."""
+    if kl_mean > desired_kl * 2.0:
+        lr = max(1e-5, lr / 1.5)
+    elif kl_mean < desired_kl / 2.0 and kl_mean > 0.0:
+        lr = min(1e-2, lr * 1.5)
+    return lr
+
+
+def test_the_rule_is_rsl_rls_at_its_edges_and_bounds():
+    net = torch.nn.Linear(2, 2)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    schedule = KLAdaptiveLR(opt, desired_kl=0.01)
+    kls = [0.05, 0.02, 0.0200001, 0.005, 0.0049999, 0.0, -1e-4, 0.01, *[1.0] * 30, *[1e-6] * 40, 0.03]
+    lr, rates = 1e-3, []
+    for kl in kls:
+        lr = rsl_rl_rule(lr, kl, 0.01)
+        rates.append(schedule.adapt(kl))
+        assert rates[-1] == lr, kl
+    assert 1e-5 in rates and 1e-2 in rates  # the floor and the cap were reached on the way
+    schedule.adapt(float("nan"))
+    assert opt.param_groups[0]["lr"] == lr  # a NaN KL changes nothing
+    opt.step()
+    schedule.step()  # an iteration's step leaves the adapted rate
+    assert opt.param_groups[0]["lr"] == lr and schedule.get_last_lr() == [lr]
+
+
+def pendulum(**optim) -> object:
+    base = small_config(env=EnvConfig("Pendulum-v1", num_envs=4), frames_per_batch=256, total_frames=256 * 4)
+    return dataclasses.replace(base, optim=dataclasses.replace(base.optim, anneal_lr=False, **optim))
+
+
+def recorded_update(config) -> tuple[list, list, dict]:
+    """One update of a fresh pipeline: each adaptation (KL, rate before, rate after), the rate each optimizer step
+    took, and the update's metrics."""
+    p = build_pipeline(config, ranks=None)
+    adaptations, steps = [], []
+    adapt = p.scheduler.adapt
+
+    def recording(kl):
+        before = p.optimizer.param_groups[0]["lr"]
+        adaptations.append((kl, before, adapt(kl)))
+        return adaptations[-1][2]
+
+    p.scheduler.adapt = recording  # the test's own record of ppo_td's object
+    p.optimizer.register_step_pre_hook(lambda opt, args, kwargs: steps.append(opt.param_groups[0]["lr"]))
+    try:
+        batch = next(iter(p.collector))
+        with torch.no_grad():
+            p.advantage(batch)
+        return adaptations, steps, update(p, batch)
+    finally:
+        p.collector.shutdown()
+
+
+def test_each_minibatch_adapts_the_rate_its_own_step_takes():
+    config = pendulum(lr=1e-2, desired_kl=0.005)  # a large rate: the KL passes twice the target, the rate falls
+    adaptations, steps, out = recorded_update(config)
+    assert len(adaptations) == len(steps) == config.optim.update_epochs * config.optim.num_minibatches
+    assert adaptations[0][0] == 0.0  # before any step the policy is the one that collected: no rise on 0
+    for (kl, before, after), taken in zip(adaptations, steps, strict=True):
+        assert after == rsl_rl_rule(before, kl, 0.005) and taken == after  # this minibatch's step takes it
+    assert [a for _, _, a in adaptations][-1] < 1e-2 and len({a for _, _, a in adaptations}) > 1
+    # the KL each adaptation read is the minibatch's k3 estimate the update reports (their mean, float rounding)
+    assert math.isclose(sum(k for k, _, _ in adaptations) / len(adaptations), out["kl_k3"], rel_tol=1e-5)
+
+
+def test_each_epoch_adapts_on_the_mean_kl_of_its_minibatches():
+    config = pendulum(lr=1e-4, desired_kl=0.05, kl_lr_every="epoch")  # a small rate: the KL stays low, it rises
+    adaptations, steps, out = recorded_update(config)
+    assert len(adaptations) == config.optim.update_epochs and len(steps) == len(adaptations) * 4
+    n = config.optim.num_minibatches
+    for epoch, (kl, before, after) in enumerate(adaptations):
+        assert after == rsl_rl_rule(before, kl, 0.05) and after == pytest.approx(before * 1.5)
+        assert steps[epoch * n:(epoch + 1) * n] == [before] * n  # the epoch's steps took the rate it began with
+    assert math.isclose(sum(k for k, _, _ in adaptations) / len(adaptations), out["kl_k3"], rel_tol=1e-5)
+
+
+def test_the_adapted_rate_is_checkpointed_and_a_resume_is_exact(tmp_path):
+    config = pendulum(lr=1e-2, desired_kl=0.002)
+    full = train(config)
+    stopper = Checkpointer(tmp_path, every=0, keep=2)
+
+    def stop_after_two(metrics, pipeline):
+        if metrics["iteration"] == 2:
+            stopper.request_stop()
+        stopper(metrics, pipeline)
+
+    first = train(config, callbacks=[stop_after_two])
+    assert len(first.history) == 2 and load_checkpoint(tmp_path)["iteration"] == 2
+    resumed = resume_pipeline(tmp_path / "checkpoint.pt")
+    assert resumed.exact and resumed.pipeline.optimizer.param_groups[0]["lr"] == full.history[2]["lr"] != 1e-2
+    second = run(resumed.pipeline, frames=resumed.frames, iteration=resumed.iteration)
+    timing = {"time", "sps", "collect_seconds", "collect_sps", "update_seconds"}
+
+    def rows(history):  # as text: a NaN (no episode ended yet) equals itself
+        return [json.dumps({k: v for k, v in m.items() if k not in timing}) for m in history]
+
+    assert rows(first.history + second.history) == rows(full.history)
+
+
+def test_a_schedule_it_would_fight_and_a_rate_outside_its_bounds_are_refused():
+    with pytest.raises(ValueError, match=r"optim.anneal_lr=False \(--optim.no-anneal-lr\)"):
+        OptimConfig(desired_kl=0.01)
+    with pytest.raises(ValueError, match=r"optim.lr=0.05 is invalid.*\[1e-05, 0.01\]"):
+        OptimConfig(desired_kl=0.01, anneal_lr=False, lr=0.05)
+    with pytest.raises(ValueError, match="optim.min_lr"):
+        OptimConfig(min_lr=0.1, max_lr=0.01)
+    with pytest.raises(ValueError, match="optim.kl_lr_every"):
+        OptimConfig(kl_lr_every="batch")
+
+
+def test_the_command_line_trains_with_it_and_records_it(tmp_path, capsys):
+    folder = tmp_path / "run"
+    assert main(["train", "--env.env-id", "Pendulum-v1", "--optim.desired-kl", "0.01", "--optim.no-anneal-lr",
+                 "--total-frames", "4096", "--eval-episodes", "1", "--run-dir", str(folder)]) == 0
+    state = load_checkpoint(folder / "checkpoint.pt")
+    assert state["config"]["optim"]["desired_kl"] == 0.01
+    assert state["optimizer"]["param_groups"][0]["lr"] != 1e-3  # the pendulum preset's rate, adapted
