@@ -261,8 +261,9 @@ class ModelConfig:
     are: symbolic images whose entries are small indices, such as MiniGrid's 7x7x3 of object, colour and state
     (0-10), which 1/255 shrinks under 0.04 (SB3's ``normalize_images=False``; the ``minigrid`` preset). Images
     only: other observations are read the same either way."""
-    activation: Literal["tanh", "relu"] = "tanh"
-    """Hidden activation; tanh is the published default for vector observations."""
+    activation: Literal["tanh", "relu", "elu"] = "tanh"
+    """Hidden activation; tanh is the published default for vector observations (elu: rsl_rl's and rl_games' robot
+    configs)."""
     shared_trunk: bool = False
     """Share the hidden layers between actor and critic (separate networks by default)."""
     orthogonal_init: bool = True
@@ -322,7 +323,8 @@ class ModelConfig:
         module, sep, name = self.encoder.rpartition(":")
         _check(self.encoder in ("auto", "flat", "nature", "small") or bool(sep and module and name), "model.encoder",
                self.encoder, "'auto', 'flat', 'nature', 'small' or a module:function import path")
-        _check(self.activation in ("tanh", "relu"), "model.activation", self.activation, "'tanh' or 'relu'")
+        _check(self.activation in ("tanh", "relu", "elu"), "model.activation", self.activation,
+               "'tanh', 'relu' or 'elu'")
         _check(self.exploration in ("gaussian", "gsde"), "model.exploration", self.exploration, "'gaussian' or 'gsde'")
         _check(self.sde_sample_every >= 0, "model.sde_sample_every", self.sde_sample_every,
                ">= 0 (0: once per rollout)")

@@ -184,6 +184,19 @@ def test_relu_policies_run_and_pickle():
         _close(fast.forward(obs.numpy()), net(obs))
 
 
+def test_elu_policies_match_torch_and_another_alpha_stays_in_torch():
+    _, net = _net(small_config(model=ModelConfig(hidden_sizes=(16, 16), activation="elu")))
+    fast = NumpyPolicy.of(net, rows=64)
+    assert fast is not None
+    obs = torch.randn(64, 4) * 3  # both sides of 0
+    with torch.no_grad():
+        _close(fast.forward(obs.numpy()), net(obs))
+    elus = [m for m in net.modules() if isinstance(m, nn.ELU)]
+    assert elus
+    elus[0].alpha = 0.5  # not the numpy kernel's
+    assert NumpyPolicy.of(net, rows=64) is None
+
+
 def test_numpy_blas_stays_on_one_thread():
     """Products numpy's OpenBLAS would spread over threads run in torch (on torch's threads) instead."""
     assert one_thread(1, 17, 64) and one_thread(1, 64, 64) and not one_thread(1, 128, 128)  # one row: gemv

@@ -67,7 +67,15 @@ def _relu(h: np.ndarray, out: np.ndarray) -> np.ndarray:
     return np.maximum(h, 0.0, out=out)
 
 
-_ACTIVATIONS = {nn.Tanh: np.tanh, Tanh: np.tanh, nn.ReLU: _relu}  # named functions: a NumpyPolicy pickles
+def _elu(h: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``nn.ELU()`` (alpha 1): max(h, 0) + expm1(min(h, 0))."""
+    negative = np.expm1(np.minimum(h, 0.0))
+    np.maximum(h, 0.0, out=out)
+    return np.add(out, negative, out=out)
+
+
+_ACTIVATIONS = {nn.Tanh: np.tanh, Tanh: np.tanh, nn.ReLU: _relu, nn.ELU: _elu}  # named functions: a NumpyPolicy
+# pickles
 
 
 class NumpyPolicy:
@@ -119,7 +127,7 @@ class NumpyPolicy:
                     and layer.bias is not None:
                 linears.append(layer)
                 activations.append([])
-            elif kind_of in _ACTIVATIONS and linears:
+            elif kind_of in _ACTIVATIONS and linears and getattr(layer, "alpha", 1.0) == 1.0:  # ELU's alpha: 1
                 activations[-1].append(_ACTIVATIONS[kind_of])
             elif kind_of is not nn.Identity:
                 return None

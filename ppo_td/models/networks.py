@@ -23,7 +23,7 @@ from ppo_td.models.activations import Tanh
 PARAM_KEYS = {"logits": keys.LOGITS, "loc": keys.LOC, "scale": keys.SCALE, "noise": keys.ACTION_NOISE}
 """The TensorDict entry of each distribution parameter a :class:`PolicyNet` returns."""
 
-ACTIVATIONS = {"tanh": Tanh, "relu": nn.ReLU}  # Tanh: nn.Tanh, numpy's kernel on large tensors
+ACTIVATIONS = {"tanh": Tanh, "relu": nn.ReLU, "elu": nn.ELU}  # Tanh: nn.Tanh, numpy's kernel on large tensors
 
 
 def init_orthogonal_(net: nn.Module, hidden_gain: float, head_gain: float | None) -> nn.Module:
