@@ -54,6 +54,10 @@ class TrainCommand:
     from_zoo: str | None = None
     """An RL Zoo hyper-parameter file (hyperparams/ppo.yml): start from its entry for --env.env-id, mapped onto
     ppo_td's config over --preset (default generic); keys it cannot map are printed. Flags given still win."""
+    from_rl_games: str | None = None
+    """An rl_games PPO config (YAML, as Isaac Lab tasks ship): start from it, mapped onto ppo_td's config over
+    --preset (default generic), for --env.env-id or the env its env_config names; settings whose meaning differs
+    are printed, what ppo_td cannot train is refused (ppo_td/rlgames.py). Flags given still win."""
     threads: int | None = None
     """Torch threads for the run (default: 1 for vector observations, whose small networks only lose from more: an
     update of LunarLander took 5x as long with 2 threads as with 1 on a busy 2-core machine; torch's own default

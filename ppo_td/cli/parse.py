@@ -37,21 +37,28 @@ def train_command(args: list[str], prog: str, other_flags: Iterable[str] = ()) -
     pre.add_argument("--preset")
     pre.add_argument("--env.env-id", "--env.env_id", dest="env_id")
     pre.add_argument("--from-zoo", "--from_zoo", dest="from_zoo")
+    pre.add_argument("--from-rl-games", "--from_rl_games", dest="from_rl_games")
+    pre.add_argument("--env.num-envs", "--env.num_envs", dest="num_envs")
     pre.add_argument("--config")
     pre.add_argument("--env.suite", "--env_suite", dest="suite")
     known = pre.parse_known_args(args)[0]
     preset_name = known.preset or DEFAULT_PRESET
     resuming = any(a.startswith("--resume") for a in args)  # (the id is the checkpoint's: --env.env-id is refused)
     if known.config is not None:
-        if known.preset or known.from_zoo:
-            raise ValueError(f"--config {known.config} is a whole config: drop --preset/--from-zoo (flags given "
-                             "with it still change its fields)")
+        if known.preset or known.from_zoo or known.from_rl_games:
+            raise ValueError(f"--config {known.config} is a whole config: drop --preset/--from-zoo/--from-rl-games "
+                             "(flags given with it still change its fields)")
         default = TrainCommand(config=config_file(known.config), preset="config")
         _check_env_id(known.env_id, known.suite or default.config.env.suite)
         args = _without(args, "--config")
+    elif known.from_zoo and known.from_rl_games:
+        raise ValueError("--from-zoo and --from-rl-games: give one of them")
     elif known.from_zoo:
         _check_env_id(known.env_id, known.suite or "gymnasium")  # (RL Zoo's entries are Gymnasium envs)
         default = _zoo_command(known.from_zoo, known.env_id, known.preset)
+    elif known.from_rl_games:
+        envs = int(known.num_envs) if (known.num_envs or "").isdigit() else None  # (a bad value: tyro says so)
+        default = _rl_games_command(known.from_rl_games, known.env_id, known.suite, known.preset, envs)
     else:
         why = None
         if known.preset is None and known.env_id and not resuming:
@@ -253,6 +260,21 @@ def _zoo_command(path: str, env_id: str | None, preset: str | None) -> TrainComm
     for note in notes:
         say(f"note: RL Zoo {note}")
     return TrainCommand(config=config, preset="zoo", from_zoo=path)
+
+
+def _rl_games_command(path: str, env_id: str | None, suite: str | None, preset: str | None,
+                      num_envs: int | None) -> TrainCommand:
+    """The defaults of ``ppo-td train --from-rl-games PATH``: the rl_games config over ``preset`` (default generic),
+    for --env.env-id or the Gymnasium id the file names (:func:`ppo_td.rlgames.read_rl_games`, as from Python);
+    every setting whose meaning differs is printed."""
+    from ppo_td.rlgames import read_rl_games
+
+    config, notes, env_id = read_rl_games(path, env_id, num_envs, get_preset(preset or "generic"))
+    _check_env_id(env_id, suite or "gymnasium")
+    say(f"defaults: rl_games config {path} for {env_id}, over preset {preset or 'generic'!r}")
+    for note in notes:
+        say(f"note: rl_games {note}")
+    return TrainCommand(config=config, preset="rl_games", from_rl_games=path)
 
 
 def _import_module_of(env_id: str) -> None:
