@@ -32,6 +32,7 @@ import dataclasses
 import datetime
 import json
 import os
+import random
 import shlex
 import statistics
 import subprocess
@@ -217,6 +218,25 @@ def learning_table(runs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def paired_lines(runs: list[dict[str, Any]], resamples: int = 10_000) -> list[str]:
+    """Each count of ranks against 1, paired by seed on the last-100 return: the mean difference with a 95%
+    bootstrap interval (``resamples`` resamples of the seeds, a fixed generator) and on how many seeds it was higher."""
+    ones = {r["seed"]: r["last100"] for r in runs if r["ranks"] == 1}
+    lines = []
+    for ranks in sorted({r["ranks"] for r in runs} - {1}):
+        diffs = [r["last100"] - ones[r["seed"]] for r in sorted(runs, key=lambda r: r["seed"])
+                 if r["ranks"] == ranks and r["seed"] in ones]
+        if not diffs:
+            continue
+        draw = random.Random(0)
+        means = sorted(statistics.fmean(draw.choices(diffs, k=len(diffs))) for _ in range(resamples))
+        low, high = means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+        lines.append(f"{ranks} ranks against 1, paired by seed (last-100 return): mean difference "
+                     f"{statistics.fmean(diffs):+.1f}, 95% bootstrap interval [{low:+.1f}, {high:+.1f}]; higher on "
+                     f"{sum(d > 0 for d in diffs)} of {len(diffs)} seeds.")
+    return lines
+
+
 def _mean_std(values: list[float]) -> str:
     return f"{statistics.fmean(values):.1f} +- {statistics.pstdev(values):.1f}"
 
@@ -255,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = learning(args.ranks, args.seeds, args.frames, args.device, out / "runs.jsonl", say, run=False)
         lines += ["", f"## Learning (HalfCheetah-v5, the cleanrl setting, {args.frames:,} frames)", ""]
         lines = [line for line in lines if not line.startswith("## Throughput")] + learning_table(runs)
+        lines += ["", *paired_lines(runs)]
         (out / "learning.md").write_text("\n".join(lines) + "\n")
         print("\n".join(lines))
         return 0
@@ -270,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_learning:
         runs = learning(args.ranks, args.seeds, args.frames, args.device, out / "runs.jsonl", say)
         lines += ["", f"## Learning (HalfCheetah-v5, the cleanrl setting, {args.frames:,} frames)", ""]
-        lines += learning_table(runs)
+        lines += learning_table(runs) + ["", *paired_lines(runs)]
     (out / "distributed.md").write_text("\n".join(lines) + "\n")
     more = ["#!/bin/sh", "# Scaling per rank on a bigger machine: run from the repository root.",
             "python -m benchmarks distributed --ranks 1 2 4 8 16 --settings large cleanrl --skip-learning "

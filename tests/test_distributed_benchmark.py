@@ -24,6 +24,14 @@ def test_the_learning_table_counts_runs_that_never_reach_the_target():
     assert "| 2 | 1, 2 | 55.0 +- 45.0 |" in table and "(1 of 2)" in table
 
 
+def test_the_paired_line_is_the_mean_difference_by_seed_with_its_interval():
+    runs = [{"ranks": r, "seed": seed, "last100": value} for seed, (one, two) in enumerate(
+        [(100.0, 110.0), (100.0, 120.0), (100.0, 90.0)], start=1) for r, value in ((1, one), (2, two))]
+    line = distributed.paired_lines(runs, resamples=2000)[0]
+    assert line.startswith("2 ranks against 1, paired by seed (last-100 return): mean difference +6.7, 95% bootstrap "
+                           "interval [-10.0, +20.0]") and line.endswith("higher on 2 of 3 seeds."), line
+
+
 def test_the_throughput_table_pairs_each_count_with_one_rank_in_its_round():
     runs = [{"setting": "cleanrl", "ranks": r, "round": k, "sps": sps, "collect_seconds": 1.0, "update_seconds": 1.0}
             for k, (one, two) in enumerate([(100.0, 150.0), (200.0, 250.0)]) for r, sps in ((1, one), (2, two))]
