@@ -105,6 +105,32 @@ def test_a_two_rank_checkpoint_resumed_in_one_process_goes_on_saying_why(tmp_pat
     assert resumes[-1]["exact"] is False and "2 ranks" in resumes[-1]["why"]
 
 
+def test_a_rank_without_a_gpu_of_its_own_is_refused_naming_the_count():
+    assert Ranks(rank=1, world=2, local_rank=1).run_device(torch.device("cpu")) == torch.device("cpu")
+    if torch.cuda.device_count() < 2:
+        with pytest.raises(ValueError, match=r"rank 1 of 2 \(LOCAL_RANK 1\) has no GPU of its own: this machine has "):
+            Ranks(rank=1, world=2, local_rank=1).run_device(torch.device("cuda"))
+    else:
+        assert Ranks(rank=1, world=2, local_rank=1).run_device(torch.device("cuda")) == torch.device("cuda", 1)
+
+
+@pytest.mark.slow
+def test_ranks_collecting_in_worker_processes_hold_the_same_weights(tmp_path):
+    done = torchrun(str(SCRIPTS / "ranks_run.py"), str(tmp_path / "run"), str(tmp_path), "workers")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert rows(tmp_path, 0) == rows(tmp_path, 1) and len(rows(tmp_path, 0)) == 6
+    assert len({r["statistics"] for r in rows(tmp_path, 0)}) == 6  # the workers' statistics merged, then the ranks'
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="two GPUs: one a rank (nccl)")
+def test_ranks_on_gpus_hold_the_same_weights_at_every_iteration(tmp_path):
+    done = torchrun(str(SCRIPTS / "ranks_run.py"), str(tmp_path / "run"), str(tmp_path), "train",
+                    env={**os.environ, "RANKS_DEVICE": "cuda"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert rows(tmp_path, 0) == rows(tmp_path, 1) and len(rows(tmp_path, 0)) == 6
+
+
 @pytest.mark.slow
 def test_a_killed_rank_ends_the_run_within_seconds_and_the_last_checkpoint_stays(tmp_path):
     started = time.monotonic()

@@ -79,8 +79,15 @@ class Ranks:
         return self
 
     def run_device(self, device: torch.device) -> torch.device:
-        """Where this rank's networks run: a CUDA device without an index is this rank's GPU (``LOCAL_RANK``)."""
-        return torch.device("cuda", self.local_rank) if device.type == "cuda" and device.index is None else device
+        """Where this rank's networks run: a CUDA device without an index is this rank's GPU (``LOCAL_RANK``);
+        refused where the machine has fewer GPUs than ranks."""
+        if device.type != "cuda" or device.index is not None:
+            return device
+        if self.local_rank >= torch.cuda.device_count():
+            raise ValueError(f"{self.describe()} (LOCAL_RANK {self.local_rank}) has no GPU of its own: this machine "
+                             f"has {torch.cuda.device_count()}; start at most that many ranks on it "
+                             "(torchrun --nproc-per-node), or train on the CPU (device='cpu', --device cpu)")
+        return torch.device("cuda", self.local_rank)
 
     # -- the split ------------------------------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@ the weights and of the normalizers' statistics (tests/test_ranks.py compares the
 the output folder, then what to do: ``train`` (a whole run), ``stop-at N`` (rank 0's callback stops the run after
 iteration N, to be resumed), ``resume``, ``die-at N`` (rank 1 kills itself at iteration N), ``hang-at N`` (rank 1
 sleeps at iteration N; the script makes the process group itself, with a 5-second timeout), ``slow`` (iterations of
-a second: the test sends Ctrl-C)."""
+a second: the test sends Ctrl-C), ``workers`` (a whole run, each rank collecting in two worker processes)."""
 
 import dataclasses
 import datetime
@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 import ppo_td
-from ppo_td.config import EnvConfig, ModelConfig
+from ppo_td.config import CollectorConfig, EnvConfig, ModelConfig
 from ppo_td.envs import running_moments
 from ppo_td.training import StopTraining
 
@@ -67,11 +67,13 @@ def main() -> None:
         ppo_td.resume(run_dir, callbacks=[record], progress="lines", checkpoint_every=2)
         return
     base = ppo_td.get_preset("cleanrl")
-    config = dataclasses.replace(
+    iterations = 40 if what == "slow" else 6
+    config = dataclasses.replace(  # RANKS_DEVICE=cuda: each rank on its GPU (tests/test_ranks.py, with two GPUs)
         base, env=EnvConfig("CartPole-v1", num_envs=4, normalize_observations=True, normalize_rewards=True),
-        model=ModelConfig(hidden_sizes=(16, 16)), frames_per_batch=128, total_frames=128 * (40 if what == "slow"
-                                                                                           else 6),
-        eval_episodes=2)
+        model=ModelConfig(hidden_sizes=(16, 16)), device=os.environ.get("RANKS_DEVICE", base.device),
+        frames_per_batch=128, total_frames=128 * iterations, eval_episodes=2)
+    if what == "workers":  # each rank's copies stepped in two worker processes of its own
+        config = dataclasses.replace(config, collector=CollectorConfig(backend="process", num_workers=2))
     ppo_td.train(config, run_dir=run_dir, callbacks=[record], progress="lines", log_every=1, checkpoint_every=2)
 
 
