@@ -173,7 +173,8 @@ def settings_config(settings: str) -> Any:
 
     preset, *changes = settings.split("+")
     config = get_preset(preset)
-    for change in changes:
+    fields: dict[str, dict[str, Any]] = {}  # section ("" for the top) -> its changed fields, set together (a field
+    for change in changes:                  # checked against another, such as optim.desired_kl and anneal_lr)
         path, sep, text = change.partition("=")
         *sections, name = path.split(".")
         if not sep or len(sections) > 1:
@@ -182,12 +183,10 @@ def settings_config(settings: str) -> Any:
             value = ast.literal_eval(text)
         except (ValueError, SyntaxError):
             value = text
-        if sections:
-            part = getattr(config, sections[0])
-            config = dataclasses.replace(config, **{sections[0]: dataclasses.replace(part, **{name: value})})
-        else:
-            config = dataclasses.replace(config, **{name: value})
-    return config
+        fields.setdefault(sections[0] if sections else "", {})[name] = value
+    parts = {section: dataclasses.replace(getattr(config, section), **changed)
+             for section, changed in fields.items() if section}
+    return dataclasses.replace(config, **fields.get("", {}), **parts)
 
 
 def config_of(task: Task) -> Any:

@@ -260,3 +260,12 @@ def test_sb3_stores_the_normalized_observations_it_acts_on_when_the_env_observes
     assert obs.dtype == np.float32 and obs.tolist() == [0.0, 7.0, 200.0]
     cartpole = gym.make("CartPole-v1")
     assert _float_observations(cartpole) is cartpole  # a float observation is left as it is
+
+
+def test_settings_change_fields_together_in_any_order():
+    """optim.desired_kl is refused beside optim.anneal_lr=True: both given, in either order, are one change."""
+    one = returns.settings_config("walker2d+optim.desired_kl=0.01+optim.anneal_lr=False+seed=3")
+    other = returns.settings_config("walker2d+seed=3+optim.anneal_lr=False+optim.desired_kl=0.01")
+    assert one == other and (one.optim.desired_kl, one.optim.anneal_lr, one.seed) == (0.01, False, 3)
+    with pytest.raises(ValueError, match="one schedule at a time"):
+        returns.settings_config("walker2d+optim.desired_kl=0.01")
