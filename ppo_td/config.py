@@ -640,6 +640,8 @@ def to_dict(config: TrainConfig) -> dict[str, Any]:
 ADDED_FIELDS: dict[str, dict[str, Any]] = {"model": {"scale_images": True, "orthogonal_init": True,
                                                       "exploration": "gaussian", "sde_sample_every": 0},
                                             "env": {"limit_under_wrappers": True},
+                                            "optim": {"desired_kl": None, "kl_lr_every": "minibatch", "min_lr": 1e-5,
+                                                      "max_lr": 1e-2},
                                             "": {"eval_every": 0, "eval_stop_return": None}}
 """Fields added to the config after records of it were written (a returns store's keys, a study's ``tune.json``),
 each with the default that keeps the earlier behaviour. A field added to a section goes here with its default
