@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 
+import ppo_td
 from conftest import small_config
 from ppo_td.cli import main
 from ppo_td.config import EnvConfig, OptimConfig
@@ -137,3 +138,13 @@ def test_the_command_line_trains_with_it_and_records_it(tmp_path, capsys):
     state = load_checkpoint(folder / "checkpoint.pt")
     assert state["config"]["optim"]["desired_kl"] == 0.01
     assert state["optimizer"]["param_groups"][0]["lr"] != 1e-3  # the pendulum preset's rate, adapted
+
+
+def test_many_adaptations_an_update_are_said_at_the_start(capsys):
+    ppo_td.train(pendulum(lr=1e-3, desired_kl=0.01, update_epochs=10, num_minibatches=8), progress="lines")
+    assert "note: optim.desired_kl adapts the learning rate 80 times an update (10 epochs x 8 minibatches)" in \
+        capsys.readouterr().out
+    ppo_td.train(pendulum(lr=1e-3, desired_kl=0.01), progress="lines")  # 4 x 4: as rsl_rl's few
+    ppo_td.train(pendulum(lr=1e-3, desired_kl=0.01, update_epochs=10, num_minibatches=8, kl_lr_every="epoch"),
+          progress="lines")
+    assert "adapts the learning rate" not in capsys.readouterr().out

@@ -102,6 +102,13 @@ class Session:
             self.write(f"note: total_frames={config.total_frames:,} is not a multiple of frames_per_batch="
                        f"{config.frames_per_batch:,}: the run trains {config.num_iterations:,} batches, {planned:,} "
                        "frames")
+        adaptations = config.optim.update_epochs * config.optim.num_minibatches
+        if (self.resumed is None and config.optim.desired_kl is not None and config.optim.kl_lr_every == "minibatch"
+                and adaptations > MANY_ADAPTATIONS):
+            self.write(f"note: optim.desired_kl adapts the learning rate {adaptations} times an update "
+                       f"({config.optim.update_epochs} epochs x {config.optim.num_minibatches} minibatches): rsl_rl's "
+                       "rule was made for about 20, and with many it swings between its bounds every update (measured "
+                       "on Walker2d: docs/robot-learning.md); fewer, larger minibatches or optim.kl_lr_every='epoch'")
         main = p.main  # over ranks: rank 0 shows, evaluates and writes; every rank trains and checkpoints its part
         bar = Progress(planned, config.num_iterations, initial=frames, bar=self.progress if main else False,
                        every=self.log_every, label="reward per agent" if config.env.multiagent else "return",
@@ -224,6 +231,10 @@ class Session:
         return [VideoRecorder(out / "videos", self.video_every, seed=evaluation_seed(self.pipeline.config.seed),
                               should_stop=lambda: stop.requested, sinks=sinks)]
 
+
+MANY_ADAPTATIONS = 50
+"""More KL-adaptive steps an update than this is said at the start: rsl_rl's configs make 20 (5 epochs x 4), CleanRL's
+MuJoCo shape 320, where the rate swung from floor to cap every update (docs/robot-learning.md)."""
 
 REPEATED = 2.0
 """Over ranks: seconds within which a second SIGINT or SIGTERM is the first one again (torchrun passes the terminal's
