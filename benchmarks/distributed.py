@@ -167,14 +167,15 @@ def _median_range(values: list[float], fmt: str) -> str:
     return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
 
 
-def learning(counts: list[int], seeds: list[int], frames: int, device: str, store: Path, say: Any, run: bool = True
-             ) -> list[dict[str, Any]]:
-    """Every (ranks, seed) run at ``frames``, finished ones read from ``store`` (one JSON line each); ``run=False``:
-    only those."""
+def learning(counts: list[int], seeds: list[int], frames: int, device: str, store: Path, say: Any,
+             launch_missing: bool = True) -> list[dict[str, Any]]:
+    """Every (ranks, seed) run at ``frames``, finished ones read from ``store`` (one JSON line each);
+    ``launch_missing=False``: only those."""
     done = [json.loads(line) for line in store.read_text().splitlines() if line.strip()] if store.exists() else []
     for seed in seeds:
         for ranks in counts:
-            if not run or any(r["ranks"] == ranks and r["seed"] == seed and r["frames"] == frames for r in done):
+            finished = any(r["ranks"] == ranks and r["seed"] == seed and r["frames"] == frames for r in done)
+            if finished or not launch_missing:
                 continue
             run = launch({"setting": "cleanrl", "seed": seed, "frames": frames, "device": device,
                           "eval_episodes": 10}, ranks)
@@ -272,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
              f"{_torch_version()}, {os.cpu_count()} CPUs, device {args.device}.", "", "## Throughput (HalfCheetah-v5)",
              ""]
     if args.report_only:
-        runs = learning(args.ranks, args.seeds, args.frames, args.device, out / "runs.jsonl", say, run=False)
+        runs = learning(args.ranks, args.seeds, args.frames, args.device, out / "runs.jsonl", say, launch_missing=False)
         lines += ["", f"## Learning (HalfCheetah-v5, the cleanrl setting, {args.frames:,} frames)", ""]
         lines = [line for line in lines if not line.startswith("## Throughput")] + learning_table(runs)
         lines += ["", *paired_lines(runs)]

@@ -281,6 +281,9 @@ def _lr_schedule(cfg: dict[str, Any], lr: float, notes: list[str]) -> dict[str, 
         notes.append("lr_schedule adaptive: rl_games measures KL(new || old) in closed form against the policy of the "
                      "last pass over each minibatch; ppo_td the k3 estimate of KL(old || new) against the collecting "
                      "policy (docs/robot-learning.md)")
+        if not low <= lr <= high:  # rl_games adapts from any rate; ppo_td's bounds must hold the first one
+            notes.append(f"learning_rate {lr:g} lies outside min_lr {low:g} and max_lr {high:g}: the bounds are "
+                         f"widened to [{min(low, lr):g}, {max(high, lr):g}]")
         return {"desired_kl": float(_required(cfg, "kl_threshold")), "anneal_lr": False, "kl_lr_every": every,
                 "min_lr": min(low, lr), "max_lr": max(high, lr)}
     if schedule == "linear":

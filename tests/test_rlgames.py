@@ -3,7 +3,6 @@ MuJoCo config of rl_games' own mapped field by field, the reward shaper against 
 the refusals, the command line and Python giving the same config."""
 
 import dataclasses
-import math
 
 import pytest
 import torch
@@ -195,4 +194,11 @@ def test_the_command_line_and_python_start_from_the_same_config(tmp_path, capsys
     assert yaml.safe_load(ENVPOOL)["params"]["config"]["max_epochs"] * 8 * 16 == written["total_frames"]
     assert main(["train", "--from-rl-games", str(path), "--from-zoo", str(path)]) != 0
     assert "give one of them" in capsys.readouterr().err
-    assert not math.isnan(written["loss"]["critic_coeff"])
+    assert written["loss"]["critic_coeff"] == 1.0  # the file's critic_coef 2, rl_games' 0.5 factor
+
+
+def test_a_first_rate_outside_the_adaptive_bounds_widens_them_saying_so():
+    config, notes = from_rl_games(robot_params(learning_rate=0.05), "Pendulum-v1", num_envs=4096)
+    assert (config.optim.min_lr, config.optim.max_lr, config.optim.lr) == (1e-6, 0.05, 0.05)
+    assert "learning_rate 0.05 lies outside min_lr 1e-06 and max_lr 0.01: the bounds are widened to [1e-06, 0.05]" \
+        in notes

@@ -98,6 +98,11 @@ class Session:
         frames, iteration, elapsed = ((self.resumed.frames, self.resumed.iteration, self.resumed.elapsed)
                                       if self.resumed else (0, 0, 0.0))
         planned = config.num_iterations * config.frames_per_batch
+        main = p.main  # over ranks: rank 0 shows, evaluates and writes; every rank trains and checkpoints its part
+        bar = Progress(planned, config.num_iterations, initial=frames, bar=self.progress if main else False,
+                       every=self.log_every, label="reward per agent" if config.env.multiagent else "return",
+                       info_keys=config.env.info_keys)
+        self.write = bar.write if main else _quiet  # the notes below: once, over ranks too
         if self.resumed is None and planned != config.total_frames:  # said once, at the start
             self.write(f"note: total_frames={config.total_frames:,} is not a multiple of frames_per_batch="
                        f"{config.frames_per_batch:,}: the run trains {config.num_iterations:,} batches, {planned:,} "
@@ -109,11 +114,6 @@ class Session:
                        f"({config.optim.update_epochs} epochs x {config.optim.num_minibatches} minibatches): rsl_rl's "
                        "rule was made for about 20, and with many it swings between its bounds every update (measured "
                        "on Walker2d: docs/robot-learning.md); fewer, larger minibatches or optim.kl_lr_every='epoch'")
-        main = p.main  # over ranks: rank 0 shows, evaluates and writes; every rank trains and checkpoints its part
-        bar = Progress(planned, config.num_iterations, initial=frames, bar=self.progress if main else False,
-                       every=self.log_every, label="reward per agent" if config.env.multiagent else "return",
-                       info_keys=config.env.info_keys)
-        self.write = bar.write if main else _quiet
         if p.ranks is not None:
             self.write(f"{p.world} ranks: each steps {config.env.num_envs // p.world} of the {config.env.num_envs} env "
                        f"copies and {config.frames_per_batch // p.world:,} frames of each {config.frames_per_batch:,}"

@@ -367,13 +367,13 @@ def _minibatch_kl(terms: LeanTerms | None, losses: Any) -> torch.Tensor:
         log_weight = terms.log_weight.detach()
         return kl_k3(log_weight.exp().mean(), (-log_weight).mean())
     if "kl_approx_k3" not in losses.keys():
-        raise KeyError(_NO_K3)
+        raise ValueError(_NO_K3)
     return losses.get("kl_approx_k3").detach()
 
 
 def _kl_of(record: dict[str, torch.Tensor]) -> torch.Tensor:
     if "kl_k3" not in record:
-        raise KeyError(_NO_K3)
+        raise ValueError(_NO_K3)
     return record["kl_k3"]
 
 
