@@ -26,6 +26,8 @@ Suites:
           (``python -m benchmarks returns --help``).  Hours: run it with nohup.
   distributed  one run over 1, 2, ... ranks (torchrun): frames/s, the update's seconds and the speed-up per rank
           count on HalfCheetah-v5, and returns on 3 seeds with seconds to a target (``--help``).  About an hour.
+  asymmetric  the asymmetric actor-critic on Pendulum with a noisy observation: the critic reading the state against
+          reading the actor's observation, 5 seeds paired (``--help``).  About 15 minutes.
   soak    RSS over a long CartPole run and its slope after warm-up (``--minutes 5``).
   gpu     VMAS navigation at 4,096 and 32,768 envs (ppo_td beside TorchRL's own MAPPO parts) and Atari Pong with 16
           env processes (ppo_td beside SB3's SubprocVecEnv), on ``--device cuda``: frames/s, collection and update
@@ -415,6 +417,10 @@ def main() -> None:
         from benchmarks import distributed
 
         sys.exit(distributed.main(sys.argv[2:]))
+    if sys.argv[1:2] == ["asymmetric"]:  # a critic reading the true state against the actor's noisy observation
+        from benchmarks import asymmetric
+
+        sys.exit(asymmetric.main(sys.argv[2:]))
     if sys.argv[1:2] == ["returns"]:  # multi-seed returns with a result store (python -m benchmarks returns --help)
         from benchmarks import returns
 

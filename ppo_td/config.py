@@ -119,7 +119,8 @@ class EnvConfig:
     check_finite: bool = True
     """Raise on a NaN/inf observation or reward, naming env, key and step (off saves its small cost)."""
     normalize_observations: bool = False
-    """Standardize observations by a count-based running mean/std over all env copies (RunningObsNorm)."""
+    """Standardize observations by a count-based running mean/std over all env copies (RunningObsNorm); a Dict
+    observation's vector entries each on their own statistics."""
     obs_clip: float = 10.0
     """Clip normalized observations to +-obs_clip (published value 10)."""
     normalize_rewards: bool = False
@@ -307,6 +308,14 @@ class ModelConfig:
     decentralised critic); 'team': all agents' observations (MAPPO's centralised critic: one value per env step
     from their concatenation, every agent reading it); 'state': the env's global state beside the agent's own
     observation (MAPPO's agent-specific global state; PettingZoo envs with a state())."""
+    actor_keys: tuple[str, ...] = ()
+    """A Dict observation's entries the actor reads (() : every entry). With critic_keys, an asymmetric actor-critic
+    (Pinto et al. 2018): the critic reads privileged entries (the simulator's true state, contact forces, noise-free
+    readings) that the actor does not get, and will not have once deployed; Isaac Lab's 'policy' and 'critic'
+    observation groups (--model.actor-keys policy --model.critic-keys critic). load_policy and export ask for the
+    actor's entries only."""
+    critic_keys: tuple[str, ...] = ()
+    """A Dict observation's entries the critic reads (() : every entry); see actor_keys."""
 
     def __post_init__(self) -> None:
         _check_types(self, "model.")
@@ -334,6 +343,21 @@ class ModelConfig:
                "'none' with model.exploration='gsde' (its noise reads feed-forward features)")
         for name in ("hidden_gain", "policy_head_gain", "value_head_gain"):
             _check(getattr(self, name) > 0, f"model.{name}", getattr(self, name), "> 0")
+        for name in ("actor_keys", "critic_keys"):
+            chosen = getattr(self, name)
+            _check(len(set(chosen)) == len(chosen) and all(chosen), f"model.{name}", chosen,
+                   "distinct, non-empty entry names of a Dict observation (() : every entry)")
+        _check(not (self.shared_trunk and self.reads_differ), "model.shared_trunk", self.shared_trunk,
+               "False when the actor and the critic read different entries (model.actor_keys, model.critic_keys): "
+               "one trunk cannot read both")
+        _check(not (self.shared_recurrent and self.reads_differ), "model.shared_recurrent", self.shared_recurrent,
+               "False when the actor and the critic read different entries (model.actor_keys, model.critic_keys): "
+               "one recurrent core cannot read both")
+
+    @property
+    def reads_differ(self) -> bool:
+        """The actor and the critic read different entries of a Dict observation (an asymmetric actor-critic)."""
+        return set(self.actor_keys) != set(self.critic_keys)
 
 
 @dataclass(frozen=True)
@@ -638,7 +662,8 @@ def to_dict(config: TrainConfig) -> dict[str, Any]:
 
 
 ADDED_FIELDS: dict[str, dict[str, Any]] = {"model": {"scale_images": True, "orthogonal_init": True,
-                                                      "exploration": "gaussian", "sde_sample_every": 0},
+                                                      "exploration": "gaussian", "sde_sample_every": 0,
+                                                      "actor_keys": (), "critic_keys": ()},
                                             "env": {"limit_under_wrappers": True},
                                             "optim": {"desired_kl": None, "kl_lr_every": "minibatch", "min_lr": 1e-5,
                                                       "max_lr": 1e-2},

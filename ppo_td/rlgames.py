@@ -38,6 +38,8 @@ network.mlp.units      model.hidden_sizes
 network.mlp.activation model.activation (elu, relu, tanh)
 mlp.initializer        default: model.orthogonal_init=False (PyTorch's init); orthogonal_initializer: True
 sigma_init             const_initializer val: model.log_std_init (fixed_sigma: True only)
+central_value_config   model.actor_keys = ("obs",), model.critic_keys = ("states",): the critic reads the
+                       observation's privileged entry (its own network and optimizer settings noted)
 =====================  =================================================================================
 """
 
@@ -189,6 +191,16 @@ def from_rl_games(params: dict[str, Any], env_id: str, base: TrainConfig | None 
                      "bounds; ignored")
     if cfg.get("mixed_precision"):
         notes.append("mixed_precision: True: ppo_td trains in float32")
+    central = cfg.get("central_value_config")
+    if central:  # rl_games' asymmetric critic: the env's obs dict holds "obs" (the policy's) and "states" (its)
+        model["actor_keys"], model["critic_keys"] = ("obs",), ("states",)
+        model["shared_trunk"] = False  # the central value is its own network, whatever network.separate says
+        notes.append("central_value_config: the critic reads the observation's 'states' entry, the actor its 'obs' "
+                     "(rl_games' names; Isaac Lab's groups through TorchRL: --model.actor-keys policy "
+                     "--model.critic-keys critic); ppo_td trains it in the same update as the actor, with the "
+                     "actor's network sizes, optimizer and minibatches (rl_games: its own "
+                     + ", ".join(k for k in ("network", "learning_rate", "mini_epochs", "minibatch_size") if k in
+                                 central) + ")")
     if "seq_length" in cfg:
         notes.append(f"seq_length {cfg['seq_length']}: read by recurrent networks only; none here")
     notes.append("minibatches: rl_games cuts each epoch's minibatches from the batch in order; ppo_td shuffles it")
@@ -205,7 +217,7 @@ _READ = {"horizon_length", "minibatch_size", "mini_epochs", "max_epochs", "gamma
          "critic_coef", "entropy_coef", "normalize_advantage", "normalize_rms_advantage", "normalize_value",
          "normalize_input", "learning_rate", "lr_schedule", "grad_norm", "reward_shaper", "clip_actions",
          "value_bootstrap", "bounds_loss_coef", "mixed_precision", "seq_length", "bound_loss_type",
-         "use_smooth_clamp"}
+         "use_smooth_clamp", "central_value_config"}
 
 
 def _required(cfg: dict[str, Any], key: str) -> Any:

@@ -58,6 +58,11 @@ CASES = {  # a normalized continuous preset, masked discrete (mask in the observ
     "trading-info": dataclasses.replace(get_preset("trading"), env=EnvConfig("ppo_td/TradingInfo-v0", num_envs=8)),
     "cartpole-novel": get_preset("cartpole-novel"),
     "dict": dataclasses.replace(get_preset("generic"), env=EnvConfig("test_deploy:dict_grid", num_envs=4)),
+    # an asymmetric actor-critic on a Dict of two normalized vectors: the actor reads "policy" only
+    "asymmetric": dataclasses.replace(
+        get_preset("pendulum"),
+        env=dataclasses.replace(get_preset("pendulum").env, env_id="ppo_td.envs.partial:noisy_sensors"),
+        model=dataclasses.replace(get_preset("pendulum").model, actor_keys=("policy",), critic_keys=("critic",))),
 }
 
 

@@ -60,6 +60,18 @@ def test_a_robot_config_maps_field_by_field():
         from_rl_games(robot_params(), "Pendulum-v1")
 
 
+def test_a_central_value_reads_the_states_entry_in_its_own_network():
+    params = robot_params()
+    params["config"]["central_value_config"] = {"learning_rate": 5e-4, "mini_epochs": 5, "minibatch_size": 8192,
+                                                "network": {"mlp": {"units": [512, 256]}}}
+    config, notes = from_rl_games(params, "Pendulum-v1", num_envs=4096)
+    assert (config.model.actor_keys, config.model.critic_keys, config.model.shared_trunk) == (
+        ("obs",), ("states",), False)
+    said = next(n for n in notes if n.startswith("central_value_config"))
+    assert "--model.critic-keys critic" in said and "network, learning_rate, mini_epochs, minibatch_size" in said
+    assert not any("has no ppo_td counterpart" in n for n in notes)
+
+
 def test_schedules_and_gradients_map_as_rl_games_runs_them():
     standard, _ = from_rl_games(robot_params(schedule_type="standard"), "Pendulum-v1", num_envs=4096)
     assert standard.optim.kl_lr_every == "epoch"

@@ -74,6 +74,7 @@ class DeterministicPolicy(nn.Module):
             self.register_buffer("obs_mean", norm.mean.to(torch.float32))
             self.register_buffer("obs_std", torch.sqrt(norm.var + norm.eps).to(torch.float32))
             self.obs_clip = float(norm.clip)
+            self.norm_slices = policy.obs_norm_slices()
         self.clip = layout.clip_actions
         if self.clip:
             self.register_buffer("low", torch.as_tensor(layout.action_space.low))
@@ -88,8 +89,13 @@ class DeterministicPolicy(nn.Module):
             if self.normalize:
                 obs = ((obs - self.obs_mean) / self.obs_std).clamp(-self.obs_clip, self.obs_clip)
         else:
-            obs = TensorDict({e.key: x.to(e.dtype) for e, x in zip(self.entries, obs_inputs, strict=True)},
-                             batch_size=[obs_inputs[0].shape[0]]).get(keys.OBSERVATION)
+            values = {e.key: x.to(e.dtype) for e, x in zip(self.entries, obs_inputs, strict=True)}
+            if self.normalize:  # a Dict observation's normalized entries, each by its slice of the statistics
+                for key, where in self.norm_slices:
+                    x = values[key].to(torch.float32)
+                    flat = ((x.reshape(x.shape[0], -1) - self.obs_mean[where]) / self.obs_std[where])
+                    values[key] = flat.clamp(-self.obs_clip, self.obs_clip).reshape(x.shape)
+            obs = TensorDict(values, batch_size=[obs_inputs[0].shape[0]]).get(keys.OBSERVATION)
         if self.recurrent:  # Recurrent.step's operations, from the state given
             x = obs if self.encoder is None else self.encoder(obs)
             hidden = [s.transpose(0, 1).contiguous() for s in rest]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -74,6 +75,8 @@ class Layout:
     clip_actions: bool
     images: bool = False
     """The observation holds images (``device="auto"`` then picks a GPU where there is one)."""
+    normalized_parts: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """A Dict observation's entries the normalizer standardizes, in its statistics' order (its ``parts``)."""
 
     @classmethod
     def of(cls, built: BuiltEnv, config: TrainConfig) -> Layout:
@@ -91,11 +94,15 @@ class Layout:
         spec, raw = built.env.observation_spec, built.env.base_env.observation_spec  # the keys the env emits;
         inputs = [k for k in raw.keys(True, True)  # not the env's info values (ppo_td.envs.info): recorded only
                   if not (k == MASK_KEY and not masked) and not (isinstance(k, tuple) and k[0] == INFO)]
+        if config.model.actor_keys:  # an asymmetric actor-critic: the actor's entries only (not the critic's)
+            inputs = [k for k in inputs if not (isinstance(k, tuple) and k[0] == keys.OBSERVATION
+                                                and k[1] not in config.model.actor_keys)]
         entries = tuple(Entry(k, tuple(raw[k].shape[1:]), _cast_dtype(spec, raw, k))  # their dtypes after its casts
                         for k in inputs)
         return cls(entries, mask_from_info, nest, masked, observation_space, action_space,
                    config.env.clip_actions and isinstance(action_space, gym.spaces.Box),
-                   bool(built.description.observation_space.images()))
+                   bool(built.description.observation_space.images()),
+                   built.obs_norm.parts if built.obs_norm is not None else ())
 
 
 class Policy(nn.Module):
@@ -141,7 +148,8 @@ class Policy(nn.Module):
             if obs_stats is None:
                 raise ValueError("this policy was trained on normalized observations and no statistics were given: "
                                  "load it with ppo_td.load_policy(run folder or checkpoint)")
-            self.obs_norm = RunningObsNorm(int(obs_stats["mean"].numel()), clip=config.env.obs_clip)
+            self.obs_norm = RunningObsNorm(int(obs_stats["mean"].numel()), clip=config.env.obs_clip,
+                                           parts=layout.normalized_parts)
             self.obs_norm.load_state_dict(obs_stats)
             self.obs_norm.freeze()
             # RunningObsNorm.normalized's float32 operands, computed once (the same operations, so the same bits);
@@ -361,10 +369,27 @@ class Policy(nn.Module):
         if len(self.transforms):
             values = self._transformed(values)
         if self.obs_norm is not None and normalized:  # RunningObsNorm.normalized on a float32 observation
-            obs = values[keys.OBSERVATION].to(torch.float32)
             clip = self.obs_norm.clip
-            values[keys.OBSERVATION] = ((obs - self.obs_mean) / self.obs_std).clamp_(-clip, clip)
+            for key, where in self.obs_norm_slices():
+                obs = values[key].to(torch.float32)
+                flat = obs.reshape(obs.shape[0], -1)
+                values[key] = ((flat - self.obs_mean[where]) / self.obs_std[where]).clamp_(-clip, clip).reshape(
+                    obs.shape)
         return values, single
+
+    def obs_norm_slices(self) -> list[tuple[str | tuple[str, ...], slice]]:
+        """Each normalized input's key and its slice of the statistics: ``"observation"`` and all of them, or the
+        Dict entries the actor reads (an asymmetric actor's critic entries are not inputs)."""
+        parts = self.obs_norm.parts if self.obs_norm is not None else ()
+        if not parts:
+            return [(keys.OBSERVATION, slice(None))]
+        inputs, out, start = {e.key for e in self.layout.entries}, [], 0
+        for name, shape in parts:
+            size = math.prod(shape)
+            if (keys.OBSERVATION, name) in inputs:
+                out.append(((keys.OBSERVATION, name), slice(start, start + size)))
+            start += size
+        return out
 
     def _transformed(self, values: dict) -> dict:
         """``values`` through the user's observation transforms (each one's ``forward`` on a TensorDict)."""

@@ -12,6 +12,7 @@ Agent groups: ``StepCounter`` (``env.max_episode_steps`` as a truncation) and a 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,7 +22,7 @@ from torchrl.envs import Compose, RewardClipping, RewardSum, StepCounter, Transf
 from ppo_td import keys
 from ppo_td.config import EnvConfig
 from ppo_td.envs.custom import UserTransform, initialize_statistics, needing_statistics
-from ppo_td.envs.description import BuiltEnv, describe, observation_space
+from ppo_td.envs.description import BuiltEnv, ObservationSpace, describe, observation_space
 from ppo_td.envs.multiagent import describe_agents, groups_of
 from ppo_td.envs.sources.base import Base
 from ppo_td.envs.transforms import ReturnScaling, RunningObsNorm
@@ -73,13 +74,23 @@ def _observation_norm(config: EnvConfig, spec: TensorSpec | None, *, raw: bool) 
     """``RunningObsNorm`` for a vector ``"observation"``: the env's own (``raw``), of float32/float64 or integers
     (normalized to float32), or what the user's transforms made of it; a clear error for anything else."""
     space = observation_space(spec, 1) if spec is not None else None
-    numbers = space is not None and (space.dtype in ("float32", "float64") or np.dtype(space.dtype).kind in "iu")
-    if space is None or not (space.kind == "vector" and len(space.shape) == 1 and (not raw or numbers)):
+    if space is not None and space.kind == "dict":  # each vector entry standardized, each element its own moments
+        parts = tuple((name, entry.shape) for name, entry in space.entries
+                      if entry.kind == "vector" and (not raw or _numbers(entry)))
+        if parts:
+            return RunningObsNorm(sum(math.prod(shape) for _, shape in parts), clip=config.obs_clip, parts=parts)
+    if space is None or not (space.kind == "vector" and len(space.shape) == 1 and (not raw or _numbers(space))):
         where = "" if raw else " after the env's transforms"
         raise ValueError(f"env {config.env_id!r}: env.normalize_observations standardizes a vector of numbers "
-                         f"'observation', and{where} it is {space}. Set it to False (images are scaled by 1/255 in "
-                         "the encoder), or make it one (flatten it in a wrapper, or a transform that emits one)")
+                         f"'observation' (or the vector entries of a Dict), and{where} it is {space}. Set it to "
+                         "False (images are scaled by 1/255 in the encoder), or make it one (flatten it in a "
+                         "wrapper, or a transform that emits one)")
     return RunningObsNorm(spec.shape[-1], clip=config.obs_clip)
+
+
+def _numbers(space: ObservationSpace) -> bool:
+    """Floats or integers (not booleans): what the normalizer standardizes."""
+    return space.dtype in ("float32", "float64") or np.dtype(space.dtype).kind in "iu"
 
 
 def agents(config: EnvConfig, base: Base) -> BuiltEnv:

@@ -9,6 +9,10 @@ ppo_td.envs.partial:cartpole_no_velocity``, or the ``cartpole-novel`` and ``pend
   successive observations.
 - ``pendulum_no_velocity``: Pendulum-v1 (200 steps) showing cos and sin of the angle only (RL Zoo's
   ``PendulumNoVel-v1``).
+- ``noisy_sensors``: any Box-observation Gymnasium env (Pendulum-v1 by default) with a Dict observation of two
+  groups, named as Isaac Lab's: ``"policy"``, the observation with Gaussian noise of ``noise_std`` (a robot's
+  sensors), and ``"critic"``, the observation as the simulator has it (privileged: only in training). The task of
+  the asymmetric actor-critic (``--model.actor-keys policy --model.critic-keys critic``).
 - ``CueRecall``: a cue (+1 or -1) is shown at the first step only; at the last step of ``length`` the agent must
   name it (+1 reward when right, -1 when wrong). The best a memoryless policy can expect is 0.
 - ``masked_cue_recall``: the same with three actions and ``info["action_mask"]``: "wait" is the only legal action
@@ -48,6 +52,39 @@ def pendulum_no_velocity(**kwargs: Any) -> gym.Env:
     """Pendulum with cos and sin of the angle only (the angular velocity, entry 2, removed), cut at 200 steps as
     Pendulum-v1."""
     return gym.wrappers.TimeLimit(KeepEntries(PendulumEnv(**kwargs), (0, 1)), 200)
+
+
+class NoisySensors(gym.ObservationWrapper):
+    """A ``Box`` observation as a Dict of ``"policy"`` (with Gaussian noise of std ``noise_std``, drawn from the env's
+    own generator, so a seeded env draws the same noise) and ``"critic"`` (the observation as it is)."""
+
+    def __init__(self, env: gym.Env, noise_std: float) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        if not isinstance(space, gym.spaces.Box):
+            raise ValueError(f"NoisySensors needs a Box observation; {env} has {space}")
+        if noise_std < 0:
+            raise ValueError(f"noise_std={noise_std} must be >= 0")
+        self.noise_std = float(noise_std)
+        noisy = gym.spaces.Box(-np.inf, np.inf, space.shape, np.float32)
+        self.observation_space = gym.spaces.Dict({"policy": noisy, "critic": space})
+
+    def observation(self, observation: np.ndarray) -> dict:
+        noise = self.env.unwrapped.np_random.normal(0.0, self.noise_std, np.shape(observation))
+        return {"policy": (observation + noise).astype(np.float32), "critic": observation}
+
+    def state_dict(self) -> dict:
+        """Nothing of its own to keep: its noise comes from the env's generator, which ppo_td records (an exact
+        resume)."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+def noisy_sensors(env_id: str = "Pendulum-v1", noise_std: float = 0.5, **kwargs: Any) -> gym.Env:
+    """``gym.make(env_id, **kwargs)`` with :class:`NoisySensors` (its time limit under it, as registered)."""
+    return NoisySensors(gym.make(env_id, **kwargs), noise_std)
 
 
 class CueRecall(gym.Env):

@@ -283,10 +283,22 @@ class RunningObsNorm(RunningMoments, _Freezable, Transform):
     step on HalfCheetah-v5, against about 76 us here.
     """
 
-    def __init__(self, size: int, in_key=keys.OBSERVATION, clip: float = 10.0, eps: float = 1e-8) -> None:
+    def __init__(self, size: int, in_key=keys.OBSERVATION, clip: float = 10.0, eps: float = 1e-8,
+                 parts: Sequence[tuple[str, tuple[int, ...]]] = ()) -> None:
         super().__init__(in_keys=[in_key], out_keys=[in_key])
         if size < 1 or clip <= 0 or eps <= 0:
             raise ValueError(f"RunningObsNorm needs size >= 1, clip > 0, eps > 0; got {size}, {clip}, {eps}")
+        self.parts = tuple((str(name), tuple(int(d) for d in shape)) for name, shape in parts)
+        """A Dict observation's entries it standardizes, each ``(name, shape of one copy's)``, in this order in the
+        statistics (every element its own mean and variance, as for a vector): ``in_key`` then holds a TensorDict,
+        and its other entries (images, indices) pass as they are. ``()``: ``in_key`` is one vector."""
+        self._slices = []
+        start = 0
+        for name, shape in self.parts:
+            self._slices.append((name, shape, slice(start, start + math.prod(shape))))
+            start += math.prod(shape)
+        if self.parts and start != size:
+            raise ValueError(f"RunningObsNorm's parts {self.parts} hold {start} numbers, not size={size}")
         self.clip, self.eps, self.frozen = clip, eps, False
         self.register_buffer("mean", torch.zeros(size, dtype=torch.float64))
         self.register_buffer("var", torch.ones(size, dtype=torch.float64))
@@ -317,19 +329,39 @@ class RunningObsNorm(RunningMoments, _Freezable, Transform):
             return np.minimum(scaled, clip, out=scaled)
         return step
 
-    def normalized(self, obs: torch.Tensor) -> torch.Tensor:
-        """``obs`` standardized by the current statistics and clipped (no update); integers come out float32."""
+    def normalized(self, obs: torch.Tensor | TensorDictBase) -> torch.Tensor | TensorDictBase:
+        """``obs`` standardized by the current statistics and clipped (no update); integers come out float32. With
+        :attr:`parts`, ``obs`` is the Dict observation's TensorDict: a copy of it with those entries standardized."""
+        if isinstance(obs, TensorDictBase):
+            out = obs.copy()
+            for name, shape, where in self._slices:
+                entry = obs.get(name)
+                flat = entry.reshape(*entry.shape[: entry.dim() - len(shape)], -1)
+                out.set(name, self.standardized(flat, where).reshape(entry.shape))
+            return out
+        return self.standardized(obs, slice(None))
+
+    def standardized(self, obs: torch.Tensor, where: slice) -> torch.Tensor:
+        """``obs`` (a vector, or a flattened Dict entry) standardized by the statistics at ``where`` and clipped."""
         if not obs.is_floating_point():
             obs = obs.to(torch.float32)
-        scaled = (obs - self.mean.to(obs.dtype)) / torch.sqrt(self.var + self.eps).to(obs.dtype)
+        scaled = (obs - self.mean[where].to(obs.dtype)) / torch.sqrt(self.var[where] + self.eps).to(obs.dtype)
         return scaled.clamp_(-self.clip, self.clip)
 
-    def observed(self, obs: torch.Tensor, reset: torch.Tensor | None = None) -> torch.Tensor:
+    def observed(self, obs: torch.Tensor | TensorDictBase,
+                 reset: torch.Tensor | None = None) -> torch.Tensor | TensorDictBase:
         """Add ``obs`` to the statistics (only the rows where ``reset``, at a partial reset; none when
         frozen) and return it normalized. The step and reset code of both collectors."""
         if not self.frozen:
-            self._update(obs if reset is None else obs[reset.reshape(-1)])
+            rows = self._joined(obs) if isinstance(obs, TensorDictBase) else obs
+            self._update(rows if reset is None else rows[reset.reshape(-1)])
         return self.normalized(obs)
+
+    def _joined(self, obs: TensorDictBase) -> torch.Tensor:
+        """The :attr:`parts` of a Dict observation side by side, ``[copies, size]`` in float64 (as the update
+        reads them)."""
+        return torch.cat([obs.get(name).reshape(obs.batch_size.numel(), -1).to(torch.float64)
+                          for name, _, _ in self._slices], dim=-1)
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         next_tensordict.set(self.in_keys[0], self.observed(next_tensordict.get(self.in_keys[0])))
@@ -344,10 +376,11 @@ class RunningObsNorm(RunningMoments, _Freezable, Transform):
         return next_tensordict
 
     def transform_observation_spec(self, observation_spec: Composite) -> Composite:
-        spec = observation_spec[self.in_keys[0]]
-        dtype = spec.dtype if spec.dtype.is_floating_point else torch.float32
-        observation_spec[self.in_keys[0]] = Bounded(low=-self.clip, high=self.clip, shape=spec.shape,
-                                                    dtype=dtype, device=spec.device)
+        for key in [(self.in_keys[0], name) for name, _ in self.parts] or [self.in_keys[0]]:
+            spec = observation_spec[key]
+            dtype = spec.dtype if spec.dtype.is_floating_point else torch.float32
+            observation_spec[key] = Bounded(low=-self.clip, high=self.clip, shape=spec.shape, dtype=dtype,
+                                            device=spec.device)
         return observation_spec
 
 

@@ -11,6 +11,7 @@ from torchrl.modules import IndependentNormal, MaskedCategorical, ProbabilisticA
 from ppo_td import keys
 from ppo_td.config import ModelConfig
 from ppo_td.envs import MASK_KEY, EnvDescription, import_attr
+from ppo_td.envs.description import ObservationSpace
 from ppo_td.envs.multiagent import describe_any
 from ppo_td.models.distributions import MaskedMultiCategorical
 from ppo_td.models.encoders import EncoderFactory, check_encoder, features, make_encoder
@@ -24,10 +25,36 @@ def _description(env: EnvDescription | EnvBase) -> EnvDescription:
     return env if isinstance(env, EnvDescription) else describe_any(env)
 
 
-def _encoder(desc: EnvDescription, config: ModelConfig, encoder: EncoderFactory | None) -> tuple[nn.Module | None,
-                                                                                                  int]:
-    """A fresh encoder of ``desc``'s observations (``encoder``, else ``config.encoder``) and its output size."""
+def read_space(desc: EnvDescription, config: ModelConfig, role: str) -> ObservationSpace:
+    """The part of ``desc``'s observation that the ``role`` network ('actor' or 'critic') reads: the Dict entries
+    ``config.actor_keys`` / ``config.critic_keys`` name (every entry where they are empty).
+
+    Raises:
+        ValueError: keys given for an observation that is not a Dict, or naming an entry it lacks (the message
+            lists its entries).
+    """
+    chosen = config.actor_keys if role == "actor" else config.critic_keys
     space = desc.observation_space
+    if not chosen:
+        return space
+    setting = f"model.{role}_keys"
+    if space.kind != "dict":
+        raise ValueError(f"{setting}={list(chosen)} picks entries of a Dict observation; this env's observation is "
+                         f"{space}: leave {setting} empty (or give the env a Dict observation, e.g. Isaac Lab's "
+                         "'policy' and 'critic' groups)")
+    entries = dict(space.entries)
+    missing = [k for k in chosen if k not in entries]
+    if missing:
+        raise ValueError(f"{setting} names {missing}, not entries of this env's observation {space}: choose among "
+                         f"{sorted(entries)}")
+    return ObservationSpace("dict", entries=tuple((k, entries[k]) for k in sorted(chosen)))
+
+
+def _encoder(desc: EnvDescription, config: ModelConfig, encoder: EncoderFactory | None,
+             role: str = "actor") -> tuple[nn.Module | None, int]:
+    """A fresh encoder of the observation entries the ``role`` network reads (``encoder``, else
+    ``config.encoder``) and its output size."""
+    space = read_space(desc, config, role)
     if encoder is None and ":" in config.encoder:
         encoder = import_attr(config.encoder, "model.encoder")
     if encoder is None:
@@ -124,7 +151,7 @@ def make_critic(env: EnvDescription | EnvBase, config: ModelConfig,
                 encoder: EncoderFactory | None = None, device: torch.device | str | None = None) -> ValueOperator:
     """State-value network: observation -> (encoder) -> MLP -> ``state_value`` (parameters on ``device``)."""
     desc = _description(env)
-    trunk, size = _encoder(desc, config, encoder)
+    trunk, size = _encoder(desc, config, encoder, "critic")
     if config.recurrent != "none":
         core = _core(config, trunk, size, "critic")
         net = ValueNet(mlp(config.recurrent_size, 1, config, config.value_head_gain))
@@ -157,6 +184,10 @@ def make_actor_critic(env: EnvDescription | EnvBase, config: ModelConfig, encode
     if (desc.teams or desc.group is not None) and config.exploration == "gsde":
         raise ValueError("model.exploration='gsde' is for one-agent envs; the agents' networks explore with a "
                          "Gaussian: use model.exploration='gaussian'")
+    if (desc.teams or desc.group is not None) and (config.actor_keys or config.critic_keys):
+        raise ValueError("model.actor_keys and model.critic_keys pick a one-agent Dict observation's entries; for "
+                         "the agents' critic use model.critic_scope ('agent', 'team' or 'state')")
+    read_space(desc, config, "actor"), read_space(desc, config, "critic")  # a wrong entry refused before building
     if desc.teams:  # several agent groups: each its own networks
         return make_team_actor_critic(desc, config, _device(device))
     if desc.group is not None:  # a multi-agent env's group: per-agent networks (ppo_td.models.multiagent)
