@@ -27,7 +27,9 @@ Suites:
   distributed  one run over 1, 2, ... ranks (torchrun): frames/s, the update's seconds and the speed-up per rank
           count on HalfCheetah-v5, and returns on 3 seeds with seconds to a target (``--help``).  About an hour.
   asymmetric  the asymmetric actor-critic on Pendulum with a noisy observation: the critic reading the state against
-          reading the actor's observation, 5 seeds paired (``--help``).  About 15 minutes.
+          reading the actor's observation, 5 seeds paired (``--help``).  About 10 minutes.
+  symmetry  symmetry augmentation and the mirror loss (Pendulum; ``--env Walker2d-v5``) against neither, 5 seeds
+          paired (``--help``).  About 15 minutes on Pendulum.
   soak    RSS over a long CartPole run and its slope after warm-up (``--minutes 5``).
   gpu     VMAS navigation at 4,096 and 32,768 envs (ppo_td beside TorchRL's own MAPPO parts) and Atari Pong with 16
           env processes (ppo_td beside SB3's SubprocVecEnv), on ``--device cuda``: frames/s, collection and update
@@ -417,10 +419,10 @@ def main() -> None:
         from benchmarks import distributed
 
         sys.exit(distributed.main(sys.argv[2:]))
-    if sys.argv[1:2] == ["asymmetric"]:  # a critic reading the true state against the actor's noisy observation
-        from benchmarks import asymmetric
+    if sys.argv[1:2] in (["asymmetric"], ["symmetry"]):  # issue 62's parts against their baselines, with seeds
+        from benchmarks import robot_parts
 
-        sys.exit(asymmetric.main(sys.argv[2:]))
+        sys.exit(robot_parts.main(sys.argv[1], sys.argv[2:]))
     if sys.argv[1:2] == ["returns"]:  # multi-seed returns with a result store (python -m benchmarks returns --help)
         from benchmarks import returns
 

@@ -389,6 +389,20 @@ class LossConfig:
     """Compute ClipPPOLoss's outputs on plain tensors when the actor and critic are ppo_td's own (identical
     results without TensorDict bookkeeping, see ppo_td.training.objective.FastLoss); False always runs
     ClipPPOLoss.forward."""
+    mirror: str = ""
+    """A symmetry of the task, for data augmentation and the mirror loss (Mittal et al., ICRA 2024; rsl_rl's
+    symmetry_cfg): the import path module:name of an object (or a class, built with no arguments) with two methods,
+    observation(obs) and action(action), each mapping a batch to its mirror image (obs: the 'observation' the
+    networks read, a tensor or a Dict's TensorDict, standardized when env.normalize_observations: ppo_td hands the
+    functions the env's units and standardizes the result). ppo_td.training.symmetry."""
+    mirror_augment: bool = False
+    """With loss.mirror: every minibatch doubled with its mirror images (mirrored observations and actions, each
+    with the original's stored log-probability, advantage, value and target, as rsl_rl repeats them); the policy and
+    value losses average over both halves, the entropy and the KL diagnostics read the original half."""
+    mirror_loss_coeff: float = 0.0
+    """With loss.mirror: the weight of the mirror loss, the mean squared difference between the policy's mean
+    action on the mirrored observations and the mirror of its mean action on the originals (the latter detached;
+    rsl_rl's use_mirror_loss, mirror_loss_coeff). Box actions."""
 
     def __post_init__(self) -> None:
         _check_types(self, "loss.")
@@ -401,6 +415,16 @@ class LossConfig:
         _check(self.critic_coeff > 0, "loss.critic_coeff", self.critic_coeff, "> 0")
         _check(self.loss_critic_type in ("l2", "smooth_l1", "l1"), "loss.loss_critic_type",
                self.loss_critic_type, "'l2', 'smooth_l1' or 'l1'")
+        _check(self.mirror_loss_coeff >= 0, "loss.mirror_loss_coeff", self.mirror_loss_coeff, ">= 0")
+        module, sep, name = self.mirror.rpartition(":")
+        _check(not self.mirror or bool(sep and module and name), "loss.mirror", self.mirror,
+               "'' or the import path module:name of the task's mirror (observation and action methods)")
+        uses = self.mirror_augment or self.mirror_loss_coeff > 0
+        _check(not (uses and not self.mirror), "loss.mirror", self.mirror,
+               "given (module:name of an object with observation() and action() methods) for "
+               "loss.mirror_augment or loss.mirror_loss_coeff")
+        _check(not (self.mirror and not uses), "loss.mirror_augment", self.mirror_augment,
+               "True, or loss.mirror_loss_coeff > 0: loss.mirror alone changes nothing")
 
 
 @dataclass(frozen=True)
@@ -665,6 +689,8 @@ ADDED_FIELDS: dict[str, dict[str, Any]] = {"model": {"scale_images": True, "orth
                                                       "exploration": "gaussian", "sde_sample_every": 0,
                                                       "actor_keys": (), "critic_keys": ()},
                                             "env": {"limit_under_wrappers": True},
+                                            "loss": {"mirror": "", "mirror_augment": False,
+                                                     "mirror_loss_coeff": 0.0},
                                             "optim": {"desired_kl": None, "kl_lr_every": "minibatch", "min_lr": 1e-5,
                                                       "max_lr": 1e-2},
                                             "": {"eval_every": 0, "eval_stop_return": None}}

@@ -341,6 +341,21 @@ class RunningObsNorm(RunningMoments, _Freezable, Transform):
             return out
         return self.standardized(obs, slice(None))
 
+    def unnormalized(self, obs: torch.Tensor | TensorDictBase) -> torch.Tensor | TensorDictBase:
+        """:meth:`normalized`'s inverse by the current statistics, ``obs * sqrt(var + eps) + mean`` (a value it
+        clipped comes back at the clip's edge): the observation in the env's units (a mirror function reads them)."""
+        if isinstance(obs, TensorDictBase):
+            out = obs.copy()
+            for name, shape, where in self._slices:
+                entry = obs.get(name)
+                flat = entry.reshape(*entry.shape[: entry.dim() - len(shape)], -1)
+                out.set(name, self._scaled_back(flat, where).reshape(entry.shape))
+            return out
+        return self._scaled_back(obs, slice(None))
+
+    def _scaled_back(self, obs: torch.Tensor, where: slice) -> torch.Tensor:
+        return obs * torch.sqrt(self.var[where] + self.eps).to(obs.dtype) + self.mean[where].to(obs.dtype)
+
     def standardized(self, obs: torch.Tensor, where: slice) -> torch.Tensor:
         """``obs`` (a vector, or a flattened Dict entry) standardized by the statistics at ``where`` and clipped."""
         if not obs.is_floating_point():

@@ -52,6 +52,7 @@ _LOSS_METRICS = {
     "kl_approx_k3": "kl_k3",
     "clip_fraction": "clip_fraction",
     "value_clip_fraction": "value_clip_fraction",
+    "loss_mirror": "loss_mirror",
 }
 
 

@@ -25,6 +25,7 @@ from ppo_td.models import ClosedForm, MaskedMultiCategorical, PolicyNet, ValueNe
 from ppo_td.models.multiagent import GroupPolicy, group_networks, team_members
 from ppo_td.models.networks import SharedFeatures
 from ppo_td.models.recurrent import IS_INIT, Recurrent, is_recurrent, pieces, recurrent_parts
+from ppo_td.training.symmetry import Mirror, cat_halves
 
 # CleanRL ppo.py: (adv - adv.mean()) / (adv.std() + 1e-8), std with Bessel's correction.
 # TorchRL's own normalize_advantage uses the population std clamped at 1e-4.
@@ -335,10 +336,16 @@ class PPOObjective(ClipPPOLoss):
         normalization reads the whole minibatch; None: one process."""
         self.fast = FastLoss.plan(self) if config.fast_forward else None
         """The plain-tensor forward, or None where it does not apply (the TorchRL modules run)."""
+        self.mirror: Mirror | None = None
+        """The task's symmetry (``loss.mirror``: :mod:`ppo_td.training.symmetry`), set by the pipeline, which
+        knows the env's normalizer; None: none."""
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         if self.fast is not None and self.fast.applies(tensordict):
             return self.fast(tensordict)
+        if self.mirror is not None:
+            raise ValueError("loss.mirror runs in ppo_td's own loss forward, which does not apply to this minibatch "
+                             "(a loss mask, or settings ClipPPOLoss alone implements): train without loss.mirror")
         if self.normalize_advantage_per_minibatch:
             advantage = tensordict.get(self.tensor_keys.advantage, None)
             if advantage is not None:
@@ -474,23 +481,32 @@ class FastLoss:
         return compute(_Steps(td), *memories)
 
     def _core(self, td: TensorDictBase, actor_in: torch.Tensor, critic_in: torch.Tensor) -> dict[str, Any]:
-        """The loss terms, unreduced, and the intermediates the diagnostics read: ClipPPOLoss's operations."""
+        """The loss terms, unreduced, and the intermediates the diagnostics read: ClipPPOLoss's operations. With
+        the loss's mirror (augmenting), over the minibatch and its mirror images (:mod:`ppo_td.training.symmetry`)."""
         loss, k = self.loss, self.keys
         advantage = td.get(k.advantage)
         if loss.normalize_advantage_per_minibatch:
             advantage = normalized_advantage(advantage, loss.across)
+        action, prev_log_prob = td.get(k.action), td.get(k.sample_log_prob)
+        mirror, rows = loss.mirror, prev_log_prob.shape[0]
+        doubled = mirror is not None and mirror.augment
+        if doubled:  # the mirror images take the originals' log-probabilities, advantages, values and targets
+            same = critic_in is actor_in
+            actor_in = cat_halves(actor_in, mirror.observation(actor_in))
+            critic_in = actor_in if same else cat_halves(critic_in, mirror.observation(critic_in))
+            action = cat_halves(action, mirror.action(action))
+            prev_log_prob, advantage = cat_halves(prev_log_prob, prev_log_prob), cat_halves(advantage, advantage)
         # _log_weight: the actor's distribution at the stored observations, scoring the stored actions
         params = self.actor(actor_in)
-        prev_log_prob = td.get(k.sample_log_prob)
         if prev_log_prob.requires_grad:
             raise RuntimeError(f"tensordict stored {k.sample_log_prob} requires grad.")  # as ClipPPOLoss
         dist = None
         if self.closed_form is not None:
             log_prob, entropy = self.closed_form.log_prob_entropy(
-                params if isinstance(params, tuple) else (params,), td.get(k.action))
+                params if isinstance(params, tuple) else (params,), action)
         else:
             dist = self.actor.distribution(params, td.get(self.mask_key, None))
-            log_prob, entropy = dist.log_prob(td.get(k.action)), None
+            log_prob, entropy = dist.log_prob(action), None
         log_weight = (log_prob - prev_log_prob).unsqueeze(-1)
         # the clipped surrogate
         gain1 = log_weight.exp() * advantage
@@ -500,6 +516,9 @@ class FastLoss:
         gain = torch.stack([gain1, gain2], -1).min(dim=-1).values
         core: dict[str, Any] = {"prev_log_prob": prev_log_prob, "log_prob": log_prob, "log_weight": log_weight,
                                 "log_weight_clip": log_weight_clip, "loss_objective": -gain}
+        if doubled:  # the diagnostics (KL, clip fraction, ratios) of the original half, as rsl_rl's KL
+            for key in ("prev_log_prob", "log_prob", "log_weight", "log_weight_clip"):
+                core[key] = core[key][:rows]
         if loss.entropy_bonus:
             # ClipPPOLoss samples the entropy when the closed form is not finite; for the distributions planned
             # here that happens only with non-finite parameters, whose losses the update reports as non-finite
@@ -513,20 +532,46 @@ class FastLoss:
                     _, log_prob_mc = sample_and_log_prob(dist, (loss.samples_mc_entropy,),
                                                          reparameterize=dist.has_rsample)
                 entropy = -log_prob_mc.mean(0).unsqueeze(-1)
+            if doubled:  # the entropy bonus of the original half (rsl_rl's)
+                entropy = entropy[:rows]
             core["entropy"] = entropy
             core["loss_entropy"] = -loss.entropy_coeff * entropy
-        core.update(self._critic_core(td, critic_in))
+        core.update(self._critic_core(td, critic_in, doubled))
+        if mirror is not None and mirror.loss_coeff > 0:
+            core["loss_mirror"] = mirror.loss_coeff * self._mirror_error(params, actor_in, rows, doubled)
+        if doubled:
+            for key in ("target_return", "state_value", "pre_clipped", "clipped"):  # explained variance, clips
+                if key in core:
+                    core[key] = core[key][:rows]
         return core
 
-    def _critic_core(self, td: TensorDictBase, obs: Any) -> dict[str, Any]:
-        """ClipPPOLoss's ``loss_critic`` unreduced: the (clipped) value loss, and what its diagnostics read."""
+    def _mirror_error(self, params: Any, actor_in: Any, rows: int, doubled: bool) -> torch.Tensor:
+        """Per sample, the mean squared difference between the policy's mean action on the mirrored observation
+        and the mirror of its mean action on the original (detached): rsl_rl's mirror loss, unreduced."""
+        mean = params[0] if isinstance(params, tuple) else params
+        if doubled:
+            original, mirrored = mean[:rows], mean[rows:]
+        else:
+            mirrored_params = self.actor(self.loss.mirror.observation(actor_in))
+            original = mean
+            mirrored = mirrored_params[0] if isinstance(mirrored_params, tuple) else mirrored_params
+        target = self.loss.mirror.action(original.detach())
+        return (mirrored - target).pow(2).mean(-1, keepdim=True)
+
+    def _critic_core(self, td: TensorDictBase, obs: Any, doubled: bool = False) -> dict[str, Any]:
+        """ClipPPOLoss's ``loss_critic`` unreduced: the (clipped) value loss, and what its diagnostics read
+        (``doubled``: ``obs`` holds the minibatch and its mirror images; the targets and values are repeated)."""
         loss, k = self.loss, self.keys
         target_return = td.get(k.value_target)
+        if doubled:
+            target_return = cat_halves(target_return, target_return)
         state_value = self.critic(obs)  # the actor's input object: a shared trunk's features are reused
         loss_value = distance_loss(target_return, state_value, loss_function=loss.loss_critic_type)
         core: dict[str, Any] = {"target_return": target_return, "state_value": state_value}
         if loss.clip_value:
             old_state_value = td.get(k.value)
+            if doubled:
+                old_state_value = cat_halves(old_state_value, old_state_value)
             pre_clipped = state_value - old_state_value  # the most pessimistic of clipped and unclipped
             clipped = pre_clipped.clamp(-loss.clip_value, loss.clip_value)
             core["pre_clipped"], core["clipped"] = pre_clipped, clipped
@@ -569,6 +614,8 @@ class FastLoss:
             out["entropy"] = core["entropy"].detach().mean()
             out["loss_entropy"] = core["loss_entropy"]
         out["loss_critic"] = core["loss_critic"]
+        if "loss_mirror" in core:
+            out["loss_mirror"] = core["loss_mirror"]
         if loss.clip_value:
             with torch.no_grad():
                 out["value_clip_fraction"] = (core["pre_clipped"] != core["clipped"]).to(
@@ -590,7 +637,7 @@ class FastLoss:
         return TensorDict(out, batch_size=[])
 
 
-_LOSS_ORDER = ("loss_objective", "loss_entropy", "loss_critic")
+_LOSS_ORDER = ("loss_objective", "loss_entropy", "loss_critic", "loss_mirror")
 """The loss terms in the order ClipPPOLoss writes them (and :func:`total_loss` sums them)."""
 
 

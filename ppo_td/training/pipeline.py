@@ -34,7 +34,15 @@ from torchrl.objectives.value import ValueEstimatorBase
 from ppo_td import keys
 from ppo_td.collect import adopt_collector, make_collector, torchrl_env
 from ppo_td.config import OptimConfig, TrainConfig
-from ppo_td.envs import BuiltEnv, EnvDescription, build_env, observation_stats, running_moments
+from ppo_td.envs import (
+    BuiltEnv,
+    EnvDescription,
+    RunningObsNorm,
+    build_env,
+    find_transform,
+    observation_stats,
+    running_moments,
+)
 from ppo_td.envs.custom import INIT_SEED, UserTransform, initialize_statistics, unrecorded
 from ppo_td.envs.multiagent import describe_any, groups_of
 from ppo_td.envs.rebuild import env_config_for, from_python
@@ -48,6 +56,7 @@ from ppo_td.training.memory import check_before_envs, check_run
 from ppo_td.training.objective import (
     PPOObjective,
     TeamAdvantage,
+    TeamLoss,
     ValueNorm,
     make_advantage,
     make_loss,
@@ -56,6 +65,7 @@ from ppo_td.training.objective import (
 )
 from ppo_td.training.ranks import Ranks, launched
 from ppo_td.training.schedules import KLAdaptiveLR
+from ppo_td.training.symmetry import Mirror
 from ppo_td.training.threads import check_threads, choose_threads, using_threads
 
 
@@ -464,6 +474,8 @@ def _build(config: TrainConfig, env: Any, actor: TensorDictModule | None, critic
         loss = loss if loss is not None else make_team_loss(actor, critic, config.loss, teams)
     advantage = advantage if advantage is not None else make_advantage(critic, config.loss, group)
     loss = loss if loss is not None else make_loss(actor, critic, config.loss, group)
+    if config.loss.mirror:
+        _attach_mirror(loss, config, description, torchrl_env(env), recurrent)
     if optimizer is None:
         optimizer = make_optimizer(trained_parameters(loss), config.optim)
     if ranks is not None:
@@ -490,6 +502,33 @@ def _build(config: TrainConfig, env: Any, actor: TensorDictModule | None, critic
         ranks=ranks,
         synced=None if ranks is None else [t.start_moments() for t in running_moments(torchrl_env(env))],
     )
+
+
+def _attach_mirror(loss: LossModule, config: TrainConfig, description: EnvDescription, env: EnvBase,
+                   recurrent: bool) -> None:
+    """Give ppo_td's loss the task's mirror (``loss.mirror``), reading the env's observation normalizer; what it
+    cannot mirror refused in one line."""
+    setting = f"loss.mirror={config.loss.mirror!r}"
+    if type(loss) is not PPOObjective or loss.fast is None:
+        why = ("the agents' losses" if isinstance(loss, TeamLoss) or description.group is not None else
+               "loss.fast_forward=False" if type(loss) is PPOObjective and not config.loss.fast_forward else
+               "the actor and critic passed in are not ppo_td's networks" if type(loss) is PPOObjective else
+               f"the loss passed in is a {type(loss).__name__}")
+        raise ValueError(f"{setting} runs in ppo_td's own one-agent loss forward on its own networks; here {why}: "
+                         "train without loss.mirror")
+    if recurrent:
+        raise ValueError(f"{setting}: recurrent policies are not mirrored (their stored states are not; rsl_rl "
+                         "refuses them too): set model.recurrent='none'")
+    if config.model.exploration == "gsde":
+        raise ValueError(f"{setting}: gSDE's stored noise matrices are not mirrored: set model.exploration='gaussian'")
+    if description.action_mask:
+        raise ValueError(f"{setting}: the action masks are not mirrored: train without loss.mirror, or without "
+                         "masks (env.action_mask='none')")
+    if config.loss.mirror_loss_coeff > 0 and (description.action_kind != "box" or config.model.squash_actions):
+        raise ValueError(f"loss.mirror_loss_coeff={config.loss.mirror_loss_coeff} compares the mean actions of a "
+                         "Gaussian policy (Box actions, model.squash_actions=False); use loss.mirror_augment alone")
+    loss.mirror = Mirror.of(config.loss.mirror, config.loss.mirror_augment, config.loss.mirror_loss_coeff,
+                            find_transform(env, RunningObsNorm))
 
 
 def _rank_config(config: TrainConfig, ranks: Ranks) -> TrainConfig:

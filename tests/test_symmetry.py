@@ -1,0 +1,251 @@
+"""Symmetry augmentation and the mirror loss (loss.mirror): the update against a hand oracle of rsl_rl's rule (the
+batch doubles; mirrored states score the mirrored actions against the originals' log-probabilities; the entropy and
+KL read the originals), an identity mirror changing nothing, the mirror seeing the env's units under observation
+normalization, the refusals, the command line and the Python API alike."""
+
+import csv
+import dataclasses
+import json
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+import ppo_td
+from ppo_td.cli import main
+from ppo_td.config import LossConfig, ModelConfig
+from ppo_td.envs import RunningObsNorm, make_env
+from ppo_td.envs.mirrors import PendulumMirror, Walker2dMirror
+from ppo_td.models import make_actor_critic
+from ppo_td.training import make_loss, total_loss
+from ppo_td.training.symmetry import Mirror
+
+torch.set_num_threads(1)
+
+
+class Identity:
+    def observation(self, obs):
+        return obs.clone()
+
+    def action(self, action):
+        return action.clone()
+
+
+class WrongShape:
+    def observation(self, obs):
+        return obs[..., :2]
+
+    def action(self, action):
+        return action
+
+
+@pytest.fixture(scope="module")
+def parts():
+    torch.manual_seed(3)
+    config = ppo_td.get_preset("pendulum")
+    env = make_env(dataclasses.replace(config.env, num_envs=2), seed=0)
+    actor, critic = make_actor_critic(env, ModelConfig(hidden_sizes=(8,)))
+    env.close()
+    return config, actor, critic
+
+
+def minibatch(actor, n=64):
+    g = torch.Generator().manual_seed(5)
+    obs = torch.randn(n, 3, generator=g)
+    with torch.no_grad():
+        loc, scale = actor.module[0].module(obs)
+    actions = loc + scale * torch.randn(n, 1, generator=g)
+    old = torch.distributions.Normal(loc + 0.3 * torch.randn(n, 1, generator=g), scale).log_prob(actions).sum(-1)
+    return TensorDict({"observation": obs, "action": actions, "action_log_prob": old,
+                       "advantage": torch.randn(n, 1, generator=g) * 2 + 0.5,
+                       "state_value": torch.randn(n, 1, generator=g), "value_target": torch.randn(n, 1, generator=g)},
+                      batch_size=[n])
+
+
+def oracle(actor, critic, td, cfg: LossConfig, coeff: float):
+    """rsl_rl's PPO.update with symmetry_cfg (use_data_augmentation, use_mirror_loss), written out on one minibatch,
+    in ppo_td's loss terms (TorchRL's l2 value loss, ppo_td's value clip)."""
+    mirror, n = PendulumMirror(), td.batch_size[0]
+    adv = td["advantage"]
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)  # standardized over the original minibatch first
+    obs = torch.cat([td["observation"], mirror.observation(td["observation"])])
+    act = torch.cat([td["action"], mirror.action(td["action"])])
+    old, adv = td["action_log_prob"].repeat(2), adv.repeat(2, 1)
+    loc, scale = actor.module[0].module(obs)
+    dist = torch.distributions.Normal(loc, scale)
+    logp = dist.log_prob(act).sum(-1)
+    ratio = (logp - old).exp().unsqueeze(-1)
+    eps = cfg.clip_epsilon
+    policy = -torch.min(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv).mean()
+    value = critic.module(obs)
+    old_v, target = td["state_value"].repeat(2, 1), td["value_target"].repeat(2, 1)
+    clipped = old_v + (value - old_v).clamp(-cfg.clip_value, cfg.clip_value) if cfg.clip_value else value
+    value_loss = cfg.critic_coeff * torch.max((value - target) ** 2, (clipped - target) ** 2).mean()
+    entropy = dist.entropy().sum(-1)[:n].mean()  # the originals' entropy
+    mirror_loss = ((loc[n:] - mirror.action(loc[:n]).detach()) ** 2).mean()
+    kl = (old[:n] - logp[:n]).mean()
+    return policy + value_loss - cfg.entropy_coeff * entropy + coeff * mirror_loss, kl, coeff * mirror_loss
+
+
+@pytest.mark.parametrize("lean", [False, True], ids=["outputs", "lean terms"])
+def test_the_update_is_rsl_rls_rule_on_the_doubled_minibatch(parts, lean):
+    config, actor, critic = parts
+    cfg = dataclasses.replace(config.loss, clip_value=0.2)
+    loss = make_loss(actor, critic, cfg)
+    loss.mirror = Mirror(PendulumMirror(), augment=True, loss_coeff=0.3)
+    td = minibatch(actor)
+    if lean:
+        got, terms = loss.fast.terms(td)
+        kl, mirror_loss = -terms.log_weight.mean(), terms.losses["loss_mirror"]
+        assert terms.log_weight.shape[0] == 64  # the diagnostics read the original half
+    else:
+        out = loss(td)
+        got, kl, mirror_loss = total_loss(out), out["kl_approx"], out["loss_mirror"]
+    params = list(actor.parameters()) + list(critic.parameters())
+    grads = torch.autograd.grad(got, params, allow_unused=True)
+    expected, expected_kl, expected_mirror = oracle(actor, critic, td, cfg, 0.3)
+    expected_grads = torch.autograd.grad(expected, params, allow_unused=True)
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(kl, expected_kl, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(mirror_loss, expected_mirror, atol=1e-7, rtol=1e-5)
+    assert float(mirror_loss.detach()) > 0  # an untrained policy is not symmetric: the fixture exercises the term
+    for g, e in zip(grads, expected_grads, strict=True):
+        if e is None:
+            assert g is None or not g.any()
+        else:
+            torch.testing.assert_close(g, e, atol=1e-6, rtol=1e-5)
+
+
+def test_an_identity_mirror_changes_nothing_and_the_mirror_loss_alone_adds_its_term(parts):
+    config, actor, critic = parts
+    td = minibatch(actor)
+    plain = make_loss(actor, critic, config.loss)
+    doubled = make_loss(actor, critic, config.loss)
+    doubled.mirror = Mirror(Identity(), augment=True, loss_coeff=0.0)
+    a, b = plain(td), doubled(td)
+    for key in ("loss_objective", "loss_critic", "loss_entropy", "kl_approx", "clip_fraction"):
+        torch.testing.assert_close(a[key], b[key], atol=1e-6, rtol=1e-6)
+    alone = make_loss(actor, critic, config.loss)  # the mirror loss without the doubled batch: an extra forward
+    alone.mirror = Mirror(PendulumMirror(), augment=False, loss_coeff=0.3)
+    c = alone(td)
+    for key in ("loss_objective", "loss_critic", "loss_entropy"):
+        torch.testing.assert_close(a[key], c[key])
+    torch.testing.assert_close(c["loss_mirror"], oracle(actor, critic, td, config.loss, 0.3)[2], atol=1e-7, rtol=1e-5)
+
+
+def test_the_mirror_sees_the_env_units_under_normalization():
+    norm = RunningObsNorm(3, clip=10.0)
+    norm.observed(torch.tensor([[1.0, 2.0, 3.0], [0.0, 4.0, -1.0], [0.5, 3.0, 5.0]]))
+    norm.freeze()
+    raw = torch.tensor([[0.9, 2.5, 1.0], [0.2, 3.1, -0.5]])
+    mirror = Mirror(PendulumMirror(), augment=True, loss_coeff=0.0, norm=norm)
+    got = mirror.observation(norm.normalized(raw))
+    torch.testing.assert_close(got, norm.normalized(raw * torch.tensor([1.0, -1.0, -1.0])))
+    assert not torch.allclose(got, norm.normalized(raw) * torch.tensor([1.0, -1.0, -1.0]))  # the naive flip is off
+    with pytest.raises(ValueError, match=r"observation\(\) returned \(2, 2\) for a batch of \(2, 3\)"):
+        Mirror(WrongShape(), augment=True, loss_coeff=0.0).observation(raw)
+    with pytest.raises(ValueError, match="has no observation\\(\\) method"):
+        Mirror(object(), augment=True, loss_coeff=0.0)
+
+
+def test_walker_mirror_swaps_the_legs_and_is_its_own_inverse():
+    obs, action = torch.arange(17.0).expand(2, 17), torch.arange(6.0).expand(2, 6)
+    mirror = Walker2dMirror()
+    assert mirror.observation(obs)[0, 2:8].tolist() == [5, 6, 7, 2, 3, 4]
+    assert mirror.observation(obs)[0, 11:].tolist() == [14, 15, 16, 11, 12, 13]
+    assert torch.equal(mirror.observation(mirror.observation(obs)), obs)
+    assert torch.equal(mirror.action(mirror.action(action)), action)
+
+
+def small(**loss) -> ppo_td.TrainConfig:
+    base = ppo_td.get_preset("pendulum")
+    return dataclasses.replace(
+        base, env=dataclasses.replace(base.env, num_envs=4), frames_per_batch=128, total_frames=384, eval_episodes=1,
+        model=ModelConfig(hidden_sizes=(16,)),
+        optim=dataclasses.replace(base.optim, num_minibatches=2, update_epochs=2),
+        loss=dataclasses.replace(base.loss, **{"mirror": "ppo_td.envs.mirrors:PendulumMirror", "mirror_augment": True,
+                                               **loss}))
+
+
+def test_the_command_line_and_the_python_api_train_alike(tmp_path):
+    args = ["train", "--preset", "pendulum", "--env.num-envs", "4", "--frames-per-batch", "128", "--total-frames",
+            "384", "--eval-episodes", "1", "--optim.num-minibatches", "2", "--optim.update-epochs", "2",
+            "--model.hidden-sizes", "16", "--loss.mirror", "ppo_td.envs.mirrors:PendulumMirror",
+            "--loss.mirror-augment", "--loss.mirror-loss-coeff", "0.1", "--run-dir", str(tmp_path / "cli")]
+    assert main(args) == 0
+    config = small(mirror_loss_coeff=0.1)
+    config = dataclasses.replace(config, model=dataclasses.replace(ppo_td.get_preset("pendulum").model,
+                                                                   hidden_sizes=(16,)))
+    ppo_td.train(config, run_dir=str(tmp_path / "api"), progress=False)
+    cli, api = (json.loads((tmp_path / name / "config.json").read_text()) for name in ("cli", "api"))
+    assert cli == api
+    rows = [list(csv.DictReader((tmp_path / name / "metrics.csv").open())) for name in ("cli", "api")]
+    learned = ("loss_policy", "loss_value", "loss_mirror", "kl_k3", "grad_norm")
+    assert [[r[k] for k in learned] for r in rows[0]] == [[r[k] for k in learned] for r in rows[1]]
+    assert all(float(r["loss_mirror"]) > 0 for r in rows[0])
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"model": ModelConfig(hidden_sizes=(16,), recurrent="lstm")}, "recurrent policies are not mirrored"),
+    ({"model": ModelConfig(hidden_sizes=(16,), exploration="gsde")}, "gSDE's stored noise matrices"),
+    ({"model": ModelConfig(hidden_sizes=(16,), squash_actions=True), "loss": {"mirror_loss_coeff": 0.1}},
+     "compares the mean actions of a Gaussian policy"),
+    ({"loss": {"fast_forward": False}}, "here loss.fast_forward=False: train without loss.mirror"),
+    ({"loss": {"mirror": "ppo_td.envs.mirrors:NoSuchMirror"}}, "NoSuchMirror"),
+])
+def test_what_cannot_be_mirrored_is_refused_naming_it(change, message):
+    config = small(**change.pop("loss", {}))
+    config = dataclasses.replace(config, **change)
+    if config.model.recurrent != "none":
+        config = dataclasses.replace(config, optim=dataclasses.replace(config.optim, sequence_length=8))
+    with pytest.raises(ValueError, match=message):
+        ppo_td.train(config, progress=False)
+
+
+def test_masked_actions_and_the_config_alone_are_refused():
+    trading = ppo_td.get_preset("trading")
+    masked = dataclasses.replace(trading, total_frames=trading.frames_per_batch, loss=dataclasses.replace(
+        trading.loss, mirror="ppo_td.envs.mirrors:PendulumMirror", mirror_augment=True))
+    with pytest.raises(ValueError, match="the action masks are not mirrored"):
+        ppo_td.train(masked, progress=False)
+    with pytest.raises(ValueError, match="loss.mirror alone changes nothing"):
+        LossConfig(mirror="ppo_td.envs.mirrors:PendulumMirror")
+    with pytest.raises(ValueError, match="loss.mirror.*given .* for loss.mirror_augment or loss.mirror_loss_coeff"):
+        LossConfig(mirror_loss_coeff=0.5)
+
+
+class CartPoleMirror:
+    """CartPole reflected: every observation negated, left and right pushes swapped."""
+
+    def observation(self, obs):
+        return -obs
+
+    def action(self, action):
+        return 1 - action
+
+
+def test_a_discrete_policy_keeps_the_originals_entropy_and_kl():
+    """The entropy bonus and the KL read the original half: equal to the loss without the mirror images (a
+    categorical's entropy differs from state to state, so averaging over the mirror images would change it)."""
+    torch.manual_seed(4)
+    config = ppo_td.get_preset("cleanrl")
+    env = make_env(dataclasses.replace(config.env, num_envs=2), seed=0)
+    actor, critic = make_actor_critic(env, ModelConfig(hidden_sizes=(8,)))
+    env.close()
+    with torch.no_grad():  # far from the near-uniform initial policy: entropies differ from state to state
+        for p in actor.parameters():
+            p.add_(torch.randn_like(p))
+    g = torch.Generator().manual_seed(2)
+    td = TensorDict({"observation": torch.randn(32, 4, generator=g), "action": torch.randint(0, 2, (32,), generator=g),
+                     "action_log_prob": -torch.rand(32, generator=g) - 0.3,
+                     "advantage": torch.randn(32, 1, generator=g), "state_value": torch.randn(32, 1, generator=g),
+                     "value_target": torch.randn(32, 1, generator=g)}, batch_size=[32])
+    plain, doubled = make_loss(actor, critic, config.loss), make_loss(actor, critic, config.loss)
+    doubled.mirror = Mirror(CartPoleMirror(), augment=True, loss_coeff=0.0)
+    a, b = plain(td), doubled(td)
+    for key in ("loss_entropy", "entropy", "kl_approx", "clip_fraction"):
+        torch.testing.assert_close(a[key], b[key])
+    assert not torch.allclose(a["loss_objective"], b["loss_objective"])
+    with pytest.raises(ValueError, match="compares the mean actions of a Gaussian policy"):
+        ppo_td.train(dataclasses.replace(config, total_frames=config.frames_per_batch, loss=dataclasses.replace(
+            config.loss, mirror="test_symmetry:CartPoleMirror", mirror_loss_coeff=0.1)), progress=False)
