@@ -187,6 +187,36 @@ PENDULUM_NOVEL = TrainConfig(
     seed=1,
 )
 
+# Robot learning in a batched simulator, rsl_rl's shape as Isaac Lab ships it for ANYmal-C (isaac-sim/IsaacLab
+# 0a9ddd3, isaaclab_tasks/manager_based/locomotion/velocity/config/anymal_c/agents/rsl_rl_ppo_cfg.py,
+# AnymalCRoughPPORunnerCfg): 4,096 envs x 24 steps (num_steps_per_env), 5 epochs of 4 minibatches, lr 1e-3 adapted
+# to a KL of 0.01 (schedule="adaptive", rsl_rl's bounds 1e-5 and 1e-2, each minibatch), clip 0.2 for the ratio and
+# the value, value coefficient 1.0 on the squared error (rsl_rl's, like TorchRL's l2, has no 1/2), entropy 0.005,
+# gamma 0.99, lambda 0.95, gradients clipped at 1.0, Adam's eps 1e-8 (torch's, which rsl_rl keeps), ELU networks of
+# [512, 256, 128] with PyTorch's initialization, a std of 1.0 to start (init_noise_std), no observation or reward
+# normalization, 1,500 iterations. Not rsl_rl's: advantages standardized per minibatch (rsl_rl: over the whole
+# batch), the std learned as its log (rsl_rl: the std itself), time-outs bootstrapped from the next state's value
+# (rsl_rl adds gamma * V(s) to the reward). The env is Brax's ant through TorchRL (ppo_td.envs.simulators; the
+# `brax` extra), cut at 1,000 steps as Brax's training episodes; any batched simulator takes its place with
+# --env.env-id (and --frames-per-batch 24 x --env.num-envs).
+RSL_RL_ROUGH = TrainConfig(
+    env=EnvConfig(env_id="ppo_td.envs.simulators:brax", kwargs=("env_name='ant'",), num_envs=4096,
+                  max_episode_steps=1000),
+    model=ModelConfig(hidden_sizes=(512, 256, 128), activation="elu", orthogonal_init=False, log_std_init=0.0),
+    loss=LossConfig(gamma=0.99, gae_lambda=0.95, clip_epsilon=0.2, clip_value=0.2, entropy_coeff=0.005,
+                    critic_coeff=1.0, loss_critic_type="l2", normalize_advantage=True),
+    optim=OptimConfig(lr=1e-3, adam_eps=1e-8, anneal_lr=False, update_epochs=5, num_minibatches=4, max_grad_norm=1.0,
+                      desired_kl=0.01, kl_lr_every="minibatch", min_lr=1e-5, max_lr=1e-2),
+    total_frames=1500 * 24 * 4096,
+    frames_per_batch=24 * 4096,
+    seed=1,
+)
+
+# The same for flat ground (AnymalCFlatPPORunnerCfg): [128, 128, 128] networks, 300 iterations.
+RSL_RL_FLAT = dataclasses.replace(RSL_RL_ROUGH, model=dataclasses.replace(RSL_RL_ROUGH.model,
+                                                                          hidden_sizes=(128, 128, 128)),
+                                  total_frames=300 * 24 * 4096)
+
 # Multi-agent (ppo_td.envs.multiagent). VMAS navigation at BenchMARL 1.5.2's MAPPO defaults (its
 # experiment/base_experiment.yaml, algorithm/mappo.yaml, task/vmas/navigation.yaml): 3 agents, 100 steps,
 # 10 envs x 600 steps, 45 epochs of 15 minibatches of 400 per batch (on_policy_n_minibatch_iters=45 passes, each
@@ -386,10 +416,14 @@ PRESETS: dict[str, TrainConfig] = {
     "minigrid": MINIGRID,
     "minatar": MINATAR,
     "cliffwalking": CLIFFWALKING,
+    "rsl-rl-rough": RSL_RL_ROUGH,
+    "rsl-rl-flat": RSL_RL_FLAT,
 }
 
 
 MUJOCO_PRESETS = ("halfcheetah", "hopper", "walker2d", "ant")
+SIMULATOR_PRESETS = ("rsl-rl-rough", "rsl-rl-flat")
+"""Presets on a batched simulator (the ``brax`` extra): thousands of env copies."""
 DEFAULT_PRESET = "cartpole"
 
 
@@ -404,7 +438,8 @@ def preset_for(env_id: str) -> tuple[str, str]:
     if bare.startswith("MiniGrid-"):
         return "minigrid", f"{bare} is a MiniGrid env: RL Zoo's MiniGrid entry (the image and mission flattened)"
     for name in (DEFAULT_PRESET, *PRESETS):
-        if PRESETS[name].env.env_id.rpartition(":")[2] == bare and name not in ("generic", "pixels"):
+        if PRESETS[name].env.env_id.rpartition(":")[2] == bare and name not in ("generic", "pixels",
+                                                                                 *SIMULATOR_PRESETS):
             return name, f"the preset made for {bare}"
     images = _observed_images(env_id)
     if images is not None:

@@ -8,16 +8,20 @@ import pytest
 
 from ppo_td.cli import main
 from ppo_td.doctor import checkup
-from ppo_td.presets import MUJOCO_PRESETS, PRESETS
+from ppo_td.presets import MUJOCO_PRESETS, PRESETS, SIMULATOR_PRESETS
 from ppo_td.training import build_pipeline
 
 sys.path.insert(0, str(Path(__file__).parent))  # makes doctor_plugins importable as module:function
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in MUJOCO_PRESETS else n
-                                  for n in sorted(PRESETS)])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in (*MUJOCO_PRESETS, *SIMULATOR_PRESETS)
+                                  else n for n in sorted(PRESETS)])
 def test_every_preset_audits_clean(name):
     config = PRESETS[name]
+    if name in SIMULATOR_PRESETS:  # 4,096 copies of a JAX simulator: its wiring at 64 (Brax compiles on the CPU)
+        pytest.importorskip("brax")
+        config = dataclasses.replace(config, env=dataclasses.replace(config.env, num_envs=64),
+                                     frames_per_batch=64 * 24)
     if config.frames_per_batch > 4096 and not config.env.multiagent:  # its wiring, not its batch (BipedalWalker's
         # 65,536 frames take minutes): 4,096 frames in minibatches of the preset's size
         frames = 4096 // config.env.num_envs * config.env.num_envs

@@ -1,6 +1,6 @@
 """TorchRL env factories a user writes (tests/test_torchrl_envs.py)."""
 
-from torchrl.envs import PendulumEnv, SerialEnv
+from torchrl.envs import EnvBase, PendulumEnv, SerialEnv
 
 
 def three_pendulums() -> SerialEnv:
@@ -41,3 +41,15 @@ def counted_tutorial():
 
     return TransformedEnv(GymEnv("Pendulum-v1"), Compose(Norm(in_keys=["observation"]), DoubleToFloat(),
                                                          StepCounter()))
+
+
+BUILT: list[int] = []
+"""The batch of each env :func:`batched_pendulums` made."""
+
+
+def batched_pendulums(num_envs: int, length: float = 1.0) -> EnvBase:
+    """A simulator that makes its whole batch (ppo_td passes env.num_envs), annotated to return a TorchRL env."""
+    from torchrl.envs.libs.gym import GymEnv
+
+    BUILT.append(num_envs)
+    return GymEnv("Pendulum-v1", num_envs=num_envs)

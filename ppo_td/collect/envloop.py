@@ -18,11 +18,13 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 from torch import nn
+from torchrl.data import Composite
 from torchrl.envs import EnvBase
 
 from ppo_td import keys
 from ppo_td.collect.fast import FastPolicy, FastUnsupported, InProcessCollector, _Values
 from ppo_td.envs import BuiltEnv
+from ppo_td.envs.info import INFO
 
 _TRAJ_IDS = ("collector", "traj_ids")
 
@@ -31,7 +33,8 @@ class EnvLoopCollector(InProcessCollector):
     """In-process collector over any one-agent TorchRL env, with TorchRL ``Collector``'s batches and interface.
 
     Yields ``[num_envs, frames_per_batch // num_envs]`` TensorDicts (time dim named ``"time"``) with the keys
-    ``Collector`` writes, ``("collector", "traj_ids")`` included, until ``total_frames``. The policy is called, not
+    ``Collector`` writes, ``("collector", "traj_ids")`` included, until ``total_frames``; the env's own
+    sub-TensorDicts that the networks do not read (a simulator's state) are left out. The policy is called, not
     copied. A run on it resumes inexactly (the TorchRL env's state has no public reader).
 
     Raises:
@@ -61,6 +64,12 @@ class EnvLoopCollector(InProcessCollector):
             raise ValueError(f"frames_per_batch={frames_per_batch} must be a multiple of the {n} env copies")
         self.frames_per_batch, self.total_frames, self.frames = frames_per_batch, total_frames, 0
         self.inputs = [k for k in self.fast_policy.inputs if k in self.env.observation_spec.keys(True)]
+        spec, read = self.env.observation_spec, {k if isinstance(k, str) else k[0] for k in self.inputs}
+        self.unread = tuple(k for k in spec.keys() if isinstance(spec[k], Composite) and k not in read
+                            and k not in (keys.OBSERVATION, INFO))
+        """The env's own sub-TensorDicts the networks do not read (Brax's whole ``state``, about 11 KB a frame on
+        Ant against the observation's 108 bytes): kept in the env's TensorDict, which it reads back to step, and
+        left out of the batches."""
         self.current: TensorDictBase = self.env.reset()  # at once, as Collector: stateful transforms size themselves
         self.traj_ids = torch.arange(n)
         self.next_traj = n
@@ -82,7 +91,8 @@ class EnvLoopCollector(InProcessCollector):
             if policy.records_value:
                 td.set(("collector", keys.STATE_VALUE), values[keys.STATE_VALUE])
             stepped, td = env.step_and_maybe_reset(td)
-            steps.append(stepped)
+            steps.append(stepped.exclude(*self.unread, *[("next", k) for k in self.unread]) if self.unread
+                         else stepped)
             done = stepped.get(("next", "done")).reshape(n)
             if done.any():
                 fresh = torch.arange(self.next_traj, self.next_traj + int(done.sum()))

@@ -11,7 +11,9 @@ parameter sub-TensorDicts and non-tensor entries out. An unbatched env (``batch_
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
+import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -97,10 +99,22 @@ def observation_transforms(env: EnvBase, chosen: Sequence[str] = ()) -> tuple[li
     return out, note
 
 
-def batched(factory: Callable[[], EnvBase], num_envs: int, what: str) -> EnvBase:
+def takes_num_envs(factory: Callable[..., Any]) -> bool:
+    """``factory`` has a ``num_envs`` parameter (not bound yet): it makes the batch itself, and ppo_td passes
+    ``env.num_envs`` (a batched simulator: :mod:`ppo_td.envs.simulators`)."""
+    try:
+        parameter = inspect.signature(factory).parameters.get("num_envs")
+    except (TypeError, ValueError):  # a builtin or extension callable without a signature
+        return False
+    bound = factory.keywords if isinstance(factory, functools.partial) else {}
+    return parameter is not None and "num_envs" not in bound
+
+
+def batched(factory: Callable[..., EnvBase], num_envs: int, what: str) -> EnvBase:
     """``num_envs`` copies of the TorchRL env ``factory`` makes: itself where it is batched with that many
-    (``batch_size=[num_envs]``), else a ``SerialEnv`` of unbatched copies."""
-    env = factory()
+    (``batch_size=[num_envs]``; a factory with a ``num_envs`` parameter is called with it), else a ``SerialEnv`` of
+    unbatched copies."""
+    env = factory(num_envs=num_envs) if takes_num_envs(factory) else factory()
     if not isinstance(env, EnvBase):
         raise TypeError(f"{what} returned a {type(env).__name__}, not a TorchRL env")
     if len(env.batch_size) == 0:
@@ -126,9 +140,15 @@ def torchrl_factory(factory: Callable[..., Any] | None, kwargs: dict[str, Any]) 
     whose env is one: made once to see, and closed), else None (a Gymnasium env's factory)."""
     if factory is None:
         return None
+    if "num_envs" in kwargs and takes_num_envs(factory):
+        raise ValueError(f"env.kwargs num_envs={kwargs['num_envs']}: ppo_td passes env.num_envs to "
+                         f"{getattr(factory, '__name__', factory)} (a different count for evaluation): give it as "
+                         "--env.num-envs instead")
     bound = functools.partial(factory, **kwargs) if kwargs else factory
     if isinstance(factory, type):
         return bound if issubclass(factory, EnvBase) else None
+    if _returns_torchrl(factory):  # annotated: known without making one (a simulator's build can take seconds)
+        return bound
     made = bound()
     try:
         return bound if isinstance(made, EnvBase) else None
@@ -143,3 +163,12 @@ def say(text: str | None) -> None:
     """One line for the user (the observation entries read, a missing time limit)."""
     if text:
         logging.getLogger("ppo_td").warning("%s", text)
+
+
+def _returns_torchrl(factory: Callable[..., Any]) -> bool:
+    """``factory`` is annotated to return a TorchRL env (``-> EnvBase``)."""
+    try:
+        made = typing.get_type_hints(factory).get("return")
+    except Exception:  # annotations naming what cannot be resolved: not known
+        return False
+    return isinstance(made, type) and issubclass(made, EnvBase)

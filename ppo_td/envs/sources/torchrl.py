@@ -4,11 +4,13 @@ as ``env.num_envs`` copies (:mod:`ppo_td.envs.torchrl_envs`), their observation 
 
 from __future__ import annotations
 
+import functools
+
 from ppo_td.config import EnvConfig
 from ppo_td.envs.custom import with_statistics
 from ppo_td.envs.ids import EnvId
 from ppo_td.envs.sources.base import Base
-from ppo_td.envs.torchrl_envs import batched, close, observation_transforms
+from ppo_td.envs.torchrl_envs import batched, close, observation_transforms, takes_num_envs
 from ppo_td.envs.transforms import FiniteCheck
 
 
@@ -22,6 +24,8 @@ def build(config: EnvConfig, env_id: EnvId, seed: int | None) -> Base:
         raise ValueError(f"env.info_keys={list(config.info_keys)} reads a Gymnasium env's info; {config.env_id} is a "
                          "TorchRL env, whose values are in its TensorDict: write them with a transform, or leave "
                          "env.info_keys empty")
+    if takes_num_envs(factory):  # a batched simulator: it makes the whole batch
+        factory = functools.partial(factory, num_envs=config.num_envs)
     env = batched(with_statistics(factory, f"env {config.env_id}", said), config.num_envs, config.env_id)
     try:
         first, read = observation_transforms(env, config.observation_keys)

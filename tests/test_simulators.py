@@ -1,0 +1,59 @@
+"""Batched simulators as env sources (ppo_td.envs.simulators): a TorchRL factory with a num_envs parameter makes
+the whole batch (ppo_td passes env.num_envs, the training's and the evaluation's), an annotated one is not made to
+see what it returns; Brax through TorchRL's BraxEnv on JAX's CPU backend at a small batch (skipped without JAX),
+its simulator state kept out of the stored batches."""
+
+import dataclasses
+
+import pytest
+import torch
+import torchrl_factories
+from torchrl.envs.libs.gym import GymEnv
+
+import ppo_td
+from ppo_td.collect import EnvLoopCollector
+from ppo_td.config import EnvConfig, ModelConfig
+from ppo_td.training import build_pipeline
+
+torch.set_num_threads(1)
+
+
+def small(env: EnvConfig, frames: int = 256) -> ppo_td.TrainConfig:
+    base = ppo_td.get_preset("pendulum")
+    return dataclasses.replace(base, env=env, frames_per_batch=frames, total_frames=2 * frames, eval_episodes=3,
+                               model=ModelConfig(hidden_sizes=(16,)),
+                               optim=dataclasses.replace(base.optim, num_minibatches=4, update_epochs=2))
+
+
+def test_a_factory_with_num_envs_makes_the_whole_batch():
+    torchrl_factories.BUILT.clear()
+    config = small(EnvConfig("torchrl_factories:batched_pendulums", num_envs=8, max_episode_steps=50,
+                             kwargs=("length=1.0",)))
+    result = ppo_td.train(config, progress=False)
+    env = result.pipeline.env.base_env
+    assert isinstance(env, GymEnv) and list(env.batch_size) == [8]  # one env of 8, no SerialEnv of copies
+    # made for training (8) and for the final evaluation's 3 episodes; never made only to look at
+    assert torchrl_factories.BUILT[0] == 8 and 3 in torchrl_factories.BUILT and 1 not in torchrl_factories.BUILT
+    with pytest.raises(ValueError, match=r"env.kwargs num_envs=4: ppo_td passes env.num_envs to batched_pendulums "
+                                         r".* give it as --env.num-envs instead"):
+        ppo_td.train(dataclasses.replace(config, env=dataclasses.replace(config.env, kwargs=("num_envs=4",))),
+                     progress=False)
+
+
+@pytest.mark.slow
+def test_brax_trains_on_jax_cpu_with_its_own_batch(tmp_path):
+    pytest.importorskip("brax")
+    config = small(EnvConfig("ppo_td.envs.simulators:brax", num_envs=8, max_episode_steps=100,
+                             kwargs=("env_name='inverted_pendulum'",)), frames=128)
+    p = build_pipeline(config)
+    try:
+        assert isinstance(p.collector, EnvLoopCollector) and list(p.env.base_env.batch_size) == [8]
+        batch = next(iter(p.collector))
+        assert "state" in p.env.base_env.observation_spec.keys()  # Brax's pipeline state, which the env reads back
+        assert "state" not in batch.keys() and ("next", "state") not in batch.keys(True)  # kept out of the batch
+        assert batch["observation"].shape == (8, 16, 4)
+    finally:
+        p.collector.shutdown()
+        p.env.close()
+    result = ppo_td.train(config, run_dir=str(tmp_path / "run"), progress=False)
+    assert len(result.eval_returns) == 3 and all(torch.isfinite(torch.tensor(result.eval_returns)))
