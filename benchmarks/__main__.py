@@ -30,6 +30,8 @@ Suites:
           reading the actor's observation, 5 seeds paired (``--help``).  About 10 minutes.
   symmetry  symmetry augmentation and the mirror loss (Pendulum; ``--env Walker2d-v5``) against neither, 5 seeds
           paired (``--help``).  About 15 minutes on Pendulum.
+  rsl_rl  ppo_td beside rsl_rl (rsl-rl-lib) on Brax ant at rsl_rl's settings: frames/s, return against seconds
+          (``--num-envs``, ``--iterations``, ``--device cuda`` on a GPU).  About 10 minutes here.
   soak    RSS over a long CartPole run and its slope after warm-up (``--minutes 5``).
   gpu     VMAS navigation at 4,096 and 32,768 envs (ppo_td beside TorchRL's own MAPPO parts) and Atari Pong with 16
           env processes (ppo_td beside SB3's SubprocVecEnv), on ``--device cuda``: frames/s, collection and update
@@ -423,6 +425,10 @@ def main() -> None:
         from benchmarks import robot_parts
 
         sys.exit(robot_parts.main(sys.argv[1], sys.argv[2:]))
+    if sys.argv[1:2] == ["rsl_rl"]:  # ppo_td beside rsl_rl on a batched simulator (python -m benchmarks rsl_rl -h)
+        from benchmarks import rsl_rl_side
+
+        sys.exit(rsl_rl_side.main(sys.argv[2:]))
     if sys.argv[1:2] == ["returns"]:  # multi-seed returns with a result store (python -m benchmarks returns --help)
         from benchmarks import returns
 
