@@ -12,7 +12,8 @@ under a ``StepCounter`` for the cut; time-outs in ``extras["time_outs"]``, which
 its own env loop. Each run is its own process, one torch thread, the libraries alternating seed by seed; each run's
 episodes (frames, seconds, return) are written to ``STORE/runs.jsonl`` as it finishes (a rerun skips finished ones).
 
-Prints per library: frames/s after the first iteration (which pays JAX's compilation), the mean return of the last
+``env`` is the floor: the env stepped alone with random actions, 24 steps an iteration. Prints per library: frames/s
+after the first iteration (which pays JAX's compilation), the mean return of the last
 100 episodes, and the seconds until the mean of 20 episodes first reached the target (90% of the lower of the two
 libraries' median last-100 return, less a tenth of its size where it is negative).
 """
@@ -86,6 +87,29 @@ def rsl_rl_run(spec: dict[str, Any]) -> dict[str, Any]:
     return {"episodes": vec.episodes, "ticks": vec.ticks}
 
 
+def env_run(spec: dict[str, Any]) -> dict[str, Any]:
+    """The floor: the same env stepped alone with uniform random actions in [-1, 1], 24 steps an iteration."""
+    import torch
+    from torchrl.envs import StepCounter, TransformedEnv
+
+    from ppo_td.envs.simulators import brax
+
+    torch.manual_seed(spec["seed"])
+    env = TransformedEnv(brax(spec["env"], num_envs=spec["num_envs"], device=spec["device"]),
+                         StepCounter(max_steps=1000))
+    env.set_seed(spec["seed"])
+    td, ticks, frames = env.reset(), [], 0
+    start = time.perf_counter()
+    for _ in range(spec["iterations"]):
+        for _ in range(24):
+            td["action"] = torch.rand(env.action_spec.shape) * 2 - 1
+            _, td = env.step_and_maybe_reset(td)
+            frames += spec["num_envs"]
+        ticks.append((frames, time.perf_counter() - start))
+    env.close()
+    return {"episodes": [], "ticks": ticks}
+
+
 def _vec_env_class() -> type:
     from rsl_rl.env import VecEnv
 
@@ -139,7 +163,7 @@ def child(spec_json: str) -> None:
     import torch
 
     torch.set_num_threads(1)
-    run = (ppo_td_run if spec["library"] == "ppo_td" else rsl_rl_run)(spec)
+    run = {"ppo_td": ppo_td_run, "rsl_rl": rsl_rl_run, "env": env_run}[spec["library"]](spec)
     Path(spec["out"]).write_text(json.dumps({**spec, **run}))
 
 
@@ -180,7 +204,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--libraries", nargs="+", choices=["ppo_td", "rsl_rl"], default=["ppo_td", "rsl_rl"])
+    parser.add_argument("--libraries", nargs="+", choices=["ppo_td", "rsl_rl", "env"],
+                        default=["ppo_td", "rsl_rl", "env"], help="env: the env alone with random actions (the floor)")
     parser.add_argument("--store", type=Path, default=Path("rsl_rl_runs"))
     parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args(argv)
@@ -204,7 +229,7 @@ def main(argv: list[str]) -> int:
                 print(f"{library} seed {seed}: {s['sps']:,.0f} frames/s, last-100 return {s['last100']:.1f}, "
                       f"{s['seconds']:.0f} s", flush=True)
     runs = {lib: [r for r in (found(lib, s) for s in args.seeds) if r is not None] for lib in args.libraries}
-    medians = [statistics.median(summary(r)["last100"] for r in rs) for rs in runs.values() if rs]
+    medians = [statistics.median(summary(r)["last100"] for r in rs) for lib, rs in runs.items() if rs and lib != "env"]
     lower = min(medians) if medians else float("nan")
     target = lower - 0.1 * abs(lower)  # 90% of a positive return; 110% of a negative one
     lines = [f"# ppo_td beside rsl_rl: Brax {args.env}, {args.num_envs} envs, {args.iterations} iterations, "
@@ -219,6 +244,11 @@ def main(argv: list[str]) -> int:
         sums = [summary(r) for r in rs]
         reached = [t for t in (seconds_to(r, target) for r in rs) if t is not None]
         sps = [s["sps"] for s in sums]
+        if library == "env":
+            lines.append(f"| the env alone (random actions) | {', '.join(str(r['seed']) for r in rs)} | "
+                         f"{statistics.median(sps):,.0f} ({min(sps):,.0f}-{max(sps):,.0f}) | - | - | "
+                         f"{statistics.median(s['seconds'] for s in sums):.0f} |")
+            continue
         lines.append(f"| {library} | {', '.join(str(r['seed']) for r in rs)} | {statistics.median(sps):,.0f} "
                      f"({min(sps):,.0f}-{max(sps):,.0f}) | {statistics.fmean(s['last100'] for s in sums):.1f} +- "
                      f"{statistics.pstdev([s['last100'] for s in sums]):.1f} | "
