@@ -311,9 +311,10 @@ class ModelConfig:
     actor_keys: tuple[str, ...] = ()
     """A Dict observation's entries the actor reads (() : every entry). With critic_keys, an asymmetric actor-critic
     (Pinto et al. 2018): the critic reads privileged entries (the simulator's true state, contact forces, noise-free
-    readings) that the actor does not get, and will not have once deployed; Isaac Lab's 'policy' and 'critic'
-    observation groups (--model.actor-keys policy --model.critic-keys critic). load_policy and export ask for the
-    actor's entries only."""
+    readings) that the actor does not get, and will not have once deployed: a Gymnasium Dict observation of groups
+    such as Isaac Lab's 'policy' and 'critic' (--model.actor-keys policy --model.critic-keys critic; a TorchRL env's
+    entries are concatenated into one 'observation' instead). load_policy and export ask for the actor's entries
+    only."""
     critic_keys: tuple[str, ...] = ()
     """A Dict observation's entries the critic reads (() : every entry); see actor_keys."""
 

@@ -196,8 +196,8 @@ def from_rl_games(params: dict[str, Any], env_id: str, base: TrainConfig | None 
         model["actor_keys"], model["critic_keys"] = ("obs",), ("states",)
         model["shared_trunk"] = False  # the central value is its own network, whatever network.separate says
         notes.append("central_value_config: the critic reads the observation's 'states' entry, the actor its 'obs' "
-                     "(rl_games' names; Isaac Lab's groups through TorchRL: --model.actor-keys policy "
-                     "--model.critic-keys critic); ppo_td trains it in the same update as the actor, with the "
+                     "of a Gymnasium Dict observation (rl_games' names; others: --model.actor-keys NAME "
+                     "--model.critic-keys NAME); ppo_td trains it in the same update as the actor, with the "
                      "actor's network sizes, optimizer and minibatches (rl_games: its own "
                      + ", ".join(k for k in ("network", "learning_rate", "mini_epochs", "minibatch_size") if k in
                                  central) + ")")

@@ -153,3 +153,30 @@ def test_noisy_sensors_env_draws_its_noise_from_its_seed():
     assert abs(np.std(noise) - 0.5) < 0.05
     with pytest.raises(ValueError, match="needs a Box observation"):
         noisy_sensors("Blackjack-v1")
+
+
+class AllEntries(torch.nn.Module):
+    """A user's encoder that concatenates every entry it is given."""
+
+    def __init__(self, space):
+        super().__init__()
+        self.out_features = sum(entry.shape[0] for _, entry in space.entries)
+        self.net = torch.nn.Linear(self.out_features, self.out_features)
+
+    def forward(self, td):
+        return self.net(torch.cat([td[k] for k in sorted(td.keys())], -1))
+
+
+def test_a_users_encoder_is_given_its_networks_entries_only():
+    config = asymmetric()
+    built = build_env(config.env, seed=1)
+    try:
+        actor, critic = make_actor_critic(built.description, config.model, encoder=AllEntries)
+        td = built.env.reset()
+    finally:
+        built.env.close()
+    other = td.clone()
+    other["observation", "critic"] = torch.randn(4, 3)
+    with torch.no_grad():
+        assert torch.equal(actor(td.clone())["loc"], actor(other)["loc"])  # built on 3 inputs, run on 3
+        assert critic(td.clone())["state_value"].shape == (4, 1)

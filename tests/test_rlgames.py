@@ -68,7 +68,7 @@ def test_a_central_value_reads_the_states_entry_in_its_own_network():
     assert (config.model.actor_keys, config.model.critic_keys, config.model.shared_trunk) == (
         ("obs",), ("states",), False)
     said = next(n for n in notes if n.startswith("central_value_config"))
-    assert "--model.critic-keys critic" in said and "network, learning_rate, mini_epochs, minibatch_size" in said
+    assert "--model.critic-keys NAME" in said and "network, learning_rate, mini_epochs, minibatch_size" in said
     assert not any("has no ppo_td counterpart" in n for n in notes)
 
 

@@ -40,6 +40,12 @@ def test_a_factory_with_num_envs_makes_the_whole_batch():
                      progress=False)
 
 
+def test_a_factory_without_an_annotation_is_looked_at_with_one_copy():
+    config = small(EnvConfig("torchrl_factories:unannotated_pendulums", num_envs=4, max_episode_steps=50), frames=64)
+    result = ppo_td.train(dataclasses.replace(config, total_frames=64), progress=False)
+    assert list(result.pipeline.env.base_env.batch_size) == [4]
+
+
 @pytest.mark.slow
 def test_brax_trains_on_jax_cpu_with_its_own_batch(tmp_path):
     pytest.importorskip("brax")

@@ -249,3 +249,11 @@ def test_a_discrete_policy_keeps_the_originals_entropy_and_kl():
     with pytest.raises(ValueError, match="compares the mean actions of a Gaussian policy"):
         ppo_td.train(dataclasses.replace(config, total_frames=config.frames_per_batch, loss=dataclasses.replace(
             config.loss, mirror="test_symmetry:CartPoleMirror", mirror_loss_coeff=0.1)), progress=False)
+
+
+def test_agents_are_not_mirrored():
+    vmas = ppo_td.get_preset("vmas-navigation")
+    config = dataclasses.replace(vmas, loss=dataclasses.replace(vmas.loss, mirror="ppo_td.envs.mirrors:PendulumMirror",
+                                                                mirror_augment=True))
+    with pytest.raises(ValueError, match="runs in ppo_td's own one-agent loss forward .* here the agents' losses"):
+        ppo_td.training.build_pipeline(config)

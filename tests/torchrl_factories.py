@@ -53,3 +53,10 @@ def batched_pendulums(num_envs: int, length: float = 1.0) -> EnvBase:
 
     BUILT.append(num_envs)
     return GymEnv("Pendulum-v1", num_envs=num_envs)
+
+
+def unannotated_pendulums(num_envs):
+    """The same without an annotation: ppo_td makes one (of one copy) to see what it returns."""
+    from torchrl.envs.libs.gym import GymEnv
+
+    return GymEnv("Pendulum-v1", num_envs=num_envs)

@@ -149,7 +149,7 @@ def torchrl_factory(factory: Callable[..., Any] | None, kwargs: dict[str, Any]) 
         return bound if issubclass(factory, EnvBase) else None
     if _returns_torchrl(factory):  # annotated: known without making one (a simulator's build can take seconds)
         return bound
-    made = bound()
+    made = bound(num_envs=1) if takes_num_envs(factory) else bound()
     try:
         return bound if isinstance(made, EnvBase) else None
     finally:

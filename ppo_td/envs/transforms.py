@@ -354,13 +354,15 @@ class RunningObsNorm(RunningMoments, _Freezable, Transform):
         return self._scaled_back(obs, slice(None))
 
     def _scaled_back(self, obs: torch.Tensor, where: slice) -> torch.Tensor:
-        return obs * torch.sqrt(self.var[where] + self.eps).to(obs.dtype) + self.mean[where].to(obs.dtype)
+        to = {"device": obs.device, "dtype": obs.dtype}  # a minibatch on the run's device; the statistics on the env's
+        return obs * torch.sqrt(self.var[where] + self.eps).to(**to) + self.mean[where].to(**to)
 
     def standardized(self, obs: torch.Tensor, where: slice) -> torch.Tensor:
         """``obs`` (a vector, or a flattened Dict entry) standardized by the statistics at ``where`` and clipped."""
         if not obs.is_floating_point():
             obs = obs.to(torch.float32)
-        scaled = (obs - self.mean[where].to(obs.dtype)) / torch.sqrt(self.var[where] + self.eps).to(obs.dtype)
+        to = {"device": obs.device, "dtype": obs.dtype}
+        scaled = (obs - self.mean[where].to(**to)) / torch.sqrt(self.var[where] + self.eps).to(**to)
         return scaled.clamp_(-self.clip, self.clip)
 
     def observed(self, obs: torch.Tensor | TensorDictBase,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.envs import EnvBase
@@ -40,8 +41,8 @@ def read_space(desc: EnvDescription, config: ModelConfig, role: str) -> Observat
     setting = f"model.{role}_keys"
     if space.kind != "dict":
         raise ValueError(f"{setting}={list(chosen)} picks entries of a Dict observation; this env's observation is "
-                         f"{space}: leave {setting} empty (or give the env a Dict observation, e.g. Isaac Lab's "
-                         "'policy' and 'critic' groups)")
+                         f"{space}: leave {setting} empty, or give the env a Gymnasium Dict observation of the "
+                         "groups (a TorchRL env's entries are concatenated into one 'observation')")
     entries = dict(space.entries)
     missing = [k for k in chosen if k not in entries]
     if missing:
@@ -64,7 +65,22 @@ def _encoder(desc: EnvDescription, config: ModelConfig, encoder: EncoderFactory 
     if not isinstance(module, nn.Module):
         raise TypeError(f"the encoder factory {getattr(encoder, '__name__', encoder)!r} returned a "
                         f"{type(module).__name__} for {space}; it must return an nn.Module")
-    return module, check_encoder(module, space)
+    size = check_encoder(module, space)
+    chosen = config.actor_keys if role == "actor" else config.critic_keys
+    return (SelectEntries(module, tuple(k for k, _ in space.entries)) if chosen else module), size
+
+
+class SelectEntries(nn.Module):
+    """A user's encoder of some of a Dict observation's entries (model.actor_keys / critic_keys), given those
+    entries only: what it was built for and probed on, never the others (the critic's privileged ones)."""
+
+    def __init__(self, encoder: nn.Module, names: tuple[str, ...]) -> None:
+        super().__init__()
+        self.encoder, self.names = encoder, names
+        self.out_features = getattr(encoder, "out_features", None)
+
+    def forward(self, observation: TensorDictBase) -> torch.Tensor:
+        return self.encoder(observation.select(*self.names))
 
 
 def _policy_net(desc: EnvDescription, config: ModelConfig, head_in: int, trunk: nn.Module | None,

@@ -509,7 +509,7 @@ def _attach_mirror(loss: LossModule, config: TrainConfig, description: EnvDescri
     """Give ppo_td's loss the task's mirror (``loss.mirror``), reading the env's observation normalizer; what it
     cannot mirror refused in one line."""
     setting = f"loss.mirror={config.loss.mirror!r}"
-    if type(loss) is not PPOObjective or loss.fast is None:
+    if type(loss) is not PPOObjective or loss.fast is None or description.group is not None or description.teams:
         why = ("the agents' losses" if isinstance(loss, TeamLoss) or description.group is not None else
                "loss.fast_forward=False" if type(loss) is PPOObjective and not config.loss.fast_forward else
                "the actor and critic passed in are not ppo_td's networks" if type(loss) is PPOObjective else

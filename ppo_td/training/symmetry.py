@@ -47,14 +47,14 @@ class Mirror:
     def observation(self, obs: torch.Tensor | TensorDictBase) -> torch.Tensor | TensorDictBase:
         """The mirror image of a batch of observations as the networks read them."""
         with torch.no_grad():
-            if self.norm is None:
-                return self._checked(self.user.observation(obs), obs, "observation")
+            if self.norm is None:  # a copy: a mirror working in place must not change the original half
+                return self._checked(self.user.observation(obs.clone()), obs, "observation")
             raw = self.norm.unnormalized(obs)
             return self.norm.normalized(self._checked(self.user.observation(raw), raw, "observation"))
 
     def action(self, action: torch.Tensor) -> torch.Tensor:
         """The mirror image of a batch of actions (or of mean actions: the mirror loss's target)."""
-        return self._checked(self.user.action(action), action, "action")
+        return self._checked(self.user.action(action.clone()), action, "action")
 
     def _checked(self, out: Any, given: Any, what: str) -> Any:
         same = (isinstance(out, TensorDictBase) and isinstance(given, TensorDictBase)
