@@ -46,6 +46,25 @@ def test_a_factory_without_an_annotation_is_looked_at_with_one_copy():
     assert list(result.pipeline.env.base_env.batch_size) == [4]
 
 
+@pytest.mark.parametrize("clip", [True, False])
+def test_a_torchrl_env_gets_its_actions_clipped_as_env_clip_actions_says(clip):
+    """env.clip_actions for a TorchRL env with bounded Box actions: the env receives them within its bounds, the
+    batch keeps them as sampled (and their log-probabilities); False sends them as sampled."""
+    torchrl_factories.ActionsSeen.actions.clear()
+    config = small(EnvConfig("torchrl_factories:recorded_pendulums", num_envs=4, max_episode_steps=50,
+                             clip_actions=clip), frames=64)
+    config = dataclasses.replace(config, model=ModelConfig(hidden_sizes=(16,), log_std_init=1.5))  # std 4.5
+    p = build_pipeline(config)
+    try:
+        batch = next(iter(p.collector))
+    finally:
+        p.collector.shutdown()
+        p.env.close()
+    seen = torch.cat(torchrl_factories.ActionsSeen.actions)
+    assert batch["action"].abs().max() > 2.0  # sampled past Pendulum's bounds of +-2
+    assert (seen.abs().max() <= 2.0) == clip
+
+
 @pytest.mark.slow
 def test_brax_trains_on_jax_cpu_with_its_own_batch(tmp_path):
     pytest.importorskip("brax")

@@ -60,3 +60,25 @@ def unannotated_pendulums(num_envs):
     from torchrl.envs.libs.gym import GymEnv
 
     return GymEnv("Pendulum-v1", num_envs=num_envs)
+
+
+class ActionsSeen:
+    """The actions a TorchRL env received (``ActionsSeen.actions``), recorded by a transform inside it."""
+
+    actions: list = []
+
+
+def recorded_pendulums(num_envs: int) -> EnvBase:
+    """Pendulum whose inner transform records the actions the env gets (after ppo_td's layers)."""
+    from torchrl.envs import Transform, TransformedEnv
+    from torchrl.envs.libs.gym import GymEnv
+
+    class Record(Transform):
+        def __init__(self):
+            super().__init__(in_keys_inv=["action"], out_keys_inv=["action"])
+
+        def _inv_apply_transform(self, action):
+            ActionsSeen.actions.append(action.clone())
+            return action
+
+    return TransformedEnv(GymEnv("Pendulum-v1", num_envs=num_envs), Record())

@@ -401,6 +401,21 @@ class RunningObsNorm(RunningMoments, _Freezable, Transform):
         return observation_spec
 
 
+class ClipActions(Transform):
+    """Box actions clipped to ``[low, high]`` on their way to the env (``env.clip_actions`` for a TorchRL env; the
+    Gymnasium envs' is :class:`~ppo_td.envs.wrappers.ClipToBounds`): the TensorDict keeps the action as sampled, so
+    its log-probability stays the sample's. Bounds of any shape that broadcasts to the action (TorchRL's
+    ``ClipTransform`` takes scalars only)."""
+
+    def __init__(self, low: torch.Tensor, high: torch.Tensor) -> None:
+        super().__init__(in_keys_inv=[keys.ACTION], out_keys_inv=[keys.ACTION])
+        self.register_buffer("low", low.clone())
+        self.register_buffer("high", high.clone())
+
+    def _inv_apply_transform(self, action: torch.Tensor) -> torch.Tensor:
+        return torch.maximum(torch.minimum(action, self.high), self.low)
+
+
 class IndexObservations(Transform):
     """Give the observation entries that hold indices (Gymnasium ``MultiDiscrete``) TorchRL's
     ``MultiCategorical`` spec; the data is unchanged.

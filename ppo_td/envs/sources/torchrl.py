@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import functools
 
+import torch
+from torchrl.data import Bounded
+from torchrl.envs import EnvBase
+
 from ppo_td.config import EnvConfig
 from ppo_td.envs.custom import with_statistics
 from ppo_td.envs.ids import EnvId
 from ppo_td.envs.sources.base import Base
 from ppo_td.envs.torchrl_envs import batched, close, observation_transforms, takes_num_envs
-from ppo_td.envs.transforms import FiniteCheck
+from ppo_td.envs.transforms import ClipActions, FiniteCheck
 
 
 def build(config: EnvConfig, env_id: EnvId, seed: int | None) -> Base:
@@ -32,6 +36,9 @@ def build(config: EnvConfig, env_id: EnvId, seed: int | None) -> Base:
     except BaseException:
         close(env)
         raise
+    clip = action_clipping(env) if config.clip_actions else None
+    if clip is not None:  # env.clip_actions, as for every other source: the env gets the action within its bounds
+        first.append(clip)
     if config.check_finite:
         first.append(FiniteCheck(config.env_id))
     notes = [*said, *([f"env {config.env_id}: {read}"] if read else [])]
@@ -40,3 +47,15 @@ def build(config: EnvConfig, env_id: EnvId, seed: int | None) -> Base:
                      "only when it says so (set env.max_episode_steps to truncate them)")
     return Base(env=env, close=lambda: close(env), first=first, limit=config.max_episode_steps, users_first=True,
                 notes=notes)
+
+
+def action_clipping(env: EnvBase) -> ClipActions | None:
+    """:class:`~ppo_td.envs.transforms.ClipActions` on the action sent to ``env``, at its bounds, for a bounded
+    continuous action (the stored action and its log-probability stay as sampled); None for any other action."""
+    spec = env.action_spec
+    if not isinstance(spec, Bounded) or not spec.domain == "continuous":
+        return None
+    low, high = spec.space.low, spec.space.high
+    if not (torch.isfinite(low).all() and torch.isfinite(high).all()):
+        return None
+    return ClipActions(low, high)
