@@ -150,6 +150,10 @@ class EnvConfig:
     """Gymnasium wrappers for each copy, innermost first, each 'module:Name KEY=VALUE ...': called as
     Name(env, KEY=VALUE, ...), values read as for env.kwargs (the module is looked for in the current folder too):
     --env.wrappers my_wrappers:ClipObs my_wrappers:Scale reward_scale=100.0."""
+    clip_torchrl_actions: bool = True
+    """Whether clip_actions reaches a TorchRL env's actions too (True). Runs recorded before 2026-12-06 ran without
+    (ppo_td clipped Gymnasium envs' actions only, a TorchRL env got them as sampled): a config read from such a
+    record gets False, so a resume or ppo-td eval steps its env as it ran."""
     limit_under_wrappers: bool = True
     """Where the time limit (max_episode_steps, or the registered one) sits among each copy's layers: under
     env.wrappers, as gym.make puts its TimeLimit, so the wrappers see it (TimeAwareObservation reads it) and a
@@ -689,7 +693,7 @@ def to_dict(config: TrainConfig) -> dict[str, Any]:
 ADDED_FIELDS: dict[str, dict[str, Any]] = {"model": {"scale_images": True, "orthogonal_init": True,
                                                       "exploration": "gaussian", "sde_sample_every": 0,
                                                       "actor_keys": (), "critic_keys": ()},
-                                            "env": {"limit_under_wrappers": True},
+                                            "env": {"limit_under_wrappers": True, "clip_torchrl_actions": True},
                                             "loss": {"mirror": "", "mirror_augment": False,
                                                      "mirror_loss_coeff": 0.0},
                                             "optim": {"desired_kl": None, "kl_lr_every": "minibatch", "min_lr": 1e-5,
@@ -722,7 +726,7 @@ def with_info_keys(config: TrainConfig, info_keys: Sequence[str]) -> TrainConfig
     return replace(config, env=replace(config.env, info_keys=keys))
 
 
-RECORDED_BEFORE: dict[str, dict[str, Any]] = {"env": {"limit_under_wrappers": False}}
+RECORDED_BEFORE: dict[str, dict[str, Any]] = {"env": {"limit_under_wrappers": False, "clip_torchrl_actions": False}}
 """Fields whose default is not what records written before the field existed ran with: a record without one reads
 as the value it ran with (:func:`from_dict`), so it is rebuilt as it was. Neither value is part of a config's
 identity (:func:`identity_dict`): a stored run or a study written before names the same config after. (The

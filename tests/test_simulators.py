@@ -82,3 +82,13 @@ def test_brax_trains_on_jax_cpu_with_its_own_batch(tmp_path):
         p.env.close()
     result = ppo_td.train(config, run_dir=str(tmp_path / "run"), progress=False)
     assert len(result.eval_returns) == 3 and all(torch.isfinite(torch.tensor(result.eval_returns)))
+
+
+def test_a_run_recorded_before_torchrl_clipping_is_rebuilt_without_it():
+    from ppo_td.config import from_dict, identity_dict, to_dict
+
+    config = small(EnvConfig("torchrl_factories:recorded_pendulums", num_envs=4, max_episode_steps=50), frames=64)
+    old = to_dict(config)
+    del old["env"]["clip_torchrl_actions"]  # a record written before the field existed
+    assert from_dict(old).env.clip_torchrl_actions is False and config.env.clip_torchrl_actions is True
+    assert identity_dict(from_dict(old)) == identity_dict(config)  # the same config to a store or a study

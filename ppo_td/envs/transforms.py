@@ -409,11 +409,11 @@ class ClipActions(Transform):
 
     def __init__(self, low: torch.Tensor, high: torch.Tensor) -> None:
         super().__init__(in_keys_inv=[keys.ACTION], out_keys_inv=[keys.ACTION])
-        self.register_buffer("low", low.clone())
-        self.register_buffer("high", high.clone())
+        self.low, self.high = low.clone(), high.clone()  # constants of the spec, not state: no checkpoint entry
 
     def _inv_apply_transform(self, action: torch.Tensor) -> torch.Tensor:
-        return torch.maximum(torch.minimum(action, self.high), self.low)
+        low, high = self.low.to(action.device), self.high.to(action.device)
+        return torch.maximum(torch.minimum(action, high), low)
 
 
 class IndexObservations(Transform):

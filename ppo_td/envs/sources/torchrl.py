@@ -36,7 +36,7 @@ def build(config: EnvConfig, env_id: EnvId, seed: int | None) -> Base:
     except BaseException:
         close(env)
         raise
-    clip = action_clipping(env) if config.clip_actions else None
+    clip = action_clipping(env) if config.clip_actions and config.clip_torchrl_actions else None
     if clip is not None:  # env.clip_actions, as for every other source: the env gets the action within its bounds
         first.append(clip)
     if config.check_finite:
