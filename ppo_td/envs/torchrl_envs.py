@@ -110,11 +110,11 @@ def takes_num_envs(factory: Callable[..., Any]) -> bool:
     return parameter is not None and "num_envs" not in bound
 
 
-def batched(factory: Callable[..., EnvBase], num_envs: int, what: str) -> EnvBase:
+def batched(factory: Callable[[], EnvBase], num_envs: int, what: str) -> EnvBase:
     """``num_envs`` copies of the TorchRL env ``factory`` makes: itself where it is batched with that many
-    (``batch_size=[num_envs]``; a factory with a ``num_envs`` parameter is called with it), else a ``SerialEnv`` of
-    unbatched copies."""
-    env = factory(num_envs=num_envs) if takes_num_envs(factory) else factory()
+    (``batch_size=[num_envs]``: a simulator's factory with ``num_envs`` bound), else a ``SerialEnv`` of unbatched
+    copies."""
+    env = factory()
     if not isinstance(env, EnvBase):
         raise TypeError(f"{what} returned a {type(env).__name__}, not a TorchRL env")
     if len(env.batch_size) == 0:

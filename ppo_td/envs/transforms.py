@@ -332,26 +332,24 @@ class RunningObsNorm(RunningMoments, _Freezable, Transform):
     def normalized(self, obs: torch.Tensor | TensorDictBase) -> torch.Tensor | TensorDictBase:
         """``obs`` standardized by the current statistics and clipped (no update); integers come out float32. With
         :attr:`parts`, ``obs`` is the Dict observation's TensorDict: a copy of it with those entries standardized."""
-        if isinstance(obs, TensorDictBase):
-            out = obs.copy()
-            for name, shape, where in self._slices:
-                entry = obs.get(name)
-                flat = entry.reshape(*entry.shape[: entry.dim() - len(shape)], -1)
-                out.set(name, self.standardized(flat, where).reshape(entry.shape))
-            return out
-        return self.standardized(obs, slice(None))
+        return self._per_part(obs, self.standardized)
 
     def unnormalized(self, obs: torch.Tensor | TensorDictBase) -> torch.Tensor | TensorDictBase:
         """:meth:`normalized`'s inverse by the current statistics, ``obs * sqrt(var + eps) + mean`` (a value it
         clipped comes back at the clip's edge): the observation in the env's units (a mirror function reads them)."""
-        if isinstance(obs, TensorDictBase):
-            out = obs.copy()
-            for name, shape, where in self._slices:
-                entry = obs.get(name)
-                flat = entry.reshape(*entry.shape[: entry.dim() - len(shape)], -1)
-                out.set(name, self._scaled_back(flat, where).reshape(entry.shape))
-            return out
-        return self._scaled_back(obs, slice(None))
+        return self._per_part(obs, self._scaled_back)
+
+    def _per_part(self, obs: torch.Tensor | TensorDictBase, apply: Any) -> torch.Tensor | TensorDictBase:
+        """``apply(values, slice of the statistics)`` on a vector, or on each of :attr:`parts` of a Dict's
+        TensorDict (flattened, then shaped back) in a copy of it."""
+        if not isinstance(obs, TensorDictBase):
+            return apply(obs, slice(None))
+        out = obs.copy()
+        for name, shape, where in self._slices:
+            entry = obs.get(name)
+            flat = entry.reshape(*entry.shape[: entry.dim() - len(shape)], -1)
+            out.set(name, apply(flat, where).reshape(entry.shape))
+        return out
 
     def _scaled_back(self, obs: torch.Tensor, where: slice) -> torch.Tensor:
         to = {"device": obs.device, "dtype": obs.dtype}  # a minibatch on the run's device; the statistics on the env's
