@@ -164,6 +164,12 @@ class EnvConfig:
     """A TorchRL env's observation entries the networks read, concatenated in this order into 'observation'
     (e.g. th thdot for torchrl.envs.PendulumEnv); () reads every tensor entry of its observation spec, leaving
     parameter sub-TensorDicts and non-tensor entries out (ppo_td.envs.torchrl_envs)."""
+    observation_dict: bool = False
+    """A TorchRL env's observation entries kept apart as a Dict observation, one entry each under 'observation'
+    (named as the env names them; scalars given one dimension) instead of concatenated into one tensor: the groups
+    an asymmetric actor-critic splits (Isaac Lab's 'policy' and 'critic' through TorchRL's IsaacLabWrapper:
+    --env.observation-dict --model.actor-keys policy --model.critic-keys critic). env.observation_keys chooses the
+    entries as before."""
     transforms: tuple[str, ...] = ()
     """The user's TorchRL transforms, applied in training and in evaluation (ppo-td eval, load_policy), in order,
     after RewardSum (returns stay raw) and before observation normalization: each 'module:factory KEY=VALUE ...',
@@ -693,7 +699,8 @@ def to_dict(config: TrainConfig) -> dict[str, Any]:
 ADDED_FIELDS: dict[str, dict[str, Any]] = {"model": {"scale_images": True, "orthogonal_init": True,
                                                       "exploration": "gaussian", "sde_sample_every": 0,
                                                       "actor_keys": (), "critic_keys": ()},
-                                            "env": {"limit_under_wrappers": True, "clip_torchrl_actions": True},
+                                            "env": {"limit_under_wrappers": True, "clip_torchrl_actions": True,
+                                                    "observation_dict": False},
                                             "loss": {"mirror": "", "mirror_augment": False,
                                                      "mirror_loss_coeff": 0.0},
                                             "optim": {"desired_kl": None, "kl_lr_every": "minibatch", "min_lr": 1e-5,

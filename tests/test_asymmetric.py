@@ -6,6 +6,8 @@ the command line and the Python API alike. (load_policy and export reading the a
 import csv
 import dataclasses
 import json
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -180,3 +182,97 @@ def test_a_users_encoder_is_given_its_networks_entries_only():
     with torch.no_grad():
         assert torch.equal(actor(td.clone())["loc"], actor(other)["loc"])  # built on 3 inputs, run on 3
         assert critic(td.clone())["state_value"].shape == (4, 1)
+
+
+GROUPED = "torchrl_factories:grouped_pendulums"
+
+
+def grouped(**env) -> ppo_td.TrainConfig:
+    """The asymmetric run on a TorchRL env whose groups are top-level entries (as Isaac Lab's through TorchRL)."""
+    config = asymmetric()
+    env = {"env_id": GROUPED, "max_episode_steps": 200, "observation_dict": True, **env}
+    return dataclasses.replace(config, env=dataclasses.replace(config.env, **env))
+
+
+def test_a_torchrl_envs_groups_are_split_between_actor_and_critic(tmp_path):
+    config = grouped()
+    built = build_env(dataclasses.replace(config.env, normalize_observations=False), seed=1)
+    try:
+        assert str(built.description.observation_space) == "Dict(critic=vector(float32[3]), policy=vector(float32[3]))"
+        td = built.env.reset()
+        for group in ("policy", "critic"):  # each group as the env gives it, under "observation" (unnormalized)
+            assert torch.equal(td["observation", group], td[group])
+        actor, critic = make_actor_critic(built.description, config.model)
+    finally:
+        built.env.close()
+    other = td.clone()
+    other["observation", "critic"] = torch.randn(4, 3)
+    with torch.no_grad():  # the critic's group changes no action, and changes the value
+        assert torch.equal(actor(other.clone())["loc"], actor(td.clone())["loc"])
+        assert not torch.equal(critic(other.clone())["state_value"], critic(td.clone())["state_value"])
+    ppo_td.train(config, run_dir=str(tmp_path), progress=False)
+    stats = torch.load(tmp_path / "checkpoint.pt", weights_only=False)["obs_stats"]
+    assert stats["mean"].shape == (6,)  # each group's own statistics ("critic" first, sorted)
+    assert (stats["var"][3:5] - stats["var"][:2] > 0.1).all()  # the policy group's noise (std 0.5)
+
+
+def test_a_run_on_a_torchrl_envs_groups_resumes_with_them(tmp_path):
+    def stop(metrics, _):
+        if metrics["iteration"] == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C
+
+    with pytest.raises(KeyboardInterrupt, match="continue with ppo_td.resume"):
+        ppo_td.train(grouped(), run_dir=str(tmp_path), progress=False, callbacks=[stop])
+    result = ppo_td.resume(str(tmp_path), progress=False)  # rebuilt from the record: the groups apart again
+    assert [m["iteration"] for m in result.history] == [2, 3] and result.eval_returns
+    assert json.loads((tmp_path / "config.json").read_text())["env"]["observation_dict"] is True
+
+
+def test_the_command_line_reads_a_torchrl_envs_groups_as_the_python_api(tmp_path):
+    args = ["train", "--preset", "pendulum", "--env.env-id", GROUPED, "--env.num-envs", "4", "--env.max-episode-steps",
+            "200", "--env.observation-dict", "--frames-per-batch", "128", "--total-frames", "256",
+            "--eval-episodes", "1", "--optim.num-minibatches", "2", "--optim.update-epochs", "2",
+            "--model.hidden-sizes", "16", "--model.actor-keys", "policy", "--model.critic-keys", "critic",
+            "--run-dir", str(tmp_path / "cli")]
+    assert main(args) == 0
+    ppo_td.train(dataclasses.replace(grouped(), total_frames=256), run_dir=str(tmp_path / "api"), progress=False)
+    cli, api = (json.loads((tmp_path / name / "config.json").read_text()) for name in ("cli", "api"))
+    assert cli == api and cli["env"]["observation_dict"] is True
+    rows = [list(csv.DictReader((tmp_path / name / "metrics.csv").open())) for name in ("cli", "api")]
+    assert [r["loss_policy"] for r in rows[0]] == [r["loss_policy"] for r in rows[1]]
+
+
+def test_without_observation_dict_a_torchrl_envs_groups_are_refused_naming_it():
+    config = grouped(observation_dict=False)
+    built = build_env(config.env, seed=1)
+    try:
+        with pytest.raises(ValueError, match=r"picks entries of a Dict observation; this env's observation is "
+                                             r"vector\(float32\[6\]\).*kept apart with env.observation_dict"):
+            make_actor_critic(built.description, config.model)
+    finally:
+        built.env.close()
+
+
+@pytest.mark.parametrize("env_id, expect", [
+    ("torchrl.envs.custom.pendulum:PendulumEnv", "Dict(th=vector(float32[1]), thdot=vector(float32[1]))"),
+    ("torchrl_factories:observation_and_critic", "Dict(critic=vector(float32[3]), observation=vector(float32[3]))"),
+])
+def test_scalar_entries_and_one_named_observation_are_kept_apart(env_id, expect):
+    built = build_env(ppo_td.EnvConfig(env_id, num_envs=2, max_episode_steps=20, observation_dict=True), seed=1)
+    try:
+        assert str(built.description.observation_space) == expect
+        steps = built.env.rollout(3, break_when_any_done=False)
+    finally:
+        built.env.close()
+    first, inner = expect.split("(")[1].split("=")[0], steps["next", "observation"]
+    assert sorted(inner.keys()) == sorted(k.split("=")[0] for k in expect[5:-1].split(", "))
+    if env_id.endswith("PendulumEnv"):  # the scalars given one dimension, their values unchanged
+        assert torch.equal(inner["th"].squeeze(-1), steps["next", "th"]) and first == "th"
+
+
+def test_observation_dict_is_refused_where_it_would_do_nothing():
+    config = small_config()
+    with pytest.raises(ValueError, match="env.observation_dict keeps a TorchRL env's entries apart; 'CartPole-v1' is "
+                                         "a Gymnasium env.*leave env.observation_dict off"):
+        ppo_td.train(dataclasses.replace(config, env=dataclasses.replace(config.env, observation_dict=True)),
+                     progress=False)

@@ -82,3 +82,21 @@ def recorded_pendulums(num_envs: int) -> EnvBase:
             return action
 
     return TransformedEnv(GymEnv("Pendulum-v1", num_envs=num_envs), Record())
+
+
+def grouped_pendulums(noise_std: float = 0.5) -> EnvBase:
+    """A TorchRL env with observation groups as Isaac Lab's come through TorchRL: top-level entries ``"policy"``
+    (noisy) and ``"critic"`` (the state), from ppo_td's noisy_sensors Pendulum in TorchRL's GymWrapper."""
+    from torchrl.envs.libs.gym import GymWrapper
+
+    from ppo_td.envs.partial import noisy_sensors
+
+    return GymWrapper(noisy_sensors(noise_std=noise_std))
+
+
+def observation_and_critic() -> EnvBase:
+    """:func:`grouped_pendulums` with its ``"policy"`` entry named ``"observation"`` (as TorchRL's IsaacLabWrapper
+    may name an env's single group)."""
+    from torchrl.envs import RenameTransform, TransformedEnv
+
+    return TransformedEnv(grouped_pendulums(), RenameTransform(["policy"], ["observation"]))

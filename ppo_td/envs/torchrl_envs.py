@@ -1,12 +1,12 @@
 """Any TorchRL env as ppo_td's networks read it: one ``"observation"`` tensor, a batch of copies.
 
-TorchRL envs name their observation entries freely (``PendulumEnv``: ``th``, ``thdot`` and a ``params``
-sub-TensorDict of physical constants). :func:`observation_transforms` concatenates the tensor entries, in the spec's
-order or as ``env.observation_keys`` lists them, into ``"observation"`` (TorchRL's ``UnsqueezeTransform`` for scalar
-entries, ``CatTensors``), leaving the env's own entries in place (the env may read them back as its state) and
-parameter sub-TensorDicts and non-tensor entries out. An unbatched env (``batch_size=[]``) is stepped as
-``env.num_envs`` copies in TorchRL's ``SerialEnv``.
-"""
+TorchRL envs name their observation entries freely (``PendulumEnv``: ``th``, ``thdot`` and a ``params`` sub-TensorDict
+of physical constants). :func:`observation_transforms` concatenates the tensor entries, in the spec's order or as
+``env.observation_keys`` lists them, into ``"observation"`` (TorchRL's ``UnsqueezeTransform`` for scalar entries,
+``CatTensors``), leaving the env's own entries in place (the env may read them back as its state) and parameter
+sub-TensorDicts and non-tensor entries out; or, with ``env.observation_dict``, keeps them apart as a Dict observation,
+each under ``"observation"`` (the groups an asymmetric actor-critic splits). An unbatched env (``batch_size=[]``) is
+stepped as ``env.num_envs`` copies in TorchRL's ``SerialEnv``."""
 
 from __future__ import annotations
 
@@ -63,11 +63,14 @@ def observation_entries(env: EnvBase, chosen: Sequence[str] = ()) -> tuple[list[
     return used, [k for k in names if k not in used]
 
 
-def observation_transforms(env: EnvBase, chosen: Sequence[str] = ()) -> tuple[list[Transform], str | None]:
+def observation_transforms(env: EnvBase, chosen: Sequence[str] = (), as_dict: bool = False
+                           ) -> tuple[list[Transform], str | None]:
     """Transforms that give ``env`` an ``"observation"`` of its entries (see the module), and a note naming what
-    was read and what left out (None when the env already has ``"observation"`` and nothing is chosen)."""
+    was read and what left out (None when the env already has ``"observation"`` and nothing is chosen).
+    ``as_dict`` (``env.observation_dict``): the entries kept apart, each one under ``"observation"`` as the env
+    names it (a Dict observation: an asymmetric actor-critic's groups), instead of concatenated."""
     spec = env.observation_spec
-    if keys.OBSERVATION in spec.keys() and not chosen:
+    if keys.OBSERVATION in spec.keys() and not chosen and not as_dict:
         return [], None
     used, left = observation_entries(env, chosen)
     batch = len(env.batch_size)
@@ -76,6 +79,9 @@ def observation_transforms(env: EnvBase, chosen: Sequence[str] = ()) -> tuple[li
     if doubles:
         out.append(DoubleToFloat(in_keys=doubles))
     ints = [k for k in used if not spec[k].dtype.is_floating_point]
+    if as_dict:
+        return out + _nested(spec, used, batch), f"observation: {{{', '.join(used)}}}" + (
+            f" (left out: {', '.join(left)})" if left else "")
     if ints:
         raise ValueError(f"the env's observation entries {ints} are not floating point, so they cannot be "
                          "concatenated with the others into one 'observation': choose the float entries with "
@@ -97,6 +103,29 @@ def observation_transforms(env: EnvBase, chosen: Sequence[str] = ()) -> tuple[li
             out.append(ExcludeTransform(*[f"{k}{_FLAT}" for k in scalars]))
     note = f"observation: {' + '.join(used)}" + (f" (left out: {', '.join(left)})" if left else "")
     return out, note
+
+
+def _nested(spec: Composite, used: list[str], batch: int) -> list[Transform]:
+    """Transforms that copy each of the entries ``used`` under ``"observation"`` (a scalar given one dimension),
+    leaving the env's own entries in place; an entry itself named ``"observation"`` becomes
+    ``("observation", "observation")``."""
+    scalars = [k for k in used if len(spec[k].shape) == batch]
+    out: list[Transform] = []
+    if scalars:
+        out.append(UnsqueezeTransform(-1, in_keys=scalars, out_keys=[f"{k}{_FLAT}" for k in scalars]))
+    staged = [f"{k}{_FLAT}" if k in scalars else k for k in used]
+    if keys.OBSERVATION in scalars:  # its copy staged: the entry leaves the name its nested copy is written under
+        out.append(ExcludeTransform(keys.OBSERVATION))
+    elif keys.OBSERVATION in used:
+        out.append(RenameTransform(in_keys=[keys.OBSERVATION], out_keys=[f"{keys.OBSERVATION}{_FLAT}"]))
+        staged[used.index(keys.OBSERVATION)] = f"{keys.OBSERVATION}{_FLAT}"
+    plain = [k for k, s in zip(used, staged, strict=True) if k == s]
+    moved = [(s, k) for k, s in zip(used, staged, strict=True) if k != s]
+    if plain:
+        out.append(RenameTransform(in_keys=plain, out_keys=[(keys.OBSERVATION, k) for k in plain], create_copy=True))
+    if moved:
+        out.append(RenameTransform(in_keys=[s for s, _ in moved], out_keys=[(keys.OBSERVATION, k) for _, k in moved]))
+    return out
 
 
 def takes_num_envs(factory: Callable[..., Any]) -> bool:

@@ -41,8 +41,8 @@ def read_space(desc: EnvDescription, config: ModelConfig, role: str) -> Observat
     setting = f"model.{role}_keys"
     if space.kind != "dict":
         raise ValueError(f"{setting}={list(chosen)} picks entries of a Dict observation; this env's observation is "
-                         f"{space}: leave {setting} empty, or give the env a Gymnasium Dict observation of the "
-                         "groups (a TorchRL env's entries are concatenated into one 'observation')")
+                         f"{space}: leave {setting} empty, or give the env a Dict observation of the groups (a "
+                         "Gymnasium Dict space; a TorchRL env's entries kept apart with env.observation_dict)")
     entries = dict(space.entries)
     missing = [k for k in chosen if k not in entries]
     if missing:

@@ -228,9 +228,10 @@ def adopt_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, BuiltEnv | En
 
 def _readable(env: EnvBase, config: TrainConfig) -> EnvBase:
     """A TorchRL env passed in, as ppo_td's networks read it: its observation entries concatenated into
-    ``"observation"`` where it has none (:mod:`ppo_td.envs.torchrl_envs`); an unbatched one as a batch of one
-    (``env.num_envs=1``; refused for more copies, naming the way); its transforms that need statistics first
-    initialized (:func:`~ppo_td.envs.custom.initialize_statistics`)."""
+    ``"observation"`` where it has none (kept apart under it with ``env.observation_dict``)
+    (:mod:`ppo_td.envs.torchrl_envs`); an unbatched one as a batch of one (``env.num_envs=1``; refused for more
+    copies, naming the way); its transforms that need statistics first initialized
+    (:func:`~ppo_td.envs.custom.initialize_statistics`)."""
     unbatched = len(env.batch_size) == 0
     if unbatched and config.env.num_envs != 1:
         way = (f"pass its class, train(config, env={type(env).__name__}), or a module-level function that makes "
@@ -246,9 +247,10 @@ def _readable(env: EnvBase, config: TrainConfig) -> EnvBase:
                                   max(env.batch_size.numel(), 1), INIT_SEED, batch_dims=len(env.batch_size)))
     if unbatched:
         env = SerialEnv(1, functools.partial(_itself, env))  # TorchRL's batch of copies, of this one
-    if (keys.OBSERVATION in env.observation_spec.keys() or groups_of(env)) and not config.env.observation_keys:
+    plain = not config.env.observation_keys and not config.env.observation_dict
+    if plain and (keys.OBSERVATION in env.observation_spec.keys() or groups_of(env)):
         return env  # read as it is (a multi-agent env's groups hold their observations)
-    adapters, read = observation_transforms(env, config.env.observation_keys)
+    adapters, read = observation_transforms(env, config.env.observation_keys, config.env.observation_dict)
     say(f"the TorchRL env {type(env).__name__}: {read}")
     return TransformedEnv(env, Compose(*adapters), auto_unwrap=False)
 

@@ -45,6 +45,9 @@ def check(config: EnvConfig) -> None:
         raise ValueError(f"env.observation_keys={list(config.observation_keys)} chooses a TorchRL env's entries; "
                          f"{config.env_id!r} is a Gymnasium env: choose its Dict entries with a wrapper "
                          "(env.wrappers, e.g. a gymnasium.wrappers.FilterObservation subclass)")
+    if config.observation_dict:
+        raise ValueError(f"env.observation_dict keeps a TorchRL env's entries apart; {config.env_id!r} is a Gymnasium "
+                         "env, whose Dict observation stays a Dict already: leave env.observation_dict off")
 
 
 def wrap(config: EnvConfig, vec: gym.vector.VectorEnv) -> Base:

@@ -1,6 +1,6 @@
-"""TorchRL envs (a class or module-level factory making one, ``torchrl.envs.custom.pendulum:PendulumEnv``): batched
-as ``env.num_envs`` copies (:mod:`ppo_td.envs.torchrl_envs`), their observation entries read into one
-``"observation"``; no Gymnasium vector env under them (ppo_td's env loop steps them)."""
+"""TorchRL envs (a class or module-level factory making one, ``torchrl.envs.custom.pendulum:PendulumEnv``): batched as
+``env.num_envs`` copies (:mod:`ppo_td.envs.torchrl_envs`), their observation entries read into one ``"observation"`` (or
+kept apart under it: ``env.observation_dict``); no Gymnasium vector env under them (ppo_td's env loop steps them)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def build(config: EnvConfig, env_id: EnvId, seed: int | None) -> Base:
         factory = functools.partial(factory, num_envs=config.num_envs)
     env = batched(with_statistics(factory, f"env {config.env_id}", said), config.num_envs, config.env_id)
     try:
-        first, read = observation_transforms(env, config.observation_keys)
+        first, read = observation_transforms(env, config.observation_keys, config.observation_dict)
     except BaseException:
         close(env)
         raise
