@@ -222,6 +222,10 @@ class EnvConfig:
                        f"False with env.suite={self.suite!r} (multi-agent envs do not support it yet)")
             _check(not self.wrappers, "env.wrappers", self.wrappers,
                    f"() with env.suite={self.suite!r} (Gymnasium wrappers wrap one-agent envs)")
+            _check(not self.observation_keys, "env.observation_keys", self.observation_keys,
+                   f"() with env.suite={self.suite!r} (it chooses a one-agent TorchRL env's entries)")
+            _check(not self.observation_dict, "env.observation_dict", self.observation_dict,
+                   f"False with env.suite={self.suite!r} (it keeps a one-agent TorchRL env's entries apart)")
             for name in ("transforms", "train_transforms"):
                 _check(not getattr(self, name), f"env.{name}", getattr(self, name),
                        f"() with env.suite={self.suite!r} (multi-agent envs do not support the user's transforms yet)")

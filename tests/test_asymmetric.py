@@ -276,3 +276,6 @@ def test_observation_dict_is_refused_where_it_would_do_nothing():
                                          "a Gymnasium env.*leave env.observation_dict off"):
         ppo_td.train(dataclasses.replace(config, env=dataclasses.replace(config.env, observation_dict=True)),
                      progress=False)
+    for field, value, expect in [("observation_keys", ("a",), r"\(\)"), ("observation_dict", True, "False")]:
+        with pytest.raises(ValueError, match=rf"env.{field}=.* is invalid: it must be {expect} with env.suite='vmas'"):
+            ppo_td.EnvConfig("navigation", suite="vmas", max_episode_steps=10, **{field: value})

@@ -58,10 +58,6 @@ def source_for(config: EnvConfig) -> tuple[Source, EnvId | None]:
 def build(config: EnvConfig, seed: int | None) -> Base:
     """The copies of ``config``'s env, built by the source that takes it (before ppo_td's standard layers)."""
     source, env_id = source_for(config)
-    if source.module in (vmas, pettingzoo) and (config.observation_keys or config.observation_dict):
-        given = "env.observation_keys" if config.observation_keys else "env.observation_dict"
-        raise ValueError(f"{given} reads a single-agent TorchRL env's entries; {config.env_id!r} is a multi-agent "
-                         f"env, whose agents' observations are read as each group has them: leave {given} unset")
     return source.module.build(config, env_id, seed)
 
 
