@@ -5,12 +5,13 @@ against seconds (issue 62).
     python -m benchmarks rsl_rl --num-envs 4096 --iterations 300 --device cuda    # one GPU (jax[cuda12])
 
 Both train Isaac Lab's ANYmal-C flat config for rsl_rl (the ``rsl-rl-flat`` preset: 24 steps a copy, 5 epochs of 4
-minibatches, lr 1e-3 adapted to a KL of 0.01, ELU [128, 128, 128], value coefficient 1, entropy 0.005, gradients
-clipped at 1) on TorchRL's ``BraxEnv`` made by ``ppo_td.envs.simulators:brax`` with ``--num-envs`` copies, episodes
-cut at 1,000 steps. rsl_rl steps it through a ``VecEnv`` adapter written here (TorchRL's ``step_and_maybe_reset``
-under a ``StepCounter`` for the cut; time-outs in ``extras["time_outs"]``, which rsl_rl bootstraps), ppo_td through
-its own env loop. Each run is its own process, one torch thread, the libraries alternating seed by seed; each run's
-episodes (frames, seconds, return) are written to ``STORE/runs.jsonl`` as it finishes (a rerun skips finished ones).
+minibatches, lr 1e-3 adapted to a KL of 0.01, ELU [128, 128, 128], value coefficient 1, entropy 0.005, gradients clipped
+at 1) on the Brax env ``ppo_td.envs.simulators:brax`` makes (``BraxBatch``; ``--simulator brax_torchrl``: TorchRL's
+``BraxEnv``, which runs before 2026-12-07 stepped) with ``--num-envs`` copies, episodes cut at 1,000 steps. rsl_rl steps
+it through a ``VecEnv`` adapter written here (TorchRL's ``step_and_maybe_reset`` under a ``StepCounter`` for the cut;
+time-outs in ``extras["time_outs"]``, which rsl_rl bootstraps), ppo_td through its own env loop. Each run is its own
+process, one torch thread, the libraries alternating seed by seed; each run's episodes (frames, seconds, return) are
+written to ``STORE/runs.jsonl`` as it finishes (a rerun skips finished ones).
 
 ``env`` is the floor: the env stepped alone with random actions, 24 steps an iteration. Prints per library: frames/s
 after the first iteration (which pays JAX's compilation), the mean return of the last
@@ -41,7 +42,8 @@ def ppo_td_run(spec: dict[str, Any]) -> dict[str, Any]:
     config = dataclasses.replace(
         base, seed=spec["seed"], device=spec["device"], eval_episodes=0, frames_per_batch=24 * n,
         total_frames=spec["iterations"] * 24 * n,
-        env=dataclasses.replace(base.env, num_envs=n, kwargs=(f"env_name={spec['env']!r}",
+        env=dataclasses.replace(base.env, env_id=f"ppo_td.envs.simulators:{spec['simulator']}", num_envs=n,
+                                kwargs=(f"env_name={spec['env']!r}",
                                                               f"device={spec['device']!r}")))
     episodes: list[tuple[int, float, float]] = []
     ticks: list[tuple[int, float]] = []
@@ -61,11 +63,11 @@ def rsl_rl_run(spec: dict[str, Any]) -> dict[str, Any]:
     from rsl_rl.runners import OnPolicyRunner
     from torchrl.envs import StepCounter, TransformedEnv
 
-    from ppo_td.envs.simulators import brax
+    from ppo_td.envs import simulators
 
     torch.manual_seed(spec["seed"])
-    env = TransformedEnv(brax(spec["env"], num_envs=spec["num_envs"], device=spec["device"]),
-                         StepCounter(max_steps=1000))
+    made = getattr(simulators, spec["simulator"])(spec["env"], num_envs=spec["num_envs"], device=spec["device"])
+    env = TransformedEnv(made, StepCounter(max_steps=1000))
     env.set_seed(spec["seed"])
     vec = TorchRLVecEnv(env)
     hidden = [128, 128, 128]
@@ -92,11 +94,11 @@ def env_run(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
     from torchrl.envs import StepCounter, TransformedEnv
 
-    from ppo_td.envs.simulators import brax
+    from ppo_td.envs import simulators
 
     torch.manual_seed(spec["seed"])
-    env = TransformedEnv(brax(spec["env"], num_envs=spec["num_envs"], device=spec["device"]),
-                         StepCounter(max_steps=1000))
+    made = getattr(simulators, spec["simulator"])(spec["env"], num_envs=spec["num_envs"], device=spec["device"])
+    env = TransformedEnv(made, StepCounter(max_steps=1000))
     env.set_seed(spec["seed"])
     td, ticks, frames = env.reset(), [], 0
     start = time.perf_counter()
@@ -204,6 +206,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--simulator", choices=["brax", "brax_torchrl"], default="brax",
+                        help="ppo_td.envs.simulators' factory both libraries step: brax (ppo_td's BraxBatch, the "
+                             "simulator's state in JAX, its own reset) or brax_torchrl (TorchRL's BraxEnv)")
     parser.add_argument("--libraries", nargs="+", choices=["ppo_td", "rsl_rl", "env"],
                         default=["ppo_td", "rsl_rl", "env"], help="env: the env alone with random actions (the floor)")
     parser.add_argument("--store", type=Path, default=Path("rsl_rl_runs"))
@@ -212,11 +217,12 @@ def main(argv: list[str]) -> int:
     args.store.mkdir(parents=True, exist_ok=True)
     path = args.store / "runs.jsonl"
     done = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    same = ("env", "num_envs", "iterations", "device")
+    same = ("env", "num_envs", "iterations", "device", "simulator")
+    before = {"simulator": "brax_torchrl"}  # what runs stored before the field stepped
 
     def found(library: str, seed: int) -> dict[str, Any] | None:
         return next((r for r in done if r["library"] == library and r["seed"] == seed
-                     and all(r[k] == getattr(args, k) for k in same)), None)
+                     and all(r.get(k, before.get(k)) == getattr(args, k) for k in same)), None)
 
     for seed in args.seeds:
         for library in args.libraries:
@@ -232,8 +238,8 @@ def main(argv: list[str]) -> int:
     medians = [statistics.median(summary(r)["last100"] for r in rs) for lib, rs in runs.items() if rs and lib != "env"]
     lower = min(medians) if medians else float("nan")
     target = lower - 0.1 * abs(lower)  # 90% of a positive return; 110% of a negative one
-    lines = [f"# ppo_td beside rsl_rl: Brax {args.env}, {args.num_envs} envs, {args.iterations} iterations, "
-             f"{args.device} ({datetime.date.today().isoformat()})", "",
+    lines = [f"# ppo_td beside rsl_rl: Brax {args.env} ({args.simulator}), {args.num_envs} envs, {args.iterations} "
+             f"iterations, {args.device} ({datetime.date.today().isoformat()})", "",
              f"`python -m benchmarks rsl_rl {' '.join(argv)}`", "",
              f"Target: {target:.1f} (the lower median last-100 return less a tenth of its size).", "",
              "| library | seeds | frames/s after the first iteration (median, range) | last-100 return | "

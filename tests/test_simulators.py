@@ -1,7 +1,8 @@
 """Batched simulators as env sources (ppo_td.envs.simulators): a TorchRL factory with a num_envs parameter makes
 the whole batch (ppo_td passes env.num_envs, the training's and the evaluation's), an annotated one is not made to
-see what it returns; Brax through TorchRL's BraxEnv on JAX's CPU backend at a small batch (skipped without JAX),
-its simulator state kept out of the stored batches."""
+see what it returns; Brax on JAX's CPU backend at a small batch (skipped without JAX): ppo_td's BraxBatch (its own
+auto-reset, checked against the pendulum's end condition; seeded) and TorchRL's BraxEnv (its simulator state kept out
+of the stored batches)."""
 
 import dataclasses
 
@@ -74,14 +75,79 @@ def test_brax_trains_on_jax_cpu_with_its_own_batch(tmp_path):
     try:
         assert isinstance(p.collector, EnvLoopCollector) and list(p.env.base_env.batch_size) == [8]
         batch = next(iter(p.collector))
-        assert "state" in p.env.base_env.observation_spec.keys()  # Brax's pipeline state, which the env reads back
-        assert "state" not in batch.keys() and ("next", "state") not in batch.keys(True)  # kept out of the batch
         assert batch["observation"].shape == (8, 16, 4)
     finally:
         p.collector.shutdown()
         p.env.close()
     result = ppo_td.train(config, run_dir=str(tmp_path / "run"), progress=False)
     assert len(result.eval_returns) == 3 and all(torch.isfinite(torch.tensor(result.eval_returns)))
+
+
+@pytest.mark.slow
+def test_torchrls_brax_env_trains_with_its_state_kept_out_of_the_batches():
+    pytest.importorskip("brax")
+    config = small(EnvConfig("ppo_td.envs.simulators:brax_torchrl", num_envs=8, max_episode_steps=100,
+                             kwargs=("env_name='inverted_pendulum'",)), frames=128)
+    p = build_pipeline(config)
+    try:
+        batch = next(iter(p.collector))
+        assert "state" in p.env.base_env.observation_spec.keys()  # Brax's pipeline state, which the env reads back
+        assert "state" not in batch.keys() and ("next", "state") not in batch.keys(True)  # kept out of the batch
+        assert batch["observation"].shape == (8, 16, 4)
+    finally:
+        p.collector.shutdown()
+        p.env.close()
+
+
+def _pendulums(seed: int, limit: int = 10):
+    from torchrl.envs import StepCounter, TransformedEnv
+
+    from ppo_td.envs.simulators import BraxBatch
+
+    env = TransformedEnv(BraxBatch("inverted_pendulum", num_envs=8), StepCounter(max_steps=limit))
+    env.set_seed(seed)
+    return env
+
+
+@pytest.mark.slow
+def test_brax_batch_resets_ended_copies_in_its_step_and_cut_ones_when_asked():
+    """Brax's inverted pendulum ends when the pole passes 0.2 rad (observation 1) and starts within 0.01 of zero:
+    an ended copy's ("next", "observation") is where it ended, its next observation a fresh start; a copy cut by
+    the time limit starts afresh too; the others go on where they were."""
+    pytest.importorskip("brax")
+    env = _pendulums(seed=3)
+    torch.manual_seed(0)
+    td, ended_seen, cut_seen = env.reset(), 0, 0
+    assert td["observation"].abs().max() <= 0.0101
+    for _ in range(150):
+        td["action"] = torch.rand(8, 1) * 2 - 1
+        stepped, td = env.step_and_maybe_reset(td)
+        ended = stepped["next", "terminated"].reshape(8)
+        cut = stepped["next", "truncated"].reshape(8) & ~ended
+        last, now = stepped["next", "observation"], td["observation"]
+        assert (last[ended, 1].abs() > 0.2).all()  # the ended episode's last observation
+        assert (now[ended | cut].abs() <= 0.0101).all()  # a fresh start (within Brax's reset noise)
+        going = ~(ended | cut)
+        assert torch.equal(now[going], last[going]) and not (last[going, 1].abs() > 0.2).any()
+        ended_seen, cut_seen = ended_seen + int(ended.sum()), cut_seen + int(cut.sum())
+    assert ended_seen > 0 and cut_seen > 0  # both ways out happened
+    env.close()
+
+
+@pytest.mark.slow
+def test_brax_batch_is_seeded():
+    pytest.importorskip("brax")
+    runs, env = [], _pendulums(seed=0)
+    for seed in (3, 3, 4):
+        env.set_seed(seed)
+        td, seen, torch_rng = env.reset(), [], torch.Generator().manual_seed(0)
+        for _ in range(40):
+            td["action"] = torch.rand(8, 1, generator=torch_rng) * 2 - 1
+            stepped, td = env.step_and_maybe_reset(td)
+            seen.append(td["observation"])
+        runs.append(torch.stack(seen))
+    env.close()
+    assert torch.equal(runs[0], runs[1]) and not torch.equal(runs[0], runs[2])
 
 
 def test_a_run_recorded_before_torchrl_clipping_is_rebuilt_without_it():
