@@ -262,7 +262,7 @@ def main(argv: list[str]) -> int:
                         else f"never (0 of {len(rs)})")
                      + f" | {statistics.median(s['seconds'] for s in sums):.0f} |")
     text = "\n".join(lines) + "\n"
-    (args.store / "rsl_rl.md").write_text(text)
+    (args.store / f"rsl_rl_{args.simulator}.md").write_text(text)
     print(text)
     return 0
 

@@ -1,19 +1,19 @@
-"""Batched simulators through TorchRL's wrappers, made with the batch ppo_td asks for (``env.num_envs``).
+"""Batched simulators, made with the batch ppo_td asks for (``env.num_envs``).
 
 ``ppo-td train --env.env-id ppo_td.envs.simulators:brax --env.kwargs env_name=ant --env.num-envs 4096``
 
 Each factory takes ``num_envs``, which ppo_td passes from ``env.num_envs`` (any TorchRL factory with a
 ``num_envs`` parameter gets it: write your own for Isaac Lab, Genesis or mjlab the same way), and returns one TorchRL
 env of ``batch_size=[num_envs]``: the simulator steps the whole batch in one call (``jax.vmap`` under ``jit`` for
-Brax and MuJoCo Playground), no Python per copy. ``device`` is where the simulator's tensors come back (JAX's arrays
-are shared with torch through DLPack, so on a GPU they stay there). Episodes end by the simulator's termination, and
-by ``env.max_episode_steps`` (ppo_td's ``StepCounter``, a truncation that bootstraps; Brax's training episode
-length is 1,000).
+Brax and MuJoCo Playground), no Python per copy. ``device`` is where the simulator's tensors come back (through
+DLPack, so on a GPU they stay there). Episodes end by the simulator's termination, and by ``env.max_episode_steps``
+(ppo_td's ``StepCounter``, a truncation that bootstraps; Brax's training episode length is 1,000).
 
-- :func:`brax`: TorchRL's ``BraxEnv`` (``pip install 'ppo_td[brax]'``; JAX's CPU backend here, ``jax[cuda12]`` on
-  a GPU). TorchRL 0.14 clears JAX's compilation cache every 20 steps unless told not to (its
-  ``cache_clear_frequency``, documented as off, defaults to 20 in the code), which recompiles the step and the
-  reset (about 10 s each on a CPU, measured 2026-12-06): this factory turns it off.
+- :func:`brax`: ppo_td's :class:`BraxBatch` (``pip install 'ppo_td[brax]'``; JAX's CPU backend here,
+  ``jax[cuda12]`` on a GPU): the simulator's state kept in JAX, its own reset of the copies that ended.
+- :func:`brax_torchrl`: TorchRL's ``BraxEnv``. TorchRL 0.14 clears JAX's compilation cache every 20 steps unless
+  told not to (its ``cache_clear_frequency``, documented as off, defaults to 20 in the code), which recompiles the
+  step and the reset (about 10 s each on a CPU, measured 2026-12-06): this factory turns it off.
 - :func:`playground`: TorchRL's ``MujocoPlaygroundEnv`` (``pip install 'ppo_td[playground]'``).
 """
 
