@@ -21,6 +21,7 @@ from torchrl.envs import ActionMask, DoubleToFloat, EnvBase, GymWrapper
 from ppo_td import keys
 from ppo_td.config import EnvConfig
 from ppo_td.envs.atari import atari_wrappers
+from ppo_td.envs.games import TurnBased, is_turn_based
 from ppo_td.envs.ids import EnvId, env_factory, resolve
 from ppo_td.envs.imports import env_kwargs_of, import_attr, split_entry
 from ppo_td.envs.info import InfoReader
@@ -211,9 +212,11 @@ def copy_maker(config: EnvConfig, render_mode: str | None = None, env_id: EnvId 
                                  "Gymnasium gives it, for a Policy or a video); evaluate TorchRL envs with ppo-td "
                                  "eval or ppo_td.training.evaluate, and act with the TensorDict actor (ppo_td.persist."
                                  "load_actor)")
+            if is_turn_based(env):  # a PettingZoo AEC game: the learner's seat, the others played by an opponent
+                env = TurnBased(env)
             if not isinstance(env, gym.Env):
                 raise TypeError(f"env factory {config.env_id} returned a {type(env).__name__}; it must return one "
-                                "gymnasium.Env (ppo_td makes env.num_envs copies)")
+                                "gymnasium.Env (ppo_td makes env.num_envs copies) or a PettingZoo AEC game")
         under = limit is not None and not config.atari and config.limit_under_wrappers
         if under:  # where gym.make puts its TimeLimit: under the user's wrappers, which see it (TimeAwareObservation)
             env = StepLimit(env, max_episode_steps=limit)

@@ -1,0 +1,136 @@
+"""Turn-based games (PettingZoo AEC envs: connect four, tic-tac-toe, ...) as the Gymnasium env of one player.
+
+``ppo-td train --env.env-id pettingzoo.classic.connect_four_v3:env`` trains on it as it is: a factory returning a
+PettingZoo ``AECEnv`` is played through :class:`TurnBased` (:mod:`ppo_td.envs.sources.gymnasium`), each of the
+``env.num_envs`` copies one game.
+
+The learner takes a seat each game (drawn from the env's generator: every seat, alike often) and the other seats
+are played by an :class:`Opponent` (a uniformly random legal move by default). One step of the learner's env is its
+move and every move after it until its turn comes again or the game ends: the reward is what the game gave the
+learner over them (PettingZoo's cumulative reward at its turn, :meth:`pettingzoo.AECEnv.last`), so a game the
+opponent wins on its move reaches the learner's last move as the loss. Observations are the game's own for the
+learner's seat (PettingZoo's classic games show the board from the player's side: one policy plays every seat), its
+``action_mask`` entry ppo_td's masking (:mod:`ppo_td.envs.masking`); ``info["seat"]`` names the seat.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+MASK = "action_mask"
+
+
+class Opponent(Protocol):
+    """Who plays the seats that are not the learner's: ``act(observation, seat, rng)`` returns a legal action
+    (``observation`` as the game gives it to ``seat``, its ``action_mask`` included), drawing any randomness from
+    ``rng`` (the env's generator, so a seeded env plays the same games)."""
+
+    def act(self, observation: Any, seat: str, rng: np.random.Generator) -> int: ...
+
+
+class RandomOpponent:
+    """A uniformly random legal move (the legal ones from the observation's ``action_mask``; any action without
+    one)."""
+
+    def act(self, observation: Any, seat: str, rng: np.random.Generator) -> int:
+        legal = legal_actions(observation)
+        return int(rng.choice(legal))
+
+
+def legal_actions(observation: Any, n: int | None = None) -> np.ndarray:
+    """The indices of the legal actions in an observation's ``action_mask`` (``range(n)`` without one)."""
+    if isinstance(observation, dict) and MASK in observation:
+        legal = np.flatnonzero(np.asarray(observation[MASK]))
+        if legal.size == 0:
+            raise ValueError("the game's action_mask allows no action at a turn that needs one")
+        return legal
+    if n is None:
+        raise ValueError("the observation has no action_mask: give the number of actions")
+    return np.arange(n)
+
+
+class TurnBased(gym.Env):
+    """A PettingZoo AEC game as the Gymnasium env of the learner's seat (see the module).
+
+    Args:
+        game: the AEC env (``pettingzoo.classic.connect_four_v3.env()``); this env closes it.
+        opponent: who plays the other seats (:class:`RandomOpponent` when None); :meth:`set_opponent` changes it
+            between games (Gymnasium's ``VectorEnv.call("set_opponent", ...)`` reaches every copy).
+        seat: the learner's seat, or ``"random"`` (each game one of ``game.possible_agents``, from the env's
+            generator).
+
+    Raises:
+        ValueError: seats with different observation or action spaces (one policy plays every seat), an action
+            space that is not ``Discrete``, or a seat the game does not have.
+    """
+
+    metadata = {"render_modes": ["ansi", "human", "rgb_array"]}
+
+    def __init__(self, game: Any, opponent: Opponent | None = None, seat: str = "random") -> None:
+        self.game = game
+        seats = list(game.possible_agents)
+        spaces = [(game.observation_space(s), game.action_space(s)) for s in seats]
+        if any(space != spaces[0] for space in spaces[1:]):
+            raise ValueError(f"the game's seats {seats} see or act in different spaces; ppo_td plays one policy in "
+                             "every seat of a turn-based game")
+        if not isinstance(spaces[0][1], gym.spaces.Discrete):
+            raise ValueError(f"the game's actions are {spaces[0][1]}; ppo_td's turn-based games take Discrete ones")
+        if seat != "random" and seat not in seats:
+            raise ValueError(f"seat={seat!r} is not one of the game's seats {seats} (or 'random')")
+        self.observation_space, self.action_space = spaces[0]
+        self.seats, self.fixed_seat = seats, seat
+        self.opponent: Opponent = opponent if opponent is not None else RandomOpponent()
+        self.seat, self.over = seats[0], True
+        self.render_mode = getattr(game, "render_mode", None)
+
+    def set_opponent(self, opponent: Opponent) -> None:
+        """Who plays the other seats from the next move on."""
+        self.opponent = opponent
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        super().reset(seed=seed)
+        self.game.reset(seed=int(self.np_random.integers(2**31 - 1)))
+        self.seat = self.seats[int(self.np_random.integers(len(self.seats)))] if self.fixed_seat == "random" \
+            else self.fixed_seat
+        observation, _, _, _ = self._to_learner()
+        self.over = False
+        return observation, {"seat": self.seat}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        if self.over:
+            raise RuntimeError("step() called after the game ended: reset() first")
+        self.game.step(int(action))
+        observation, reward, terminated, truncated = self._to_learner()
+        self.over = terminated or truncated
+        return observation, reward, terminated, truncated, {"seat": self.seat}
+
+    def _to_learner(self) -> tuple[Any, float, bool, bool]:
+        """Play the other seats (and the ended ones' closing steps) until the learner's turn; its observation,
+        the reward since its last move, and whether its game ended."""
+        game = self.game
+        while game.agent_selection != self.seat:
+            other = game.agent_selection
+            if game.terminations[other] or game.truncations[other]:
+                game.step(None)  # PettingZoo's step for a seat whose game is over
+            else:
+                game.step(self.opponent.act(game.observe(other), other, self.np_random))
+        observation, reward, terminated, truncated, _ = game.last()
+        return observation, float(reward), bool(terminated), bool(truncated)
+
+    def render(self) -> Any:
+        return self.game.render()
+
+    def close(self) -> None:
+        self.game.close()
+
+
+def is_turn_based(env: Any) -> bool:
+    """Whether ``env`` is a PettingZoo AEC env (False where PettingZoo is not installed)."""
+    try:
+        from pettingzoo import AECEnv
+    except ImportError:
+        return False
+    return isinstance(env, AECEnv)
