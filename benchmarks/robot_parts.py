@@ -192,6 +192,7 @@ def main(experiment: str, argv: list[str]) -> int:
                   if line]
     text = "\n".join(lines) + "\n"
     args.store.mkdir(parents=True, exist_ok=True)
-    (args.store / f"{experiment}.md").write_text(text)
+    name = experiment if env == "Pendulum-v1" else f"{experiment}_{env.split('-')[0].lower()}"
+    (args.store / f"{name}.md").write_text(text)  # one report per env (symmetry.md, symmetry_walker2d.md)
     print(text)
     return 0
