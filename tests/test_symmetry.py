@@ -257,3 +257,29 @@ def test_agents_are_not_mirrored():
                                                                 mirror_augment=True))
     with pytest.raises(ValueError, match="runs in ppo_td's own one-agent loss forward .* here the agents' losses"):
         ppo_td.training.build_pipeline(config)
+
+
+def test_walker2d_mirror_is_a_symmetry_of_the_simulator():
+    """From a state and its mirror, the mirrored actions step to the mirrored observations (MuJoCo's Walker2d-v5,
+    whose legs are alike): the mirror is the simulator's own symmetry, to float rounding."""
+    gym = pytest.importorskip("gymnasium")
+    pytest.importorskip("mujoco")
+    import numpy as np
+
+    mirror, env, rng = Walker2dMirror(), gym.make("Walker2d-v5"), np.random.default_rng(0)
+
+    def steps(qpos, qvel, actions):
+        env.reset(seed=0)
+        env.unwrapped.set_state(qpos, qvel)
+        return np.array([env.step(a)[0] for a in actions])
+
+    env.reset(seed=3)
+    for _ in range(20):  # a state in motion
+        env.step(rng.uniform(-1, 1, 6))
+    qpos, qvel = env.unwrapped.data.qpos.copy(), env.unwrapped.data.qvel.copy()
+    swapped = [*range(3), 6, 7, 8, 3, 4, 5]  # the right leg's joints (3-5) and the left's (6-8)
+    actions = rng.uniform(-1, 1, (10, 6))
+    plain = steps(qpos, qvel, actions)
+    mirrored = steps(qpos[swapped], qvel[swapped], [mirror.action(torch.tensor(a)).numpy() for a in actions])
+    assert np.abs(mirror.observation(torch.tensor(plain)).numpy() - mirrored).max() < 1e-9
+    env.close()
