@@ -188,6 +188,23 @@ class EnvConfig:
     value is the one at its last step, an iteration's the mean over its episodes that reported one; they are
     columns of episodes.csv and metrics.csv, on the progress line and sent to every logger. The env is then stepped
     by ppo_td's env loop (TorchRL's info reader runs in the env's own step)."""
+    opponent: str = "random"
+    """Who plays the other seats of a turn-based game (a PettingZoo AEC env: ppo_td.envs.games): 'random' (a
+    uniformly random legal move), 'connect-four-heuristic' (win at once, else block, else random), 'module:Name' (a
+    class with act(observation, seat, rng)), or 'self': self-play against the learner's own snapshots
+    (ppo_td.training.selfplay; snapshot_frames, pool_size, latest_ratio, anchors). Evaluation plays 'random' with
+    'self', else this opponent."""
+    snapshot_frames: int = 20_000
+    """Self-play: frames (the learner's steps) between snapshots of its policy into the pool (ML-Agents'
+    save_steps, 20,000)."""
+    pool_size: int = 10
+    """Self-play: the past snapshots kept, the newest (ML-Agents' window, 10)."""
+    latest_ratio: float = 0.5
+    """Self-play: the share of games against the latest policy, the rest against a past snapshot or an anchor drawn
+    uniformly (ML-Agents' play_against_latest_model_ratio, 0.5)."""
+    anchors: tuple[str, ...] = ()
+    """Self-play: fixed opponents in the pool beside the snapshots, named as env.opponent (e.g. random
+    connect-four-heuristic)."""
 
     @property
     def multiagent(self) -> bool:
@@ -212,6 +229,18 @@ class EnvConfig:
             _check(key not in RESERVED_INFO_KEYS, "env.info_keys", key, "a name no metric or episode column has "
                    f"(not one of {', '.join(sorted(RESERVED_INFO_KEYS))})")
         _check(len(set(self.info_keys)) == len(self.info_keys), "env.info_keys", self.info_keys, "different names")
+        _check(self.opponent in ("random", "self", "connect-four-heuristic") or ":" in self.opponent, "env.opponent",
+               self.opponent, "'random', 'self', 'connect-four-heuristic' or 'module:Name'")
+        _check(self.snapshot_frames >= 1, "env.snapshot_frames", self.snapshot_frames, ">= 1")
+        _check(self.pool_size >= 1, "env.pool_size", self.pool_size, ">= 1")
+        _check(0.0 <= self.latest_ratio <= 1.0, "env.latest_ratio", self.latest_ratio, "in [0, 1]")
+        _check(not self.anchors or self.opponent == "self", "env.anchors", self.anchors,
+               "() unless env.opponent='self' (anchors join self-play's pool)")
+        for anchor in self.anchors:
+            _check(anchor in ("random", "connect-four-heuristic") or ":" in anchor, "env.anchors", anchor,
+                   "'random', 'connect-four-heuristic' or 'module:Name' entries")
+        _check(self.opponent == "random" or not self.multiagent, "env.opponent", self.opponent,
+               f"'random' with env.suite={self.suite!r} (opponents play turn-based games' other seats)")
         _check(not self.info_keys or not self.multiagent, "env.info_keys", self.info_keys,
                f"() with env.suite={self.suite!r} (info entries are read from one-agent Gymnasium envs)")
         _check(self.suite in ("gymnasium", "vmas", "pettingzoo"), "env.suite", self.suite,
@@ -704,7 +733,9 @@ ADDED_FIELDS: dict[str, dict[str, Any]] = {"model": {"scale_images": True, "orth
                                                       "exploration": "gaussian", "sde_sample_every": 0,
                                                       "actor_keys": (), "critic_keys": ()},
                                             "env": {"limit_under_wrappers": True, "clip_torchrl_actions": True,
-                                                    "observation_dict": False},
+                                                    "observation_dict": False, "opponent": "random",
+                                                    "snapshot_frames": 20_000, "pool_size": 10, "latest_ratio": 0.5,
+                                                    "anchors": ()},
                                             "loss": {"mirror": "", "mirror_augment": False,
                                                      "mirror_loss_coeff": 0.0},
                                             "optim": {"desired_kl": None, "kl_lr_every": "minibatch", "min_lr": 1e-5,

@@ -6,7 +6,6 @@ Python alike, the finished game's all-masked board accepted."""
 import csv
 import dataclasses
 import json
-import warnings
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ pytest.importorskip("pettingzoo")
 from pettingzoo.classic import connect_four_v3, tictactoe_v3  # noqa: E402
 
 torch.set_num_threads(1)
-warnings.filterwarnings("ignore", message="The old environment creation API", category=DeprecationWarning)
+pytestmark = pytest.mark.filterwarnings("ignore:The old environment creation API:DeprecationWarning")
 
 TICTACTOE = "pettingzoo.classic.tictactoe_v3:env"
 
@@ -68,9 +67,22 @@ def test_seats_are_drawn_from_the_envs_generator():
     assert {"player_0", "player_1"} == set(first)
 
 
+class Checked(RandomOpponent):
+    """A random opponent that records whether each of its moves was legal."""
+
+    legal: list = []
+
+    def act(self, observation, seat, rng):
+        move = super().act(observation, seat, rng)
+        Checked.legal.append(bool(observation["action_mask"][move]))
+        return move
+
+
 def test_random_opponent_plays_legal_moves_and_games_are_seeded():
+    Checked.legal.clear()
+
     def game(seed):
-        env, rng, rewards = TurnBased(connect_four_v3.env()), np.random.default_rng(0), []
+        env, rng, rewards = TurnBased(connect_four_v3.env(), opponent=Checked()), np.random.default_rng(0), []
         obs, _ = env.reset(seed=seed)
         boards = [obs["observation"].copy()]
         done = False
@@ -80,10 +92,25 @@ def test_random_opponent_plays_legal_moves_and_games_are_seeded():
             rewards.append(reward)
         return np.stack(boards), rewards
 
-    a, b = game(3), game(3)
+    a, b, c = game(3), game(3), game(4)
     assert np.array_equal(a[0], b[0]) and a[1] == b[1] and a[1][-1] in (-1.0, 0.0, 1.0)
+    assert not (a[0].shape == c[0].shape and np.array_equal(a[0], c[0]))  # another seed, another game
     assert all(r == 0.0 for r in a[1][:-1])
+    assert len(Checked.legal) > 10 and all(Checked.legal)
     assert isinstance(TurnBased(connect_four_v3.env()).opponent, RandomOpponent)
+
+
+def test_a_game_without_masks_gets_a_random_opponent_of_its_actions():
+    from pettingzoo.classic import rps_v2
+
+    env = TurnBased(rps_v2.env(max_cycles=3), seat="player_1")
+    env.reset(seed=0)
+    rewards, done = [], False
+    while not done:
+        _, reward, terminated, truncated, _ = env.step(0)  # rock, against random moves of the game's 3
+        rewards.append(reward)
+        done = terminated or truncated
+    assert len(rewards) == 3 and set(rewards) <= {-1.0, 0.0, 1.0}
 
 
 def test_refusals():
@@ -119,3 +146,142 @@ def test_only_an_ended_episodes_last_state_may_mask_every_action():
     with pytest.raises(ValueError, match=r"every action is masked at step 2 \(env copy 1\)"):
         check.check(TensorDict({"action_mask": empty.clone(), "done": torch.tensor([[True], [False]])}, [2]),
                     "at step 2")
+
+
+# --- self-play (env.opponent='self', ppo_td.training.selfplay) and the fixed opponents
+
+CONNECT_FOUR = "pettingzoo.classic.connect_four_v3:env"
+
+
+def selfplay_config(**env):
+    base = ppo_td.get_preset("generic")
+    settings = {"env_id": CONNECT_FOUR, "num_envs": 4, "opponent": "self", "snapshot_frames": 1024, "pool_size": 3,
+                **env}
+    return dataclasses.replace(base, env=ppo_td.EnvConfig(**settings), frames_per_batch=512,
+                               total_frames=4096, eval_episodes=4,
+                               optim=dataclasses.replace(base.optim, num_minibatches=4, update_epochs=2))
+
+
+def test_the_pool_draws_the_latest_at_its_ratio_and_the_others_alike():
+    from ppo_td.envs.games import OpponentPool
+
+    latest, a, b = RandomOpponent(), RandomOpponent(), RandomOpponent()
+    rng = np.random.default_rng(0)
+    draws = [OpponentPool(latest, [a, b], latest_ratio=0.5).pick(rng) for _ in range(6000)]
+    shares = [sum(d is o for d in draws) / len(draws) for o in (latest, a, b)]
+    assert abs(shares[0] - 0.5) < 0.03 and abs(shares[1] - 0.25) < 0.03 and abs(shares[2] - 0.25) < 0.03
+    assert all(OpponentPool(latest, [a], latest_ratio=1.0).pick(rng) is latest for _ in range(100))
+    assert all(OpponentPool(latest, [], latest_ratio=0.0).pick(rng) is latest for _ in range(100))
+
+
+def test_a_policy_opponent_plays_legal_moves_at_its_policys_odds():
+    from ppo_td.training import build_pipeline
+
+    p = build_pipeline(selfplay_config())
+    try:
+        game = connect_four_v3.env()
+        game.reset(seed=0)
+        for column in (3, 3, 3, 3, 3, 3):  # column 3 full: illegal
+            game.step(column)
+        observation, rng = game.observe(game.agent_selection), np.random.default_rng(0)
+        opponent = p.selfplay.latest
+        from tensordict import TensorDict
+
+        td = TensorDict({k: torch.as_tensor(observation[k]).to(opponent.spec[k].dtype).unsqueeze(0)
+                         for k in opponent.keys}, [1])
+        with torch.no_grad():
+            probs = p.actor.get_dist(td).probs.reshape(-1).numpy()
+        moves = np.bincount([opponent.act(observation, "player_0", rng) for _ in range(4000)], minlength=7) / 4000
+        assert moves[3] == 0.0 and probs[3] == 0.0
+        assert np.abs(moves - probs).max() < 0.03  # sampled at the policy's own odds
+    finally:
+        p.env.close()
+
+
+def test_self_play_snapshots_at_its_frames_keeps_its_window_and_plays_the_learners_weights():
+    result = ppo_td.train(selfplay_config(anchors=("random",)), progress=False)
+    selfplay = result.pipeline.selfplay
+    # snapshots at 0, 1,024, 2,048, 3,072, 4,096 frames; the newest 3 kept; the next at 5,120
+    assert len(selfplay.snapshots) == 3 and selfplay.next_at == 5120
+    assert len(selfplay.pool.others) == 4 and isinstance(selfplay.pool.others[-1], RandomOpponent)
+    learner = result.actor.state_dict()
+    assert all(torch.equal(v, selfplay.latest.actor.state_dict()[k]) for k, v in learner.items())
+    newest = selfplay.snapshots[-1].actor.state_dict()  # taken after the last update: the learner's weights
+    assert all(torch.equal(v, newest[k]) for k, v in learner.items())
+    oldest = selfplay.snapshots[0].actor.state_dict()
+    assert not all(torch.equal(v, oldest[k]) for k, v in learner.items())
+    seen = result.pipeline.built.vector.get_attr("opponent")  # every copy plays from the pool
+    assert all(o is selfplay.pool for o in seen)
+
+
+def test_a_self_play_run_resumes_with_its_pool(tmp_path):
+    import os
+    import signal
+
+    from ppo_td.persist import load_checkpoint, resume_pipeline
+
+    def stop(metrics, _):
+        if metrics["iteration"] == 3:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C
+
+    with pytest.raises(KeyboardInterrupt, match="continue with ppo_td.resume"):
+        ppo_td.train(selfplay_config(), run_dir=str(tmp_path), progress=False, callbacks=[stop])
+    saved = load_checkpoint(tmp_path)["selfplay"]
+    assert len(saved["snapshots"]) == 2 and saved["next_at"] == 2048  # at 0 and 1,024 of 1,536 frames
+    resumed = resume_pipeline(tmp_path / "checkpoint.pt")
+    try:
+        pool = resumed.pipeline.selfplay
+        assert pool.next_at == 2048 and len(pool.snapshots) == 2
+        for snapshot, weights in zip(pool.snapshots, saved["snapshots"], strict=True):
+            assert all(torch.equal(v, weights[k]) for k, v in snapshot.actor.state_dict().items())
+    finally:
+        resumed.pipeline.env.close()
+    result = ppo_td.resume(str(tmp_path), progress=False)
+    assert [m["iteration"] for m in result.history] == [4, 5, 6, 7, 8]
+    assert len(load_checkpoint(tmp_path)["selfplay"]["snapshots"]) == 3
+
+
+def test_the_connect_four_heuristic_wins_else_blocks():
+    from ppo_td.envs.games import ConnectFourWinOrBlock
+
+    board = np.zeros((6, 7, 2), dtype=np.int8)
+    board[5, 0:3, 1] = 1  # the other player has three on the bottom row: column 3 blocks
+    board[5, 4:6, 0] = 1
+    mask = np.ones(7, dtype=np.int8)
+    rng = np.random.default_rng(0)
+    assert ConnectFourWinOrBlock().act({"observation": board, "action_mask": mask}, "player_0", rng) == 3
+    board[4:5, 6, 0] = 1  # and the mover has three in column 6 (rows 2-4 after this): a win there comes first
+    board[3, 6, 0] = board[2, 6, 0] = 1
+    board[5, 6, 1] = 1
+    assert ConnectFourWinOrBlock().act({"observation": board, "action_mask": mask}, "player_0", rng) == 6
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda c: dataclasses.replace(c, env=dataclasses.replace(c.env, env_id="CartPole-v1", opponent="random")), None),
+    (lambda c: dataclasses.replace(c, env=dataclasses.replace(c.env, env_id="CartPole-v1",
+                                                              opponent="connect-four-heuristic")),
+     r"env.opponent='connect-four-heuristic' plays the other seats of a turn-based game; env CartPole-v1 is not one"),
+    (lambda c: dataclasses.replace(c, collector=dataclasses.replace(c.collector, backend="process", num_workers=2)),
+     r"env.opponent='self' \(self-play\): collector.backend='process' steps copies in other processes"),
+    (lambda c: dataclasses.replace(c, model=dataclasses.replace(c.model, recurrent="lstm"),
+                                   optim=dataclasses.replace(c.optim, sequence_length=8)),
+     r"env.opponent='self' \(self-play\): a recurrent or gSDE policy"),
+])
+def test_opponents_are_refused_where_they_cannot_play(change, message):
+    from ppo_td.training import build_pipeline
+
+    config = change(selfplay_config())
+    if message is None:  # the plain default on an env that is no game: nothing to refuse
+        build_pipeline(config).env.close()
+        return
+    with pytest.raises(ValueError, match=message):
+        build_pipeline(config)
+
+
+def test_self_play_from_the_command_line(tmp_path):
+    args = ["train", "--env.env-id", CONNECT_FOUR, "--env.num-envs", "4", "--env.opponent", "self",
+            "--env.snapshot-frames", "1024", "--env.anchors", "random", "connect-four-heuristic", "--frames-per-batch",
+            "512", "--total-frames", "1024", "--eval-episodes", "4", "--run-dir", str(tmp_path)]
+    assert main(args) == 0
+    config = json.loads((tmp_path / "config.json").read_text())["env"]
+    assert config["opponent"] == "self" and config["anchors"] == ["random", "connect-four-heuristic"]

@@ -158,3 +158,13 @@ def test_a_run_recorded_before_torchrl_clipping_is_rebuilt_without_it():
     del old["env"]["clip_torchrl_actions"]  # a record written before the field existed
     assert from_dict(old).env.clip_torchrl_actions is False and config.env.clip_torchrl_actions is True
     assert identity_dict(from_dict(old)) == identity_dict(config)  # the same config to a store or a study
+
+
+def test_brax_batch_refuses_a_device_jax_does_not_have():
+    jax = pytest.importorskip("jax")
+    from ppo_td.envs.simulators import _jax_device
+
+    assert _jax_device(jax, torch.device("cpu")).platform == "cpu"
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        with pytest.raises(ValueError, match=r"device='cuda': JAX has no gpu device 0 here .* or pass device='cpu'"):
+            _jax_device(jax, torch.device("cuda"))

@@ -32,12 +32,87 @@ class Opponent(Protocol):
 
 
 class RandomOpponent:
-    """A uniformly random legal move (the legal ones from the observation's ``action_mask``; any action without
-    one)."""
+    """A uniformly random legal move: the legal ones from the observation's ``action_mask``, any of the ``n``
+    actions without one (:class:`TurnBased` gives its own an ``n``)."""
+
+    def __init__(self, n: int | None = None) -> None:
+        self.n = n
 
     def act(self, observation: Any, seat: str, rng: np.random.Generator) -> int:
-        legal = legal_actions(observation)
+        return int(rng.choice(legal_actions(observation, self.n)))
+
+
+class ConnectFourWinOrBlock:
+    """Connect four's one-move heuristic (an anchor of the issue's arena): a move that wins at once, else one that
+    stops the other player's win at its next move, else a random legal move; read from PettingZoo's
+    ``connect_four_v3`` observation (a 6 x 7 board, plane 0 the mover's pieces, plane 1 the other's)."""
+
+    def act(self, observation: Any, seat: str, rng: np.random.Generator) -> int:
+        board, legal = np.asarray(observation["observation"]), legal_actions(observation)
+        for plane in (0, 1):  # win, else block
+            for column in legal:
+                if _connects(board, plane, column):
+                    return int(column)
         return int(rng.choice(legal))
+
+
+def _connects(board: np.ndarray, plane: int, column: int) -> bool:
+    """Whether plane ``plane``'s piece dropped into ``column`` (falling to its lowest empty row) makes four in a
+    row."""
+    empty = np.flatnonzero(board[:, column].sum(-1) == 0)
+    return empty.size > 0 and _four(board[..., plane], int(empty.max()), int(column))
+
+
+def _four(pieces: np.ndarray, row: int, column: int) -> bool:
+    grid = pieces.astype(bool).copy()
+    grid[row, column] = True
+    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+        run = 1
+        for sign in (1, -1):
+            r, c = row + sign * dr, column + sign * dc
+            while 0 <= r < grid.shape[0] and 0 <= c < grid.shape[1] and grid[r, c]:
+                run, r, c = run + 1, r + sign * dr, c + sign * dc
+        if run >= 4:
+            return True
+    return False
+
+
+class OpponentPool:
+    """Opponents drawn once a game (:class:`TurnBased` asks at each reset): the latest one (``latest``) with
+    probability ``latest_ratio``, else one of ``others`` uniformly (past snapshots, scripted anchors); the latest
+    alone while there are no others. Self-play's pool (:mod:`ppo_td.training.selfplay` fills it)."""
+
+    def __init__(self, latest: Opponent, others: list[Opponent] | None = None, latest_ratio: float = 0.5) -> None:
+        self.latest, self.others, self.latest_ratio = latest, list(others or []), float(latest_ratio)
+
+    def pick(self, rng: np.random.Generator) -> Opponent:
+        if not self.others or rng.random() < self.latest_ratio:
+            return self.latest
+        return self.others[int(rng.integers(len(self.others)))]
+
+
+def make_opponent(spec: str, n: int | None = None) -> Opponent:
+    """The opponent ``env.opponent`` (or an ``env.anchors`` entry) names: ``random``, ``connect-four-heuristic``
+    (:class:`ConnectFourWinOrBlock`), or ``module:Name`` (a class or function called without arguments, returning
+    an object with ``act(observation, seat, rng)``). ``n``: the game's action count (a random opponent's choices
+    where the game gives no mask).
+
+    Raises:
+        ValueError: a name it does not know, or an object without ``act``.
+    """
+    if spec == "random":
+        return RandomOpponent(n)
+    if spec == "connect-four-heuristic":
+        return ConnectFourWinOrBlock()
+    if ":" not in spec:
+        raise ValueError(f"opponent {spec!r}: expected 'random', 'connect-four-heuristic', 'self' (env.opponent) or "
+                         "'module:Name' (a class with act(observation, seat, rng))")
+    from ppo_td.envs.imports import import_attr
+
+    made = import_attr(spec, "env.opponent")()
+    if not callable(getattr(made, "act", None)):
+        raise ValueError(f"opponent {spec!r} made a {type(made).__name__}, which has no act(observation, seat, rng)")
+    return made
 
 
 def legal_actions(observation: Any, n: int | None = None) -> np.ndarray:
@@ -82,20 +157,34 @@ class TurnBased(gym.Env):
             raise ValueError(f"seat={seat!r} is not one of the game's seats {seats} (or 'random')")
         self.observation_space, self.action_space = spaces[0]
         self.seats, self.fixed_seat = seats, seat
-        self.opponent: Opponent = opponent if opponent is not None else RandomOpponent()
+        n = int(self.action_space.n)
+        if opponent is None:
+            opponent = RandomOpponent(n)
+        elif isinstance(opponent, RandomOpponent) and opponent.n is None:
+            opponent.n = n  # the game's action count, for a game without masks
+        self.opponent: Opponent | OpponentPool = opponent
+        self.playing: Opponent = RandomOpponent(n)
+        """This game's opponent (drawn at reset from a pool)."""
         self.seat, self.over = seats[0], True
         self.render_mode = getattr(game, "render_mode", None)
 
-    def set_opponent(self, opponent: Opponent) -> None:
-        """Who plays the other seats from the next move on."""
+    def set_opponent(self, opponent: Opponent | OpponentPool) -> None:
+        """Who plays the other seats from the next game on (a pool: one of its opponents, drawn each game)."""
         self.opponent = opponent
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         super().reset(seed=seed)
         self.game.reset(seed=int(self.np_random.integers(2**31 - 1)))
-        self.seat = self.seats[int(self.np_random.integers(len(self.seats)))] if self.fixed_seat == "random" \
+        pick = getattr(self.opponent, "pick", None)
+        self.playing = pick(self.np_random) if pick is not None else self.opponent
+        in_play = list(self.game.agents)  # (a game may seat fewer than its possible agents)
+        self.seat = in_play[int(self.np_random.integers(len(in_play)))] if self.fixed_seat == "random" \
             else self.fixed_seat
-        observation, _, _, _ = self._to_learner()
+        if self.seat not in in_play:
+            raise ValueError(f"seat {self.seat!r} is not in this game (its seats: {in_play})")
+        observation, _, terminated, truncated = self._to_learner()
+        if terminated or truncated:
+            raise RuntimeError(f"the game ended before seat {self.seat!r} moved: ppo_td's learner needs a turn")
         self.over = False
         return observation, {"seat": self.seat}
 
@@ -112,11 +201,14 @@ class TurnBased(gym.Env):
         the reward since its last move, and whether its game ended."""
         game = self.game
         while game.agent_selection != self.seat:
+            if self.seat not in game.agents:  # the learner left the game without a last turn of its own
+                raise RuntimeError(f"seat {self.seat!r} left the game before its turn came back: ppo_td's turn-based "
+                                   "games keep every seat to the end (PettingZoo's classic games do)")
             other = game.agent_selection
             if game.terminations[other] or game.truncations[other]:
                 game.step(None)  # PettingZoo's step for a seat whose game is over
             else:
-                game.step(self.opponent.act(game.observe(other), other, self.np_random))
+                game.step(self.playing.act(game.observe(other), other, self.np_random))
         observation, reward, terminated, truncated, _ = game.last()
         return observation, float(reward), bool(terminated), bool(truncated)
 

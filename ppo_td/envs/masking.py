@@ -54,7 +54,8 @@ class MaskCheck(StepCheck):
     ``segments`` are the action dimensions' sizes (``[n]`` for Discrete, ``nvec`` for
     MultiDiscrete): every segment must leave at least one legal action, or the
     policy would have nothing to choose (no NaN, no silent uniform choice); except in the
-    last state of an ended episode, where no action is chosen (a finished game's board).
+    last state of an episode that is done (ended or cut), where no action is chosen (a
+    finished game's board).
     """
 
     def __init__(self, env_id: str, segments: Sequence[int], mask_key: str = MASK_KEY) -> None:
@@ -75,7 +76,7 @@ class MaskCheck(StepCheck):
             if ((mask != 0) & (mask != 1)).any():
                 raise ValueError(f"env {self.env_id!r}: action mask holds values other than 0/1 {where}")
             mask = mask.bool()
-        done = td.get("done", None)  # an ended episode's last state is never acted in (a finished game's board)
+        done = td.get("done", None)  # an ended or cut episode's last state is never acted in (a finished board)
         going = ~done.reshape(mask.shape[:-1]) if done is not None else None
         for i, part in enumerate(mask.split(self.segments, dim=-1)):
             empty = ~part.any(-1) if going is None else ~part.any(-1) & going

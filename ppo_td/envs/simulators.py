@@ -88,7 +88,7 @@ class BraxBatch(EnvBase):
 
         # three compilations: the step, the reset, and the choice of rows (no physics)
         self._step_jit, self._reset_all, self._where = jax.jit(typed_step), jax.jit(reset_all), jax.jit(where)
-        self._where_jax = jax.devices()[0]  # JAX's default device: the simulator's arrays all committed to it
+        self._where_jax = _jax_device(jax, self.device)  # the simulator's arrays all committed to it
         self._key = self._committed(jax.random.PRNGKey(0))
         self._state: Any = None
         self._fresh = torch.zeros(n, dtype=torch.bool)
@@ -140,6 +140,25 @@ class BraxBatch(EnvBase):
 
     def _set_seed(self, seed: int | None) -> None:
         self._key = self._committed(self._jax.random.PRNGKey(0 if seed is None else int(seed)))
+        self._fresh.zero_()  # the next reset comes from the new key alone
+
+
+def _jax_device(jax: Any, device: torch.device) -> Any:
+    """JAX's device for torch's ``device`` (the CPU, or the CUDA card of that index).
+
+    Raises:
+        ValueError: JAX has no such device here (a CPU-only JAX asked for ``cuda``), naming the way out.
+    """
+    platform = "cpu" if device.type == "cpu" else "gpu"
+    try:
+        found = jax.devices(platform)
+    except RuntimeError:
+        found = []
+    index = device.index or 0
+    if index >= len(found):
+        raise ValueError(f"device={str(device)!r}: JAX has no {platform} device {index} here (its devices: "
+                         f"{jax.devices()}); install jax[cuda12] for a GPU, or pass device='cpu'")
+    return found[index]
 
 
 def playground(env_name: str = "CartpoleBalance", num_envs: int = 1, device: str = "cpu", **kwargs: Any) -> EnvBase:

@@ -67,6 +67,7 @@ def save_checkpoint(path: str | os.PathLike, pipeline: Pipeline, *, frames: int,
         "obs_stats": pipeline.observation_stats(),
         "transform_states": pipeline.transform_states(),
         "value_norm": _value_norm_state(pipeline),
+        "selfplay": pipeline.selfplay.state_dict() if pipeline.selfplay is not None else None,
         "frames": frames,
         "iteration": iteration,
         "elapsed": float(elapsed),  # training seconds so far: a resumed run's time goes on from here
@@ -206,7 +207,8 @@ def _from_multiagent_mlp(saved: dict[str, torch.Tensor], expected: set[str]) -> 
 
 
 def restore(pipeline: Pipeline, state: dict[str, Any]) -> bool:
-    """Load a checkpoint's weights, optimizer, schedule, env state and snapshot into a built pipeline.
+    """Load a checkpoint's weights, optimizer, schedule, env state, self-play pool and snapshot into a built
+    pipeline.
 
     Returns True when the run continues exactly (see :mod:`ppo_td.persist.snapshot`). A run over ranks loads its
     rank's own state from a checkpoint of as many ranks; on another count of ranks (:func:`ranks_changed` says why)
@@ -233,6 +235,11 @@ def restore(pipeline: Pipeline, state: dict[str, Any]) -> bool:
     pipeline.env.load_state_dict({**fresh, **state["env_state"]})
     if value_norm is not None:
         value_norm.load_state_dict(state["value_norm"])
+    if pipeline.selfplay is not None:  # self-play's pool as it was (a checkpoint without one: the pool starts anew)
+        if state.get("selfplay") is None:
+            raise ValueError("the checkpoint has no self-play pool and this pipeline plays env.opponent='self': build "
+                             "the pipeline from the checkpoint's config (ppo_td.persist.checkpoint_config)")
+        pipeline.selfplay.load_state_dict(state["selfplay"])
     if ranks_changed(pipeline, state):
         exact = False  # the snapshot is of another split of the env copies: fresh episodes
     else:

@@ -199,6 +199,8 @@ def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iterati
                 means = p.ranks.mean(torch.tensor([metrics[k] for k in averaged], dtype=torch.float64))
                 metrics.update(zip(averaged, means.tolist(), strict=True))
             p.scheduler.step()
+            if p.selfplay is not None:  # the opponents: the updated policy, a snapshot at its frames
+                p.selfplay.after_update(frames)
             now = time.perf_counter()
             metrics.update(time=elapsed + now - start, sps=(frames - start_frames) / (now - start),
                            collect_seconds=collected - last, collect_sps=batch.numel() / (collected - last),

@@ -65,6 +65,7 @@ from ppo_td.training.objective import (
 )
 from ppo_td.training.ranks import Ranks, launched
 from ppo_td.training.schedules import KLAdaptiveLR
+from ppo_td.training.selfplay import SelfPlay
 from ppo_td.training.symmetry import Mirror
 from ppo_td.training.threads import check_threads, choose_threads, using_threads
 
@@ -143,6 +144,8 @@ class Pipeline:
     ranks: Ranks | None = None
     """A run over several ranks (torchrun): this process's place and the collectives; the env, collector and buffer
     are this rank's share (:mod:`ppo_td.training.ranks`), ``config`` the whole run's. None: one process."""
+    selfplay: Any = None
+    """Self-play's pool (``env.opponent='self'``: :class:`~ppo_td.training.selfplay.SelfPlay`), else None."""
     synced: list[dict[str, torch.Tensor]] | None = None
     """Over ranks: the normalizers' statistics as every rank last held them alike, which each rank's additions since
     are counted from (:meth:`~ppo_td.training.ranks.Ranks.merge_statistics`): the statistics before any data in a
@@ -248,6 +251,9 @@ def _readable(env: EnvBase, config: TrainConfig) -> EnvBase:
     if unbatched:
         env = SerialEnv(1, functools.partial(_itself, env))  # TorchRL's batch of copies, of this one
     plain = not config.env.observation_keys and not config.env.observation_dict
+    if groups_of(env) and not plain:
+        raise ValueError("env.observation_keys and env.observation_dict read a one-agent TorchRL env's entries; this "
+                         "env has agent groups, whose observations are read as each group has them: leave them unset")
     if plain and (keys.OBSERVATION in env.observation_spec.keys() or groups_of(env)):
         return env  # read as it is (a multi-agent env's groups hold their observations)
     adapters, read = observation_transforms(env, config.env.observation_keys, config.env.observation_dict)
@@ -484,6 +490,11 @@ def _build(config: TrainConfig, env: Any, actor: TensorDictModule | None, critic
         for part in (loss, getattr(advantage, "value_norm", None)):  # ppo_td's own: normalized over the whole batch
             if isinstance(part, (PPOObjective, ValueNorm)):
                 part.across = ranks.sum
+    selfplay = None
+    if config.env.opponent == "self":
+        if ranks is not None:
+            raise ValueError("env.opponent='self' (self-play) runs in one process: its pool is not shared over ranks")
+        selfplay = SelfPlay(config, actor, built, torchrl_env(env))
     return Pipeline(
         config=config,
         env=torchrl_env(env),
@@ -503,6 +514,7 @@ def _build(config: TrainConfig, env: Any, actor: TensorDictModule | None, critic
         threads=threads,
         ranks=ranks,
         synced=None if ranks is None else [t.start_moments() for t in running_moments(torchrl_env(env))],
+        selfplay=selfplay,
     )
 
 
