@@ -32,6 +32,8 @@ Suites:
           paired (``--help``).  About 15 minutes on Pendulum.
   rsl_rl  ppo_td beside rsl_rl (rsl-rl-lib) on Brax ant at rsl_rl's settings: frames/s, return against seconds
           (``--num-envs``, ``--iterations``, ``--device cuda`` on a GPU).  About 10 minutes here.
+  games   PPO on a PettingZoo classic game (connect four) against a random player and in self-play, 3 seeds,
+          played against a random player and a win-or-block heuristic (``--help``).  About an hour.
   soak    RSS over a long CartPole run and its slope after warm-up (``--minutes 5``).
   gpu     VMAS navigation at 4,096 and 32,768 envs (ppo_td beside TorchRL's own MAPPO parts) and Atari Pong with 16
           env processes (ppo_td beside SB3's SubprocVecEnv), on ``--device cuda``: frames/s, collection and update
@@ -429,6 +431,10 @@ def main() -> None:
         from benchmarks import rsl_rl_side
 
         sys.exit(rsl_rl_side.main(sys.argv[2:]))
+    if sys.argv[1:2] == ["games"]:  # turn-based games: against a random player and in self-play (issue 63)
+        from benchmarks import games
+
+        sys.exit(games.main(sys.argv[2:]))
     if sys.argv[1:2] == ["returns"]:  # multi-seed returns with a result store (python -m benchmarks returns --help)
         from benchmarks import returns
 

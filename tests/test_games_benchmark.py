@@ -1,0 +1,26 @@
+"""The games benchmark's arithmetic (benchmarks/games.py): the Wilson interval against its formula's known values,
+the table pooling the seeds' games, a run's config."""
+
+import pytest
+
+from benchmarks import games
+
+
+def test_the_wilson_interval():
+    low, high = games.wilson(8, 10)  # the textbook case: 0.490 to 0.943
+    assert low == pytest.approx(0.4902, abs=1e-4) and high == pytest.approx(0.9433, abs=1e-4)
+    assert games.wilson(10, 10)[1] == pytest.approx(1.0) and games.wilson(0, 10)[0] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_the_table_pools_every_seeds_games():
+    runs = [{"variant": "self", "seed": s, "seconds": 10.0 * s,
+             "against": {"random": {"win": w, "draw": 0, "loss": 10 - w}}} for s, w in ((1, 9), (2, 7))]
+    rows = games.table(runs, ["self"])
+    assert rows[2] == "| self | random | 1, 2 | 9/0/1, 7/0/3 | 0.800 [0.584, 0.919] | 15 |"
+    assert len(rows) == 3  # no heuristic row where no run played it
+
+
+def test_a_self_play_run_plays_against_its_snapshots_and_the_random_anchor():
+    config = games.config_of({"game": "connect_four_v3", "variant": "self", "seed": 2, "frames": 4096, "envs": 8})
+    assert (config.env.opponent, config.env.anchors, config.seed) == ("self", ("random",), 2)
+    assert config.env.env_id == "pettingzoo.classic.connect_four_v3:env" and config.frames_per_batch == 2048
