@@ -486,7 +486,11 @@ class OptimConfig:
     num_minibatches: int = 4
     """Minibatches per pass; frames_per_batch must divide evenly into them."""
     max_grad_norm: float = 0.5
-    """Global gradient-norm clip over all trained parameters."""
+    """The gradient-norm clip (of all trained parameters together, or of each network's: grad_clip_scope)."""
+    grad_clip_scope: Literal["all", "each"] = "all"
+    """Which gradients max_grad_norm bounds: 'all' parameters' as one vector (CleanRL, SB3), or 'each': the actor's
+    and the critic's apart (rsl_rl's clip_grad_norm_ on each network), so a large value-loss gradient does not
+    shrink the policy's step. Parameters the networks share count with the actor's."""
     target_kl: float | None = None
     """Stop the epochs of an update once the k3 approx-KL exceeds this; None never stops."""
     desired_kl: float | None = None
@@ -516,6 +520,8 @@ class OptimConfig:
         _check(self.max_grad_norm > 0, "optim.max_grad_norm", self.max_grad_norm, "> 0")
         if self.target_kl is not None:
             _check(self.target_kl > 0, "optim.target_kl", self.target_kl, "> 0 or None")
+        _check(self.grad_clip_scope in ("all", "each"), "optim.grad_clip_scope", self.grad_clip_scope,
+               "'all' or 'each'")
         _check(self.kl_lr_every in ("minibatch", "epoch"), "optim.kl_lr_every", self.kl_lr_every,
                "'minibatch' or 'epoch'")
         _check(0 < self.min_lr < self.max_lr, "optim.min_lr", self.min_lr, f"> 0 and < optim.max_lr={self.max_lr}")
@@ -739,7 +745,7 @@ ADDED_FIELDS: dict[str, dict[str, Any]] = {"model": {"scale_images": True, "orth
                                             "loss": {"mirror": "", "mirror_augment": False,
                                                      "mirror_loss_coeff": 0.0},
                                             "optim": {"desired_kl": None, "kl_lr_every": "minibatch", "min_lr": 1e-5,
-                                                      "max_lr": 1e-2},
+                                                      "max_lr": 1e-2, "grad_clip_scope": "all"},
                                             "": {"eval_every": 0, "eval_stop_return": None}}
 """Fields added to the config after records of it were written (a returns store's keys, a study's ``tune.json``),
 each with the default that keeps the earlier behaviour. A field added to a section goes here with its default

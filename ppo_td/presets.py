@@ -192,7 +192,8 @@ PENDULUM_NOVEL = TrainConfig(
 # AnymalCRoughPPORunnerCfg): 4,096 envs x 24 steps (num_steps_per_env), 5 epochs of 4 minibatches, lr 1e-3 adapted
 # to a KL of 0.01 (schedule="adaptive", rsl_rl's bounds 1e-5 and 1e-2, each minibatch), clip 0.2 for the ratio and
 # the value, value coefficient 1.0 on the squared error (rsl_rl's, like TorchRL's l2, has no 1/2), entropy 0.005,
-# gamma 0.99, lambda 0.95, gradients clipped at 1.0, Adam's eps 1e-8 (torch's, which rsl_rl keeps), ELU networks of
+# gamma 0.99, lambda 0.95, gradients clipped at 1.0 (the actor's and the critic's apart, as rsl_rl's update clips
+# each network), Adam's eps 1e-8 (torch's, which rsl_rl keeps), ELU networks of
 # [512, 256, 128] with PyTorch's initialization, a std of 1.0 to start (init_noise_std), no observation or reward
 # normalization, 1,500 iterations. Not rsl_rl's: advantages standardized per minibatch (rsl_rl: over the whole
 # batch), the std learned as its log (rsl_rl: the std itself), time-outs bootstrapped from the next state's value
@@ -206,7 +207,7 @@ RSL_RL_ROUGH = TrainConfig(
     loss=LossConfig(gamma=0.99, gae_lambda=0.95, clip_epsilon=0.2, clip_value=0.2, entropy_coeff=0.005,
                     critic_coeff=1.0, loss_critic_type="l2", normalize_advantage=True),
     optim=OptimConfig(lr=1e-3, adam_eps=1e-8, anneal_lr=False, update_epochs=5, num_minibatches=4, max_grad_norm=1.0,
-                      desired_kl=0.01, kl_lr_every="minibatch", min_lr=1e-5, max_lr=1e-2),
+                      grad_clip_scope="each", desired_kl=0.01, kl_lr_every="minibatch", min_lr=1e-5, max_lr=1e-2),
     total_frames=1500 * 24 * 4096,
     frames_per_batch=24 * 4096,
     seed=1,

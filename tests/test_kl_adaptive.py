@@ -148,3 +148,34 @@ def test_many_adaptations_an_update_are_said_at_the_start(capsys):
     ppo_td.train(pendulum(lr=1e-3, desired_kl=0.01, update_epochs=10, num_minibatches=8, kl_lr_every="epoch"),
           progress="lines")
     assert "adapts the learning rate" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("scope", ["all", "each"])
+def test_gradients_are_clipped_over_all_parameters_or_each_networks_apart(scope):
+    """optim.grad_clip_scope: 'all' bounds one norm over every parameter (CleanRL, SB3); 'each' bounds the actor's
+    and the critic's norms apart (rsl_rl's update), so the critic's large gradient leaves the actor's alone."""
+    from ppo_td.training import build_pipeline
+    from ppo_td.training.loop import _clip_gradients
+
+    config = small_config(optim=dataclasses.replace(small_config().optim, max_grad_norm=1.0, grad_clip_scope=scope))
+    p = build_pipeline(config)
+    try:
+        actor = list(p.actor.parameters())
+        critic = [t for t in p.critic.parameters() if all(t is not a for a in actor)]
+        for t in actor:
+            t.grad = torch.full_like(t, 0.001)  # a small policy gradient
+        for t in critic:
+            t.grad = torch.full_like(t, 10.0)  # a large value gradient
+        before = [t.grad.clone() for t in actor]
+        norm = _clip_gradients(p, actor + critic, 1.0)
+        actor_norm = torch.stack([t.grad.norm() for t in actor]).norm()
+        critic_norm = torch.stack([t.grad.norm() for t in critic]).norm()
+        if scope == "each":  # the policy's gradient (under the bound) untouched, the value's brought to it
+            assert all(torch.equal(t.grad, b) for t, b in zip(actor, before, strict=True))
+            assert critic_norm == pytest.approx(1.0, rel=1e-5)
+        else:  # one bound: the value's gradient shrinks the policy's too
+            assert torch.stack([actor_norm, critic_norm]).norm() == pytest.approx(1.0, rel=1e-5)
+            assert actor_norm < 0.01 * torch.stack([b.norm() for b in before]).norm()
+        assert float(norm) > 1.0
+    finally:
+        p.env.close()

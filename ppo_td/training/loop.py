@@ -407,8 +407,13 @@ def _non_finite_loss(p: Pipeline, params: list[torch.Tensor], epochs: int, losse
 def _clip_gradients(p: Pipeline, params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
     """Clip the gradient norm to ``max_norm``: of all ``params`` together, or, for several agent groups' loss
     (:class:`~ppo_td.training.objective.TeamLoss`), of each group's on its own (one group's large gradient does not
-    shrink another's step); returns the norm before clipping (the groups' together)."""
+    shrink another's step); with ``optim.grad_clip_scope='each'``, of each set's actor and critic parameters apart
+    (rsl_rl's); returns the norm before clipping (the sets' together)."""
     sets = p.loss.parameter_sets() if isinstance(p.loss, TeamLoss) else [params]
+    if p.config.optim.grad_clip_scope == "each":
+        actor = {id(t) for t in p.actor.parameters()}
+        sets = [part for group in sets for part in ([t for t in group if id(t) in actor],
+                                                    [t for t in group if id(t) not in actor]) if part]
     norms = [torch.nn.utils.clip_grad_norm_(group, max_norm) for group in sets]
     return norms[0] if len(norms) == 1 else torch.stack(norms).square().sum().sqrt()
 
