@@ -449,7 +449,7 @@ def preset_for(env_id: str) -> tuple[str, str]:
         if images == "uint8":
             why += "; uint8 pixels scaled by 1/255: if its entries are indices (as MiniGrid's), --model.no-scale-images"
         return "pixels", why
-    return "generic", f"no preset is made for {bare}: the published generic PPO defaults (SB3's)"
+    return "generic", f"no preset is made for {env_id}: the published generic PPO defaults (SB3's)"
 
 
 def _observed_images(env_id: str) -> str | None:

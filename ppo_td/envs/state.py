@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from gymnasium.envs.classic_control import CartPoleEnv, MountainCarEnv, PendulumEnv
 
+from ppo_td.envs.games import TurnBased
 from ppo_td.envs.masking import InfoMaskToObservation
 from ppo_td.envs.vector import PartialResetCartPole
 from ppo_td.envs.wrappers import ClipToBounds, NestObservation, StepLimit
@@ -90,6 +91,8 @@ def _why_not_layer(layer: gym.Env) -> str | None:
                 "state_dict()/load_state_dict(state) methods)")
     if isinstance(layer, _STATE_ARRAY_ENVS) or _mujoco_env(layer):
         return None
+    if isinstance(layer, TurnBased):
+        return "a PettingZoo game's state is not recorded (its games start afresh)"
     return (f"{type(layer).__module__}.{type(layer).__qualname__} exposes no state ppo_td can read (give it "
             "state_dict()/load_state_dict(state) methods, as examples/trading.py does)")
 
