@@ -285,3 +285,58 @@ def test_self_play_from_the_command_line(tmp_path):
     assert main(args) == 0
     config = json.loads((tmp_path / "config.json").read_text())["env"]
     assert config["opponent"] == "self" and config["anchors"] == ["random", "connect-four-heuristic"]
+
+
+# --- ppo-td play: a game against a trained policy in the terminal
+
+
+@pytest.fixture(scope="module")
+def tictactoe_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tictactoe") / "run"
+    base = ppo_td.get_preset("generic")
+    config = dataclasses.replace(base, env=ppo_td.EnvConfig(TICTACTOE, num_envs=4), frames_per_batch=256,
+                                 total_frames=256, eval_episodes=1)
+    ppo_td.train(config, run_dir=str(folder), progress=False)
+    return folder
+
+
+def test_play_draws_the_board_refuses_illegal_moves_and_says_who_won(tictactoe_run):
+    from ppo_td.deploy.play import play
+
+    typed, lines = iter(["9", "x", *map(str, range(9))]), []
+
+    def read(prompt):
+        lines.append(prompt)
+        return next(typed)
+
+    reward = play(str(tictactoe_run), seed=3, read=read, write=lines.append)
+    text = "\n".join(lines)
+    assert "you play player_" in lines[0] and "0 1 2\n3 4 5\n6 7 8" in text  # the empty board: each cell's number
+    assert "9 is not a legal move here: type one of [0, 1, 2, 3, 4, 5, 6, 7, 8]" in text
+    assert "'x' is not a move" in text
+    assert reward in (-1.0, 0.0, 1.0) and lines[-1] in ("you won", "you lost", "a draw")
+    assert lines[-1] == {1.0: "you won", -1.0: "you lost", 0.0: "a draw"}[reward]
+
+
+def test_play_ends_at_the_end_of_input_and_refuses_a_run_that_is_no_game(tictactoe_run, tmp_path, capsys):
+    from ppo_td.deploy.play import play
+
+    def closed(prompt):
+        raise EOFError
+
+    lines = []
+    assert play(str(tictactoe_run), seed=3, read=closed, write=lines.append) is None
+    assert lines[-1] == "input ended: the game is left unfinished"
+    ppo_td.train(dataclasses.replace(ppo_td.get_preset("cartpole"), total_frames=256, frames_per_batch=256,
+                                     eval_episodes=1), run_dir=str(tmp_path / "cartpole"), progress=False)
+    assert main(["play", str(tmp_path / "cartpole")]) == 2
+    assert "ppo-td play plays turn-based games (PettingZoo AEC envs)" in capsys.readouterr().err
+
+
+def test_a_column_game_is_drawn_with_its_column_numbers():
+    from ppo_td.deploy.play import draw
+
+    board = np.zeros((6, 7, 2), dtype=np.int8)
+    board[5, 3, 0], board[5, 4, 1] = 1, 1
+    assert draw({"observation": board, "action_mask": np.ones(7)}).splitlines()[-2:] == [". . . X O . .",
+                                                                                          "0 1 2 3 4 5 6"]

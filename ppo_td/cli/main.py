@@ -1,4 +1,4 @@
-"""Command line: ``ppo-td train``, ``eval``, ``export`` and ``doctor``."""
+"""Command line: ``ppo-td train``, ``eval``, ``export``, ``play`` and ``doctor``."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ commands:
   tune    search hyper-parameters with Optuna: several seeds a trial, the top trials confirmed on fresh seeds
   eval    run deterministic (or --sampled) episodes of a checkpoint and print mean +- std; --video records them
   export  write a trained policy as a file that runs without ppo_td (--format torchscript|export|onnx)
+  play    play a turn-based game (connect four, tic-tac-toe) against a trained policy in the terminal
   doctor  audit your PPO script or notebook (SCRIPT.py|NOTEBOOK.ipynb [ARGS] [--steps N] [--json]), or one
           update of a pipeline, for autograd mistakes
 
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0
     command, rest = argv[0], argv[1:]
-    commands = {"train": _train, "tune": _tune, "eval": _eval, "export": _export, "doctor": _doctor}
+    commands = {"train": _train, "tune": _tune, "eval": _eval, "export": _export, "doctor": _doctor, "play": _play}
     if command not in commands:
         print(f"ppo-td: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         return 2
@@ -120,6 +121,23 @@ def _tune(args: list[str]) -> int:
     from ppo_td.cli.tune import tune_command
 
     return tune_command(args, _quiet_torchrl)
+
+
+def _play(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="ppo-td play", description="Play a turn-based game against a trained "
+                                     "policy in the terminal (docs/games.md): the board drawn as text, your move "
+                                     "typed, an illegal one refused.")
+    parser.add_argument("checkpoint", help="checkpoint file, or a run folder holding checkpoint.pt")
+    parser.add_argument("--sampled", action="store_true", help="the policy samples its moves (default: its mode)")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the game (your seat is drawn from it)")
+    ns = parser.parse_args(args)
+    if _no_checkpoint(ns.checkpoint, "play", "last"):
+        return 2
+    _quiet_torchrl()
+    from ppo_td.deploy.play import play
+
+    play(ns.checkpoint, sampled=ns.sampled, seed=ns.seed)
+    return 0
 
 
 def _eval(args: list[str]) -> int:
