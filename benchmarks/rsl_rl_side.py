@@ -71,13 +71,16 @@ def rsl_rl_run(spec: dict[str, Any]) -> dict[str, Any]:
     env.set_seed(spec["seed"])
     vec = TorchRLVecEnv(env)
     hidden = [128, 128, 128]
+    like = spec.get("rsl_variant", "default") == "ppo_td-like"  # the two details ppo_td does otherwise
     cfg = {"num_steps_per_env": 24, "save_interval": 10**9, "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
            "algorithm": {"class_name": "PPO", "value_loss_coef": 1.0, "use_clipped_value_loss": True,
                          "clip_param": 0.2, "entropy_coef": 0.005, "num_learning_epochs": 5, "num_mini_batches": 4,
                          "learning_rate": 1e-3, "schedule": "adaptive", "gamma": 0.99, "lam": 0.95,
-                         "desired_kl": 0.01, "max_grad_norm": 1.0},
+                         "desired_kl": 0.01, "max_grad_norm": 1.0,
+                         **({"normalize_advantage_per_mini_batch": True} if like else {})},
            "actor": {"class_name": "MLPModel", "hidden_dims": hidden, "activation": "elu", "obs_normalization": False,
-                     "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0}},
+                     "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0,
+                                          **({"std_type": "log"} if like else {})}},
            "critic": {"class_name": "MLPModel", "hidden_dims": hidden, "activation": "elu",
                       "obs_normalization": False}}
     runner = OnPolicyRunner(vec, cfg, log_dir=None, device=spec["device"])
@@ -206,6 +209,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--rsl-variant", dest="rsl_variant", choices=["default", "ppo_td-like"], default="default",
+                        help="rsl_rl as configured (default), or with the two details ppo_td does otherwise: the std "
+                             "learned as its log, advantages standardized per minibatch (ppo_td-like)")
     parser.add_argument("--simulator", choices=["brax", "brax_torchrl"], default="brax",
                         help="ppo_td.envs.simulators' factory both libraries step: brax (ppo_td's BraxBatch, the "
                              "simulator's state in JAX, its own reset) or brax_torchrl (TorchRL's BraxEnv)")
@@ -217,8 +223,8 @@ def main(argv: list[str]) -> int:
     args.store.mkdir(parents=True, exist_ok=True)
     path = args.store / "runs.jsonl"
     done = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    same = ("env", "num_envs", "iterations", "device", "simulator")
-    before = {"simulator": "brax_torchrl"}  # what runs stored before the field stepped
+    same = ("env", "num_envs", "iterations", "device", "simulator", "rsl_variant")
+    before = {"simulator": "brax_torchrl", "rsl_variant": "default"}  # what runs stored before the fields ran
 
     def found(library: str, seed: int) -> dict[str, Any] | None:
         return next((r for r in done if r["library"] == library and r["seed"] == seed
@@ -262,7 +268,8 @@ def main(argv: list[str]) -> int:
                         else f"never (0 of {len(rs)})")
                      + f" | {statistics.median(s['seconds'] for s in sums):.0f} |")
     text = "\n".join(lines) + "\n"
-    (args.store / f"rsl_rl_{args.simulator}.md").write_text(text)
+    variant = "" if args.rsl_variant == "default" else f"_{args.rsl_variant}"
+    (args.store / f"rsl_rl_{args.simulator}{variant}.md").write_text(text)
     print(text)
     return 0
 
