@@ -71,16 +71,17 @@ def rsl_rl_run(spec: dict[str, Any]) -> dict[str, Any]:
     env.set_seed(spec["seed"])
     vec = TorchRLVecEnv(env)
     hidden = [128, 128, 128]
-    like = spec.get("rsl_variant", "default") == "ppo_td-like"  # the two details ppo_td does otherwise
+    variant = spec.get("rsl_variant", "default")  # ppo_td's two known differences, together or alone
+    log_std, per_minibatch = variant in ("ppo_td-like", "log-std"), variant in ("ppo_td-like", "minibatch-advantages")
     cfg = {"num_steps_per_env": 24, "save_interval": 10**9, "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
            "algorithm": {"class_name": "PPO", "value_loss_coef": 1.0, "use_clipped_value_loss": True,
                          "clip_param": 0.2, "entropy_coef": 0.005, "num_learning_epochs": 5, "num_mini_batches": 4,
                          "learning_rate": 1e-3, "schedule": "adaptive", "gamma": 0.99, "lam": 0.95,
                          "desired_kl": 0.01, "max_grad_norm": 1.0,
-                         **({"normalize_advantage_per_mini_batch": True} if like else {})},
+                         **({"normalize_advantage_per_mini_batch": True} if per_minibatch else {})},
            "actor": {"class_name": "MLPModel", "hidden_dims": hidden, "activation": "elu", "obs_normalization": False,
                      "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0,
-                                          **({"std_type": "log"} if like else {})}},
+                                          **({"std_type": "log"} if log_std else {})}},
            "critic": {"class_name": "MLPModel", "hidden_dims": hidden, "activation": "elu",
                       "obs_normalization": False}}
     runner = OnPolicyRunner(vec, cfg, log_dir=None, device=spec["device"])
@@ -209,9 +210,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--rsl-variant", dest="rsl_variant", choices=["default", "ppo_td-like"], default="default",
+    parser.add_argument("--rsl-variant", dest="rsl_variant", default="default",
+                        choices=["default", "ppo_td-like", "log-std", "minibatch-advantages"],
                         help="rsl_rl as configured (default), or with the two details ppo_td does otherwise: the std "
-                             "learned as its log, advantages standardized per minibatch (ppo_td-like)")
+                             "learned as its log and advantages standardized per minibatch (ppo_td-like), or one "
+                             "of them (log-std, minibatch-advantages)")
     parser.add_argument("--simulator", choices=["brax", "brax_torchrl"], default="brax",
                         help="ppo_td.envs.simulators' factory both libraries step: brax (ppo_td's BraxBatch, the "
                              "simulator's state in JAX, its own reset) or brax_torchrl (TorchRL's BraxEnv)")
