@@ -179,3 +179,34 @@ def test_gradients_are_clipped_over_all_parameters_or_each_networks_apart(scope)
         assert float(norm) > 1.0
     finally:
         p.env.close()
+
+
+def test_a_scalar_std_is_learned_as_itself_and_runs_on_torchs_path():
+    """model.std_type='scalar' (rsl_rl's): the std is the parameter (its first value exp(log_std_init)), clamped at
+    1e-6, its gradient that of the std; collection runs it on torch (the numpy path reads a log-std)."""
+    from ppo_td.config import ModelConfig
+    from ppo_td.envs import build_env
+    from ppo_td.models import make_actor_critic
+    from ppo_td.models.inference import NumpyPolicy
+    from ppo_td.models.networks import ScalarStdHead
+
+    built = build_env(EnvConfig("Pendulum-v1", num_envs=2), seed=1)
+    try:
+        actor, _ = make_actor_critic(built.description, ModelConfig(hidden_sizes=(8,), std_type="scalar",
+                                                                    log_std_init=math.log(0.5)))
+        td = built.env.reset()
+    finally:
+        built.env.close()
+    net = actor.module[0].module
+    head = net.head
+    assert isinstance(head, ScalarStdHead) and torch.allclose(head.std, torch.full((1,), 0.5))
+    scale = actor(td.clone())["scale"]
+    assert torch.allclose(scale, torch.full_like(scale, 0.5))
+    scale.sum().backward()
+    assert torch.allclose(head.std.grad, torch.full((1,), 2.0))  # d(sum of 2 rows' std)/d std: the std's own
+    with torch.no_grad():
+        head.std.fill_(-1.0)
+    assert float(actor(td.clone())["scale"].min()) == pytest.approx(ScalarStdHead.MIN_STD)
+    assert NumpyPolicy.of(net, 2) is None
+    with pytest.raises(ValueError, match=r"model.std_type='scalar' is invalid: it must be 'log' with gSDE"):
+        ModelConfig(std_type="scalar", exploration="gsde")

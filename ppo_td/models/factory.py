@@ -18,7 +18,7 @@ from ppo_td.models.distributions import MaskedMultiCategorical
 from ppo_td.models.encoders import EncoderFactory, check_encoder, features, make_encoder
 from ppo_td.models.gsde import NOISE_KEY, GSDEHead, GSDENormal
 from ppo_td.models.multiagent import make_agent_actor_critic, make_team_actor_critic
-from ppo_td.models.networks import PARAM_KEYS, GaussianHead, PolicyNet, ValueNet, init_layers_, mlp
+from ppo_td.models.networks import PARAM_KEYS, GaussianHead, PolicyNet, ScalarStdHead, ValueNet, init_layers_, mlp
 from ppo_td.models.recurrent import make_core, recurrent_actor, recurrent_critic
 
 
@@ -110,7 +110,8 @@ def _policy_net(desc: EnvDescription, config: ModelConfig, head_in: int, trunk: 
         mean = init_layers_(nn.Linear(width, desc.action_size), config, config.policy_head_gain)
         return PolicyNet(GSDEHead(body, mean, config.log_std_init), ("loc", "scale", "noise"), GSDENormal, {},
                          trunk=trunk)
-    head = GaussianHead(head_layers(desc.action_size), desc.action_size, config.log_std_init)
+    kind = ScalarStdHead if config.std_type == "scalar" else GaussianHead
+    head = kind(head_layers(desc.action_size), desc.action_size, config.log_std_init)
     if config.squash_actions:
         dist, kwargs = TanhNormal, {"low": torch.tensor(desc.action_low, device=device),
                                 "high": torch.tensor(desc.action_high, device=device)}

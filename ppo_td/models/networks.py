@@ -10,6 +10,7 @@ same parameters and the same operations.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -64,7 +65,8 @@ def mlp(in_features: int, out_features: int, config: ModelConfig, head_gain: flo
 
 
 class GaussianHead(nn.Module):
-    """Mean from ``net``, standard deviation from a state-independent learned log-std (CleanRL's actor_logstd)."""
+    """Mean from ``net``, standard deviation from a state-independent learned log-std (CleanRL's actor_logstd), or
+    with :class:`ScalarStdHead` the std itself."""
 
     def __init__(self, net: nn.Module, action_dim: int, log_std_init: float) -> None:
         super().__init__()
@@ -74,6 +76,23 @@ class GaussianHead(nn.Module):
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         loc = self.net(features)
         return loc, self.log_std.exp().expand_as(loc)
+
+
+class ScalarStdHead(nn.Module):
+    """Mean from ``net``, the standard deviation a learned parameter itself (``model.std_type='scalar'``: rsl_rl's
+    default ``std_type``), kept at 1e-6 or more as rsl_rl clamps it. An optimizer step moves the std by about the
+    learning rate whatever its size, where a log-std moves it by about that fraction of itself."""
+
+    MIN_STD = 1e-6
+
+    def __init__(self, net: nn.Module, action_dim: int, log_std_init: float) -> None:
+        super().__init__()
+        self.net = net
+        self.std = nn.Parameter(torch.full((action_dim,), float(math.exp(log_std_init))))
+
+    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        loc = self.net(features)
+        return loc, self.std.clamp(min=self.MIN_STD).expand_as(loc)
 
 
 class SharedFeatures:
