@@ -340,3 +340,11 @@ def test_a_column_game_is_drawn_with_its_column_numbers():
     board[5, 3, 0], board[5, 4, 1] = 1, 1
     assert draw({"observation": board, "action_mask": np.ones(7)}).splitlines()[-2:] == [". . . X O . .",
                                                                                           "0 1 2 3 4 5 6"]
+
+
+def test_an_opponent_for_a_torchrl_env_is_refused():
+    from ppo_td.envs import build_env
+
+    with pytest.raises(ValueError, match=r"env.opponent='self' plays the other seats of a turn-based game; "
+                                         r"torchrl.envs.custom.pendulum:PendulumEnv is a TorchRL env"):
+        build_env(ppo_td.EnvConfig("torchrl.envs.custom.pendulum:PendulumEnv", opponent="self"), seed=1)
