@@ -6,12 +6,12 @@ against seconds (issue 62).
 
 Both train Isaac Lab's ANYmal-C flat config for rsl_rl (the ``rsl-rl-flat`` preset: 24 steps a copy, 5 epochs of 4
 minibatches, lr 1e-3 adapted to a KL of 0.01, ELU [128, 128, 128], value coefficient 1, entropy 0.005, gradients clipped
-at 1) on the Brax env ``ppo_td.envs.simulators:brax`` makes (``BraxBatch``; ``--simulator brax_torchrl``: TorchRL's
-``BraxEnv``, which runs before 2026-12-07 stepped) with ``--num-envs`` copies, episodes cut at 1,000 steps. rsl_rl steps
-it through a ``VecEnv`` adapter written here (TorchRL's ``step_and_maybe_reset`` under a ``StepCounter`` for the cut;
-time-outs in ``extras["time_outs"]``, which rsl_rl bootstraps), ppo_td through its own env loop. Each run is its own
-process, one torch thread, the libraries alternating seed by seed; each run's episodes (frames, seconds, return) are
-written to ``STORE/runs.jsonl`` as it finishes (a rerun skips finished ones).
+at 1) on the Brax env ``ppo_td.envs.simulators:brax_batch`` makes (``BraxBatch``; ``--simulator brax``: TorchRL's
+``BraxEnv``, which runs stored without the field stepped) with ``--num-envs`` copies, episodes cut at 1,000 steps.
+rsl_rl steps it through a ``VecEnv`` adapter written here (TorchRL's ``step_and_maybe_reset`` under a ``StepCounter``
+for the cut; time-outs in ``extras["time_outs"]``, which rsl_rl bootstraps), ppo_td through its own env loop. Each run
+is its own process, one torch thread, the libraries alternating seed by seed; each run's episodes (frames, seconds,
+return) are written to ``STORE/runs.jsonl`` as it finishes (a rerun skips finished ones).
 
 ``env`` is the floor: the env stepped alone with random actions, 24 steps an iteration. Prints per library: frames/s
 after the first iteration (which pays JAX's compilation), the mean return of the last
@@ -215,9 +215,9 @@ def main(argv: list[str]) -> int:
                         help="rsl_rl as configured (default), or with the two details ppo_td does otherwise: the std "
                              "learned as its log and advantages standardized per minibatch (ppo_td-like), or one "
                              "of them (log-std, minibatch-advantages)")
-    parser.add_argument("--simulator", choices=["brax", "brax_torchrl"], default="brax",
-                        help="ppo_td.envs.simulators' factory both libraries step: brax (ppo_td's BraxBatch, the "
-                             "simulator's state in JAX, its own reset) or brax_torchrl (TorchRL's BraxEnv)")
+    parser.add_argument("--simulator", choices=["brax_batch", "brax"], default="brax_batch",
+                        help="ppo_td.envs.simulators' factory both libraries step: brax_batch (ppo_td's BraxBatch, the "
+                             "simulator's state in JAX, its own reset) or brax (TorchRL's BraxEnv)")
     parser.add_argument("--libraries", nargs="+", choices=["ppo_td", "rsl_rl", "env"],
                         default=["ppo_td", "rsl_rl", "env"], help="env: the env alone with random actions (the floor)")
     parser.add_argument("--store", type=Path, default=Path("rsl_rl_runs"))
@@ -227,7 +227,7 @@ def main(argv: list[str]) -> int:
     path = args.store / "runs.jsonl"
     done = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
     same = ("env", "num_envs", "iterations", "device", "simulator", "rsl_variant")
-    before = {"simulator": "brax_torchrl", "rsl_variant": "default"}  # what runs stored before the fields ran
+    before = {"simulator": "brax", "rsl_variant": "default"}  # what runs stored before the fields ran
 
     def found(library: str, seed: int) -> dict[str, Any] | None:
         return next((r for r in done if r["library"] == library and r["seed"] == seed

@@ -195,14 +195,14 @@ PENDULUM_NOVEL = TrainConfig(
 # gamma 0.99, lambda 0.95, gradients clipped at 1.0 (the actor's and the critic's apart, as rsl_rl's update clips
 # each network), Adam's eps 1e-8 (torch's, which rsl_rl keeps), ELU networks of
 # [512, 256, 128] with PyTorch's initialization, a std of 1.0 to start (init_noise_std) learned as itself
-# (std_type="scalar": as a log-std it learned Brax ant far slower, in rsl_rl too), no observation or reward
-# normalization, 1,500 iterations. Not rsl_rl's: advantages standardized per minibatch (rsl_rl: over the whole
-# batch), time-outs bootstrapped from the next state's value (rsl_rl adds gamma * V(s) to the reward). The env is
-# Brax's ant (ppo_td.envs.simulators; the
-# `brax` extra), cut at 1,000 steps as Brax's training episodes; any batched simulator takes its place with
-# --env.env-id (and --frames-per-batch 24 x --env.num-envs).
+# (std_type="scalar": rsl_rl with a log-std learned Brax ant far slower; ppo_td measured alike either way), no
+# observation or reward normalization, 1,500 iterations. Not rsl_rl's: advantages standardized per minibatch
+# (rsl_rl: over the whole batch), time-outs bootstrapped from the next state's value (rsl_rl adds gamma * V(s) to the
+# reward). The env is Brax's ant (ppo_td.envs.simulators:brax_batch; the `brax` extra), cut at 1,000 steps as Brax's
+# training episodes; any batched simulator takes its place with --env.env-id (and --frames-per-batch 24 x
+# --env.num-envs).
 RSL_RL_ROUGH = TrainConfig(
-    env=EnvConfig(env_id="ppo_td.envs.simulators:brax", kwargs=("env_name='ant'",), num_envs=4096,
+    env=EnvConfig(env_id="ppo_td.envs.simulators:brax_batch", kwargs=("env_name='ant'",), num_envs=4096,
                   max_episode_steps=1000),
     model=ModelConfig(hidden_sizes=(512, 256, 128), activation="elu", orthogonal_init=False, log_std_init=0.0,
                       std_type="scalar"),

@@ -1,5 +1,7 @@
 import dataclasses
 import logging
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +29,16 @@ def small_config(**overrides) -> TrainConfig:
         eval_episodes=2,
     )
     return dataclasses.replace(base, **overrides)
+
+
+def ctrl_c_after(iteration: int):
+    """A callback that sends this process SIGINT (Ctrl-C) after ``iteration``: the run checkpoints and stops."""
+
+    def stop(metrics, _):
+        if metrics["iteration"] == iteration:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    return stop
 
 
 @pytest.fixture

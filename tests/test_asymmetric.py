@@ -6,8 +6,6 @@ the command line and the Python API alike. (load_policy and export reading the a
 import csv
 import dataclasses
 import json
-import os
-import signal
 
 import numpy as np
 import pytest
@@ -16,7 +14,7 @@ from tensordict import TensorDict
 from torchrl.data import Categorical, Composite, Unbounded
 
 import ppo_td
-from conftest import small_config
+from conftest import ctrl_c_after, small_config
 from ppo_td.cli import main
 from ppo_td.config import ModelConfig
 from ppo_td.envs import RunningObsNorm, build_env
@@ -217,12 +215,8 @@ def test_a_torchrl_envs_groups_are_split_between_actor_and_critic(tmp_path):
 
 
 def test_a_run_on_a_torchrl_envs_groups_resumes_with_them(tmp_path):
-    def stop(metrics, _):
-        if metrics["iteration"] == 1:
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C
-
     with pytest.raises(KeyboardInterrupt, match="continue with ppo_td.resume"):
-        ppo_td.train(grouped(), run_dir=str(tmp_path), progress=False, callbacks=[stop])
+        ppo_td.train(grouped(), run_dir=str(tmp_path), progress=False, callbacks=[ctrl_c_after(1)])
     result = ppo_td.resume(str(tmp_path), progress=False)  # rebuilt from the record: the groups apart again
     assert [m["iteration"] for m in result.history] == [2, 3] and result.eval_returns
     assert json.loads((tmp_path / "config.json").read_text())["env"]["observation_dict"] is True

@@ -215,17 +215,11 @@ def test_self_play_snapshots_at_its_frames_keeps_its_window_and_plays_the_learne
 
 
 def test_a_self_play_run_resumes_with_its_pool(tmp_path):
-    import os
-    import signal
-
+    from conftest import ctrl_c_after
     from ppo_td.persist import load_checkpoint, resume_pipeline
 
-    def stop(metrics, _):
-        if metrics["iteration"] == 3:
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C
-
     with pytest.raises(KeyboardInterrupt, match="continue with ppo_td.resume"):
-        ppo_td.train(selfplay_config(), run_dir=str(tmp_path), progress=False, callbacks=[stop])
+        ppo_td.train(selfplay_config(), run_dir=str(tmp_path), progress=False, callbacks=[ctrl_c_after(3)])
     saved = load_checkpoint(tmp_path)["selfplay"]
     assert len(saved["snapshots"]) == 2 and saved["next_at"] == 2048  # at 0 and 1,024 of 1,536 frames
     resumed = resume_pipeline(tmp_path / "checkpoint.pt")

@@ -69,7 +69,7 @@ def test_a_torchrl_env_gets_its_actions_clipped_as_env_clip_actions_says(clip):
 @pytest.mark.slow
 def test_brax_trains_on_jax_cpu_with_its_own_batch(tmp_path):
     pytest.importorskip("brax")
-    config = small(EnvConfig("ppo_td.envs.simulators:brax", num_envs=8, max_episode_steps=100,
+    config = small(EnvConfig("ppo_td.envs.simulators:brax_batch", num_envs=8, max_episode_steps=100,
                              kwargs=("env_name='inverted_pendulum'",)), frames=128)
     p = build_pipeline(config)
     try:
@@ -86,7 +86,7 @@ def test_brax_trains_on_jax_cpu_with_its_own_batch(tmp_path):
 @pytest.mark.slow
 def test_torchrls_brax_env_trains_with_its_state_kept_out_of_the_batches():
     pytest.importorskip("brax")
-    config = small(EnvConfig("ppo_td.envs.simulators:brax_torchrl", num_envs=8, max_episode_steps=100,
+    config = small(EnvConfig("ppo_td.envs.simulators:brax", num_envs=8, max_episode_steps=100,
                              kwargs=("env_name='inverted_pendulum'",)), frames=128)
     p = build_pipeline(config)
     try:

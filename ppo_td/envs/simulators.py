@@ -1,6 +1,6 @@
 """Batched simulators, made with the batch ppo_td asks for (``env.num_envs``).
 
-``ppo-td train --env.env-id ppo_td.envs.simulators:brax --env.kwargs env_name=ant --env.num-envs 4096``
+``ppo-td train --env.env-id ppo_td.envs.simulators:brax_batch --env.kwargs env_name=ant --env.num-envs 4096``
 
 Each factory takes ``num_envs``, which ppo_td passes from ``env.num_envs`` (any TorchRL factory with a
 ``num_envs`` parameter gets it: write your own for Isaac Lab, Genesis or mjlab the same way), and returns one TorchRL
@@ -9,11 +9,12 @@ Brax and MuJoCo Playground), no Python per copy. ``device`` is where the simulat
 DLPack, so on a GPU they stay there). Episodes end by the simulator's termination, and by ``env.max_episode_steps``
 (ppo_td's ``StepCounter``, a truncation that bootstraps; Brax's training episode length is 1,000).
 
-- :func:`brax`: ppo_td's :class:`BraxBatch` (``pip install 'ppo_td[brax]'``; JAX's CPU backend here,
+- :func:`brax_batch`: ppo_td's :class:`BraxBatch` (``pip install 'ppo_td[brax]'``; JAX's CPU backend here,
   ``jax[cuda12]`` on a GPU): the simulator's state kept in JAX, its own reset of the copies that ended.
-- :func:`brax_torchrl`: TorchRL's ``BraxEnv``. TorchRL 0.14 clears JAX's compilation cache every 20 steps unless
-  told not to (its ``cache_clear_frequency``, documented as off, defaults to 20 in the code), which recompiles the
-  step and the reset (about 10 s each on a CPU, measured 2026-12-06): this factory turns it off.
+- :func:`brax`: TorchRL's ``BraxEnv`` (what ``simulators:brax`` built before ``brax_batch`` existed, so a recorded run
+  is rebuilt as it ran). TorchRL 0.14 clears JAX's compilation cache every 20 steps unless told not to (its
+  ``cache_clear_frequency``, documented as off, defaults to 20 in the code), which recompiles the step and the
+  reset (about 10 s each on a CPU, measured 2026-12-06): this factory turns it off.
 - :func:`playground`: TorchRL's ``MujocoPlaygroundEnv`` (``pip install 'ppo_td[playground]'``).
 """
 
@@ -28,21 +29,22 @@ from torchrl.envs import EnvBase
 
 
 def brax(env_name: str = "ant", num_envs: int = 1, device: str = "cpu", **kwargs: Any) -> EnvBase:
-    """Brax's ``env_name`` (``ant``, ``halfcheetah``, ``humanoid``, ``inverted_pendulum``, ...) as a
-    :class:`BraxBatch` of ``num_envs`` copies on ``device`` (the simulator's state kept in JAX, its own auto-reset);
-    ``kwargs`` go to ``brax.envs.get_environment`` (``backend='mjx'``, ...)."""
-    _needs("brax", "brax", "Brax")
-    return BraxBatch(env_name, num_envs, device, **kwargs)
-
-
-def brax_torchrl(env_name: str = "ant", num_envs: int = 1, device: str = "cpu", **kwargs: Any) -> EnvBase:
-    """Brax's ``env_name`` as TorchRL's ``BraxEnv`` (the simulator's state carried in the TensorDict, every reset
-    through TorchRL's), with its compilation cache kept; ``kwargs`` go to it."""
+    """Brax's ``env_name`` (``ant``, ``halfcheetah``, ``humanoid``, ``inverted_pendulum``, ...) as TorchRL's
+    ``BraxEnv`` of ``num_envs`` copies on ``device`` (the simulator's state carried in the TensorDict, every reset
+    through TorchRL's), with its compilation cache kept; ``kwargs`` go to it (``backend='mjx'``, ...). What runs
+    recorded with ``simulators:brax`` were built with, and are rebuilt with."""
     _needs("brax", "brax", "Brax")
     from torchrl.envs.libs.brax import BraxEnv
 
     kwargs.setdefault("cache_clear_frequency", False)
     return BraxEnv(env_name, batch_size=[num_envs], device=device, **kwargs)
+
+
+def brax_batch(env_name: str = "ant", num_envs: int = 1, device: str = "cpu", **kwargs: Any) -> EnvBase:
+    """Brax's ``env_name`` as a :class:`BraxBatch` of ``num_envs`` copies on ``device`` (the simulator's state kept
+    in JAX, its own reset of the copies that ended); ``kwargs`` go to ``brax.envs.get_environment``."""
+    _needs("brax", "brax", "Brax")
+    return BraxBatch(env_name, num_envs, device, **kwargs)
 
 
 class BraxBatch(EnvBase):
