@@ -1,17 +1,25 @@
 """Turn-based games (issue 63): PPO on a PettingZoo classic game against a random opponent, or in self-play
-against its own snapshots, evaluated against a random player and a one-move heuristic.
+against its own snapshots, evaluated against a random player and a one-move heuristic, and rated over training.
 
-    python -m benchmarks games                                  # connect four, 3 seeds, both variants
+    python -m benchmarks games                                  # connect four, 3 seeds, random and self
     python -m benchmarks games --game tictactoe_v3 --frames 100000
+    python -m benchmarks games --variants random self frozen --curves 20 --store STORE   # + rating curves
 
 Each run trains the ``generic`` preset (SB3's PPO defaults: 2,048 steps a batch, 10 epochs of 32 minibatches of 64,
 lr 3e-4) on ``--envs`` copies of the game, one torch thread, in this process; variants: ``random`` (every game
 against a uniformly random legal player) and ``self`` (``env.opponent='self'``: ML-Agents' defaults, a snapshot
-every 20,000 frames, a window of 10, half the games against the latest policy, the random player as an anchor).
-The final policy then plays ``--games`` games (deterministic: the policy's mode; its seat drawn per game) against
-the random player and against connect four's win-or-block heuristic: wins, draws and losses with a Wilson 95%
-interval on the win rate. Each finished run is appended to ``STORE/runs.jsonl`` (a rerun skips it); the table goes
-to ``STORE/games_<game>.md``.
+every 20,000 frames, a window of 10, half the games against the latest policy, the random player as an anchor),
+``frozen`` (the ablation: self-play against one frozen opponent, its latest snapshot, renewed every 20,000 frames;
+no pool, no anchor). The final policy then plays ``--games`` games (deterministic: the policy's mode; its seat drawn
+per game) against the random player and against connect four's win-or-block heuristic: wins, draws and losses with
+a Wilson 95% interval on the win rate. Each finished run is appended to ``STORE/runs.jsonl`` (a rerun skips it);
+the table goes to ``STORE/games_<game>.md``.
+
+``--curves N``: each run keeps a checkpoint every N iterations (in ``STORE/runs/``, not committed), and once every
+run is done one ``ppo-td arena`` over all of them (every checkpoint of every variant and seed, and the anchors;
+``--arena-games`` games a pair, policies sampling) rates them on one scale: ``STORE/arena_<game>_<frames>.json``,
+the rating curves ``STORE/ratings_<game>_<frames>.png`` and a table of each variant's mean rating over seeds by
+frames.
 """
 
 from __future__ import annotations
@@ -20,13 +28,17 @@ import argparse
 import dataclasses
 import datetime
 import json
-import math
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
+from ppo_td.deploy.arena import wilson
+
 OPPONENTS = ("random", "connect-four-heuristic")
+VARIANTS = {"random": {},
+            "self": {"opponent": "self", "anchors": ("random",)},
+            "frozen": {"opponent": "self", "pool_size": 1, "latest_ratio": 0.0}}
 
 
 def config_of(spec: dict[str, Any]) -> Any:
@@ -34,8 +46,7 @@ def config_of(spec: dict[str, Any]) -> Any:
     from ppo_td import EnvConfig, get_preset
 
     base = get_preset("generic")
-    selfplay = {"opponent": "self", "anchors": ("random",)} if spec["variant"] == "self" else {}
-    env = EnvConfig(f"pettingzoo.classic.{spec['game']}:env", num_envs=spec["envs"], **selfplay)
+    env = EnvConfig(f"pettingzoo.classic.{spec['game']}:env", num_envs=spec["envs"], **VARIANTS[spec["variant"]])
     return dataclasses.replace(base, env=env, seed=spec["seed"], total_frames=spec["frames"], eval_episodes=0)
 
 
@@ -49,8 +60,9 @@ def versus(actor: Any, config: Any, opponent: str, games: int, seed: int) -> dic
             "loss": sum(r < 0 for r in returns)}
 
 
-def one_run(spec: dict[str, Any]) -> dict[str, Any]:
-    """Train one run and play its final policy against the fixed opponents."""
+def one_run(spec: dict[str, Any], run_dir: Path | None = None) -> dict[str, Any]:
+    """Train one run (into ``run_dir`` with a checkpoint every ``spec['curves']`` iterations, all kept, where
+    given) and play its final policy against the fixed opponents."""
     import warnings
 
     from ppo_td import train
@@ -63,7 +75,9 @@ def one_run(spec: dict[str, Any]) -> dict[str, Any]:
         episodes.extend((int(e["frames"]), float(e["return"])) for e in metrics["ended_episodes"])
 
     start = time.perf_counter()
-    result = train(config, threads=1, progress=False, callbacks=[record])
+    folder = {} if run_dir is None else {"run_dir": str(run_dir), "checkpoint_every": spec["curves"],
+                                         "keep_checkpoints": 10**6, "overwrite": True}
+    result = train(config, threads=1, progress=False, callbacks=[record], **folder)
     seconds = time.perf_counter() - start
     against = {o: versus(result.actor, config, o, spec["games"], seed=10_000 + spec["seed"]) for o in OPPONENTS
                if o == "random" or spec["game"] == "connect_four_v3"}
@@ -71,16 +85,12 @@ def one_run(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _key(run: dict[str, Any]) -> tuple:
-    return run["game"], run["variant"], run["seed"], run["frames"], run["envs"], run["games"]
+    return run["game"], run["variant"], run["seed"], run["frames"], run["envs"], run["games"], run.get("curves", 0)
 
 
-def wilson(wins: int, n: int) -> tuple[float, float]:
-    """The Wilson 95% interval of a rate of ``wins`` in ``n``."""
-    if n == 0:
-        return math.nan, math.nan
-    z, p = 1.96, wins / n
-    middle, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return (middle - half) / (1 + z * z / n), (middle + half) / (1 + z * z / n)
+def run_name(spec: dict[str, Any]) -> str:
+    """The folder of a run's checkpoints under ``STORE/runs``."""
+    return f"{spec['game']}-{spec['variant']}-seed{spec['seed']}-{spec['frames']}"
 
 
 def table(runs: list[dict[str, Any]], variants: list[str]) -> list[str]:
@@ -94,7 +104,7 @@ def table(runs: list[dict[str, Any]], variants: list[str]) -> list[str]:
             if not counts:
                 continue
             wins, n = sum(c["win"] for c in counts), sum(sum(c.values()) for c in counts)
-            low, high = (max(0.0, x) for x in wilson(wins, n))
+            low, high = wilson(wins, n)
             per_seed = ", ".join(f"{c['win']}/{c['draw']}/{c['loss']}" for c in counts)
             lines.append(f"| {variant} | {opponent} | {', '.join(str(r['seed']) for r in mine)} | {per_seed} | "
                          f"{wins / n:.3f} [{low:.3f}, {high:.3f}] | "
@@ -102,16 +112,89 @@ def table(runs: list[dict[str, Any]], variants: list[str]) -> list[str]:
     return lines
 
 
+def rate_checkpoints(args: argparse.Namespace, runs: list[dict[str, Any]]) -> list[str]:
+    """One arena over every run's checkpoints and the anchors (kept in ``STORE/arena_<game>_<frames>.json``, played
+    again only when its players changed); the rating table by variant and frames, and the curves' image."""
+    from ppo_td.deploy.arena import arena, default_anchors, write_json
+
+    checkpoints = [c for r in runs
+                   for c in sorted((args.store / "runs" / run_name(r) / "checkpoints").glob("iter_*.pt"))]
+    if not checkpoints:
+        return ["(no checkpoints to rate: run with --curves N)"]
+    stored = args.store / f"arena_{args.game}_{args.frames}.json"
+    names = [str(c.relative_to(args.store)) for c in checkpoints]
+    data = json.loads(stored.read_text()) if stored.exists() else None
+    if data is None or data.get("sources") != names or data.get("games_per_pair") != args.arena_games:
+        start = time.perf_counter()
+        result = arena(checkpoints, games=args.arena_games, seed=0,
+                       on_round=lambda done, rounds: print(f"arena round {done} of {rounds}", flush=True)
+                       if done % 5 == 0 else None)
+        write_json(result, stored)
+        data = {**json.loads(stored.read_text()), "sources": names, "games_per_pair": args.arena_games,
+                "seconds": time.perf_counter() - start}
+        stored.write_text(json.dumps(data) + "\n")
+    by_player = {r["player"]: r for r in data["ratings"]}
+    variant_of = {run_name(r): r["variant"] for r in runs}
+    curves: dict[str, dict[int, list[float]]] = {}
+    for player in data["players"]:
+        run, _, _ = player["name"].partition("@")
+        if run in variant_of:
+            mu = by_player[player["name"]]["mu"]
+            curves.setdefault(variant_of[run], {}).setdefault(player["frames"], []).append(mu)
+    frames = sorted({f for curve in curves.values() for f in curve})
+    anchors = default_anchors(args.game)
+    lines = [f"Ratings (OpenSkill mu, mean +- std over seeds; one arena of {len(data['players'])} players, "
+             f"{data['games_per_pair']} games a pair, {len(data['games']):,} games, policies sampling): anchors "
+             + ", ".join(f"{a} {by_player[a]['mu']:.1f} +- {by_player[a]['sigma']:.1f}" for a in anchors), "",
+             "| trained against | " + " | ".join(f"{f:,} frames" for f in frames) + " |",
+             "|---|" + "---:|" * len(frames)]
+    for variant, curve in curves.items():
+        cells = [f"{statistics.mean(curve[f]):.1f} +- {statistics.pstdev(curve[f]):.1f}" if f in curve else ""
+                 for f in frames]
+        lines.append(f"| {variant} | " + " | ".join(cells) + " |")
+    plot_curves(curves, {a: by_player[a]["mu"] for a in anchors}, args.store / f"ratings_{args.game}_{args.frames}.png",
+                args.game)
+    return lines
+
+
+def plot_curves(curves: dict[str, dict[int, list[float]]], anchors: dict[str, float], path: Path, game: str) -> None:
+    """Each variant's mean rating over seeds by frames (the seeds' range shaded), the anchors as lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for variant, curve in curves.items():
+        x = sorted(curve)
+        ax.plot(x, [statistics.mean(curve[f]) for f in x], marker="o", label=variant)
+        ax.fill_between(x, [min(curve[f]) for f in x], [max(curve[f]) for f in x], alpha=0.2)
+    for name, mu in anchors.items():
+        ax.axhline(mu, linestyle="--", color="gray", linewidth=1)
+        ax.annotate(name, (0, mu), xycoords=("axes fraction", "data"), xytext=(2, 2), textcoords="offset points",
+                    fontsize=8, color="gray")
+    ax.set_xlabel("frames")
+    ax.set_ylabel("OpenSkill rating (mean over seeds)")
+    ax.set_title(f"{game}: ratings over training")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks games", description=__doc__.split("\n\n")[0])
     parser.add_argument("--game", default="connect_four_v3", help="a PettingZoo classic game (connect_four_v3)")
-    parser.add_argument("--variants", nargs="+", choices=["random", "self"], default=["random", "self"])
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=["random", "self"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--frames", type=int, default=200_000, help="the learner's steps a run (200,000)")
     parser.add_argument("--envs", type=int, default=8, help="games played at once (8)")
     parser.add_argument("--games", type=int, default=500, help="games against each fixed opponent (500)")
     parser.add_argument("--store", type=Path, default=Path("games_runs"))
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--curves", type=int, default=0, metavar="N",
+                        help="keep a checkpoint every N iterations and rate them all in one arena (0: none)")
+    parser.add_argument("--arena-games", type=int, default=20, help="games a pair in the rating arena (20)")
     args = parser.parse_args(argv)
     path = args.store / "runs.jsonl"
     done = {_key(r): r for r in (json.loads(line) for line in (path.read_text().splitlines() if path.exists() else [])
@@ -120,10 +203,10 @@ def main(argv: list[str]) -> int:
     for seed in args.seeds:
         for variant in args.variants:
             spec = {"game": args.game, "variant": variant, "seed": seed, "frames": args.frames, "envs": args.envs,
-                    "games": args.games}
+                    "games": args.games, **({"curves": args.curves} if args.curves else {})}
             run = done.get(_key(spec))
             if run is None and not args.report_only:
-                run = one_run(spec)
+                run = one_run(spec, args.store / "runs" / run_name(spec) if args.curves else None)
                 args.store.mkdir(parents=True, exist_ok=True)
                 with path.open("a") as f:
                     f.write(json.dumps(run) + "\n")
@@ -133,6 +216,8 @@ def main(argv: list[str]) -> int:
     lines = [f"# {args.game}: PPO against a random player and in self-play, {args.frames:,} frames "
              f"({datetime.date.today().isoformat()})", "", f"`python -m benchmarks games {' '.join(argv)}`", "",
              *table(runs, args.variants), ""]
+    if args.curves:
+        lines += [*rate_checkpoints(args, runs), ""]
     text = "\n".join(lines)
     args.store.mkdir(parents=True, exist_ok=True)
     (args.store / f"games_{args.game}.md").write_text(text)

@@ -112,6 +112,18 @@ def load_policy(path: str, **kwargs: Any) -> Any:
     return load(path, **kwargs)
 
 
+def arena(players: Any, **kwargs: Any) -> Any:
+    """A round robin of trained policies of a two-seat turn-based game (run folders or checkpoint files, e.g. a
+    run's ``checkpoints/iter_N.pt``) and fixed anchors, as ``ppo-td arena`` plays it: every pair ``games`` games,
+    the seats alternating; returns an :class:`~ppo_td.deploy.arena.ArenaResult` (``pairs()`` with Wilson
+    intervals, ``ratings()`` from OpenSkill, ``curves()`` and ``plot(path)`` of a run's checkpoints, ``table()``).
+    Keyword arguments as :func:`ppo_td.deploy.arena.arena` (``games``, ``anchors``, ``sampled``, ``seed``,
+    ``which``); Ctrl-C raises :class:`~ppo_td.deploy.arena.ArenaInterrupted` holding the games played."""
+    from ppo_td.deploy.arena import arena as play_arena
+
+    return play_arena(players, **kwargs)
+
+
 def __getattr__(name: str) -> Any:
     """``ppo_td.TrainResult`` and ``ppo_td.Policy`` load their layers (and TorchRL) on first use."""
     if name == "TrainResult":
@@ -134,6 +146,7 @@ __all__ = [
     "Policy",
     "TrainConfig",
     "TrainResult",
+    "arena",
     "get_preset",
     "load_policy",
     "resume",

@@ -25,6 +25,7 @@ commands:
   eval    run deterministic (or --sampled) episodes of a checkpoint and print mean +- std; --video records them
   export  write a trained policy as a file that runs without ppo_td (--format torchscript|export|onnx)
   play    play a turn-based game (connect four, tic-tac-toe) against a trained policy in the terminal
+  arena   a round robin of trained policies of a turn-based game and fixed anchors: results and ratings
   doctor  audit your PPO script or notebook (SCRIPT.py|NOTEBOOK.ipynb [ARGS] [--steps N] [--json]), or one
           update of a pipeline, for autograd mistakes
 
@@ -36,6 +37,7 @@ examples:
   ppo-td eval runs/cartpole-seed1 --episodes 20
   ppo-td eval runs/cartpole-seed1 --video
   ppo-td export runs/cartpole-seed1 --format onnx
+  ppo-td arena runs/connect-four runs/connect-four-self --games 200
   ppo-td doctor my_ppo.py --steps 10
   ppo-td doctor my_first_ppo.ipynb
   ppo-td doctor --preset cleanrl --loss my_project.losses:make_loss
@@ -49,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0
     command, rest = argv[0], argv[1:]
-    commands = {"train": _train, "tune": _tune, "eval": _eval, "export": _export, "doctor": _doctor, "play": _play}
+    commands = {"train": _train, "tune": _tune, "eval": _eval, "export": _export, "doctor": _doctor, "play": _play,
+                "arena": _arena}
     if command not in commands:
         print(f"ppo-td: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         return 2
@@ -137,6 +140,62 @@ def _play(args: list[str]) -> int:
     from ppo_td.deploy.play import play
 
     play(ns.checkpoint, sampled=ns.sampled, seed=ns.seed)
+    return 0
+
+
+def _arena(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ppo-td arena", description="A round robin of trained policies of one two-seat turn-based game and fixed "
+        "anchors (docs/games.md): every pair plays --games games, the seats alternating; prints each pair's wins, "
+        "draws and losses with a 95%% interval, and OpenSkill ratings. A run's checkpoints (RUN/checkpoints/*.pt, "
+        "kept with --keep-checkpoints) give its rating curve (--plot).")
+    parser.add_argument("players", nargs="+", metavar="RUN_OR_CHECKPOINT",
+                        help="run folders (their checkpoint.pt) or checkpoint files of the same game")
+    parser.add_argument("--games", type=int, default=100, help="games every pair plays (default 100)")
+    parser.add_argument("--anchors", nargs="*", default=None, metavar="NAME",
+                        help="fixed players: random, connect-four-heuristic, module:Name (default: random, and the "
+                             "heuristic in connect four; --anchors alone: none)")
+    parser.add_argument("--mode", action="store_true", help="each policy plays its mode (default: it samples its "
+                        "moves, as in training; two modes meeting repeat one game per seat)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the games (default 0)")
+    parser.add_argument("--which", choices=("last", "best"), default="last",
+                        help="a run folder's checkpoint.pt (last, the default) or best.pt")
+    parser.add_argument("--json", type=Path, default=None, metavar="FILE",
+                        help="also write every game, the pairs and the ratings to FILE")
+    parser.add_argument("--plot", type=Path, default=None, metavar="FILE",
+                        help="also draw the runs' rating curves (their checkpoints' ratings against frames) to FILE")
+    ns = parser.parse_args(args)
+    if ns.games < 1:
+        raise ValueError(f"--games {ns.games}: give the games every pair plays (>= 1)")
+    for out in (ns.json, ns.plot):
+        if out is not None and not out.parent.is_dir():
+            raise ValueError(f"{out}: its folder {out.parent} does not exist")
+    if any(_no_checkpoint(player, "arena", ns.which) for player in ns.players):
+        return 2
+    _quiet_torchrl()
+    from ppo_td.deploy.arena import ArenaInterrupted, arena, write_json
+
+    def on_round(done: int, rounds: int) -> None:
+        if done == rounds or done % max(1, rounds // 10) == 0:
+            print(f"round {done} of {rounds}", file=sys.stderr, flush=True)
+
+    try:
+        result = arena(ns.players, games=ns.games, anchors=ns.anchors, sampled=not ns.mode, seed=ns.seed,
+                       which=ns.which, on_round=on_round)
+    except ArenaInterrupted as err:  # what was played is kept: shown, and written where asked
+        print(err.result.table())
+        if ns.json is not None:
+            print(f"wrote {write_json(err.result, ns.json)}")
+        raise
+    print(result.table())
+    if ns.json is not None:
+        print(f"wrote {write_json(result, ns.json)}")
+    if ns.plot is not None:
+        if not result.curves():
+            print("--plot: no run's checkpoints played (pass RUN/checkpoints/*.pt for a rating curve); nothing drawn",
+                  file=sys.stderr)
+        else:
+            print(f"wrote {result.plot(ns.plot)}")
     return 0
 
 

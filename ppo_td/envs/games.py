@@ -47,6 +47,14 @@ class ConnectFourWinOrBlock:
     stops the other player's win at its next move, else a random legal move; read from PettingZoo's
     ``connect_four_v3`` observation (a 6 x 7 board, plane 0 the mover's pieces, plane 1 the other's)."""
 
+    def check(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        """Refuse a game other than connect four's shape (a 6 x 7 x 2 board, 7 columns to play)."""
+        board = observation_space.get("observation") if isinstance(observation_space, gym.spaces.Dict) else None
+        if getattr(board, "shape", None) != (6, 7, 2) or getattr(action_space, "n", None) != 7:
+            raise ValueError(f"the connect-four-heuristic opponent reads connect four's board (a 6 x 7 x 2 "
+                             f"'observation', 7 moves); this game has {observation_space} and {action_space}: "
+                             "choose another opponent (random, or module:Name of your own)")
+
     def act(self, observation: Any, seat: str, rng: np.random.Generator) -> int:
         board, legal = np.asarray(observation["observation"]), legal_actions(observation)
         for plane in (0, 1):  # win, else block
@@ -89,6 +97,14 @@ class OpponentPool:
         if not self.others or rng.random() < self.latest_ratio:
             return self.latest
         return self.others[int(rng.integers(len(self.others)))]
+
+
+def check_fits(opponent: Any, observation_space: gym.Space, action_space: gym.Space) -> None:
+    """Refuse an opponent made for another game (an opponent with a ``check(observation_space, action_space)``
+    method says so: :class:`ConnectFourWinOrBlock`'s)."""
+    check = getattr(opponent, "check", None)
+    if callable(check):
+        check(observation_space, action_space)
 
 
 def make_opponent(spec: str, n: int | None = None) -> Opponent:
@@ -139,7 +155,7 @@ class TurnBased(gym.Env):
 
     Raises:
         ValueError: seats with different observation or action spaces (one policy plays every seat), an action
-            space that is not ``Discrete``, or a seat the game does not have.
+            space that is not ``Discrete``, a seat the game does not have, or an opponent made for another game.
     """
 
     metadata = {"render_modes": ["ansi", "human", "rgb_array"]}
@@ -162,6 +178,7 @@ class TurnBased(gym.Env):
             opponent = RandomOpponent(n)
         elif isinstance(opponent, RandomOpponent) and opponent.n is None:
             opponent.n = n  # the game's action count, for a game without masks
+        check_fits(opponent, self.observation_space, self.action_space)
         self.opponent: Opponent | OpponentPool = opponent
         self.playing: Opponent = RandomOpponent(n)
         """This game's opponent (drawn at reset from a pool)."""
@@ -169,17 +186,24 @@ class TurnBased(gym.Env):
         self.render_mode = getattr(game, "render_mode", None)
 
     def set_opponent(self, opponent: Opponent | OpponentPool) -> None:
-        """Who plays the other seats from the next game on (a pool: one of its opponents, drawn each game)."""
+        """Who plays the other seats from the next game on (a pool: one of its opponents, drawn each game).
+
+        Raises:
+            ValueError: an opponent (or a pool's) made for another game.
+        """
+        for one in [opponent.latest, *opponent.others] if isinstance(opponent, OpponentPool) else [opponent]:
+            check_fits(one, self.observation_space, self.action_space)
         self.opponent = opponent
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        """A new game; ``options={"seat": name}`` seats the learner there for this game (else as ``seat`` says)."""
         super().reset(seed=seed)
         self.game.reset(seed=int(self.np_random.integers(2**31 - 1)))
         pick = getattr(self.opponent, "pick", None)
         self.playing = pick(self.np_random) if pick is not None else self.opponent
         in_play = list(self.game.agents)  # (a game may seat fewer than its possible agents)
-        self.seat = in_play[int(self.np_random.integers(len(in_play)))] if self.fixed_seat == "random" \
-            else self.fixed_seat
+        seat = (options or {}).get("seat", self.fixed_seat)
+        self.seat = in_play[int(self.np_random.integers(len(in_play)))] if seat == "random" else seat
         if self.seat not in in_play:
             raise ValueError(f"seat {self.seat!r} is not in this game (its seats: {in_play})")
         observation, _, terminated, truncated = self._to_learner()
