@@ -39,6 +39,8 @@ def ppo_td_run(spec: dict[str, Any]) -> dict[str, Any]:
 
     n = spec["num_envs"]
     base = ppo_td.get_preset("rsl-rl-flat")
+    if spec.get("lr_schedule", "adaptive") == "fixed":  # rsl_rl's schedule 'fixed': the lr stays 1e-3
+        base = dataclasses.replace(base, optim=dataclasses.replace(base.optim, desired_kl=None))
     config = dataclasses.replace(
         base, seed=spec["seed"], device=spec["device"], eval_episodes=0, frames_per_batch=24 * n,
         total_frames=spec["iterations"] * 24 * n,
@@ -76,7 +78,8 @@ def rsl_rl_run(spec: dict[str, Any]) -> dict[str, Any]:
     cfg = {"num_steps_per_env": 24, "save_interval": 10**9, "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
            "algorithm": {"class_name": "PPO", "value_loss_coef": 1.0, "use_clipped_value_loss": True,
                          "clip_param": 0.2, "entropy_coef": 0.005, "num_learning_epochs": 5, "num_mini_batches": 4,
-                         "learning_rate": 1e-3, "schedule": "adaptive", "gamma": 0.99, "lam": 0.95,
+                         "learning_rate": 1e-3, "schedule": spec.get("lr_schedule", "adaptive"), "gamma": 0.99,
+                         "lam": 0.95,
                          "desired_kl": 0.01, "max_grad_norm": 1.0,
                          **({"normalize_advantage_per_mini_batch": True} if per_minibatch else {})},
            "actor": {"class_name": "MLPModel", "hidden_dims": hidden, "activation": "elu", "obs_normalization": False,
@@ -188,8 +191,10 @@ def summary(run: dict[str, Any]) -> dict[str, float]:
     frames = ticks[-1][0] - ticks[0][0]
     seconds = ticks[-1][1] - ticks[0][1]
     last = [e[2] for e in run["episodes"][-100:]]
+    tenth = [e[2] for e in run["episodes"] if e[0] > 0.9 * ticks[-1][0]]
     return {"sps": frames / seconds if seconds > 0 else float("nan"),
-            "last100": statistics.fmean(last) if last else float("nan"), "seconds": ticks[-1][1]}
+            "last100": statistics.fmean(last) if last else float("nan"), "seconds": ticks[-1][1],
+            "last_tenth": statistics.fmean(tenth) if tenth else float("nan")}
 
 
 def seconds_to(run: dict[str, Any], target: float, window: int = 20) -> float | None:
@@ -215,6 +220,9 @@ def main(argv: list[str]) -> int:
                         help="rsl_rl as configured (default), or with the two details ppo_td does otherwise: the std "
                              "learned as its log and advantages standardized per minibatch (ppo_td-like), or one "
                              "of them (log-std, minibatch-advantages)")
+    parser.add_argument("--lr-schedule", dest="lr_schedule", choices=["adaptive", "fixed"], default="adaptive",
+                        help="both libraries: the KL-adaptive learning rate (rsl_rl's, the default) or a fixed 1e-3 "
+                             "(rsl_rl's schedule 'fixed'; ppo_td's optim.desired_kl None)")
     parser.add_argument("--simulator", choices=["brax_batch", "brax"], default="brax_batch",
                         help="ppo_td.envs.simulators' factory both libraries step: brax_batch (ppo_td's BraxBatch, the "
                              "simulator's state in JAX, its own reset) or brax (TorchRL's BraxEnv)")
@@ -226,8 +234,8 @@ def main(argv: list[str]) -> int:
     args.store.mkdir(parents=True, exist_ok=True)
     path = args.store / "runs.jsonl"
     done = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    same = ("env", "num_envs", "iterations", "device", "simulator", "rsl_variant")
-    before = {"simulator": "brax", "rsl_variant": "default"}  # what runs stored before the fields ran
+    same = ("env", "num_envs", "iterations", "device", "simulator", "rsl_variant", "lr_schedule")
+    before = {"simulator": "brax", "rsl_variant": "default", "lr_schedule": "adaptive"}  # before the fields ran
 
     def found(library: str, seed: int) -> dict[str, Any] | None:
         return next((r for r in done if r["library"] == library and r["seed"] == seed
@@ -252,26 +260,30 @@ def main(argv: list[str]) -> int:
              f"`python -m benchmarks rsl_rl {' '.join(argv)}`", "",
              f"Target: {target:.1f} (the lower median last-100 return less a tenth of its size).", "",
              "| library | seeds | frames/s after the first iteration (median, range) | last-100 return | "
-             "seconds to the target (median; reached) | run seconds |", "|---|---|---:|---:|---:|---:|"]
+             "return of the episodes ended in the last tenth of the frames (per seed) | "
+             "seconds to the target (median; reached) | run seconds |", "|---|---|---:|---:|---:|---:|---:|"]
     for library, rs in runs.items():
         if not rs:
             continue
         sums = [summary(r) for r in rs]
+        tenths = ", ".join(f"{s['last_tenth']:.1f}" for s in sums)
         reached = [t for t in (seconds_to(r, target) for r in rs) if t is not None]
         sps = [s["sps"] for s in sums]
         if library == "env":
             lines.append(f"| the env alone (random actions) | {', '.join(str(r['seed']) for r in rs)} | "
-                         f"{statistics.median(sps):,.0f} ({min(sps):,.0f}-{max(sps):,.0f}) | - | - | "
+                         f"{statistics.median(sps):,.0f} ({min(sps):,.0f}-{max(sps):,.0f}) | - | - | - | "
                          f"{statistics.median(s['seconds'] for s in sums):.0f} |")
             continue
         lines.append(f"| {library} | {', '.join(str(r['seed']) for r in rs)} | {statistics.median(sps):,.0f} "
                      f"({min(sps):,.0f}-{max(sps):,.0f}) | {statistics.fmean(s['last100'] for s in sums):.1f} +- "
                      f"{statistics.pstdev([s['last100'] for s in sums]):.1f} | "
+                     f"{statistics.fmean(s['last_tenth'] for s in sums):.1f} ({tenths}) | "
                      + (f"{statistics.median(reached):.0f} ({len(reached)} of {len(rs)})" if reached
                         else f"never (0 of {len(rs)})")
                      + f" | {statistics.median(s['seconds'] for s in sums):.0f} |")
     text = "\n".join(lines) + "\n"
-    variant = "" if args.rsl_variant == "default" else f"_{args.rsl_variant}"
+    variant = ("" if args.rsl_variant == "default" else f"_{args.rsl_variant}") + (
+        "" if args.lr_schedule == "adaptive" else f"_{args.lr_schedule}_lr")
     (args.store / f"rsl_rl_{args.simulator}{variant}.md").write_text(text)
     print(text)
     return 0
