@@ -49,14 +49,16 @@ def ppo_td_run(spec: dict[str, Any]) -> dict[str, Any]:
                                                               f"device={spec['device']!r}")))
     episodes: list[tuple[int, float, float]] = []
     ticks: list[tuple[int, float]] = []
+    lrs: list[float] = []
 
     def record(metrics: dict[str, Any], _: Any) -> None:
         now = float(metrics["time"])  # seconds since training started (the env built, as rsl_rl's clock starts)
         ticks.append((int(metrics["frames"]), now))
+        lrs.append(float(metrics["lr"]))  # where the iteration's update left the (KL-adaptive) rate
         episodes.extend((int(e["frames"]), now, float(e["return"])) for e in metrics["ended_episodes"])
 
     ppo_td.train(config, callbacks=[record], progress=False, threads=1)
-    return {"episodes": episodes, "ticks": ticks}
+    return {"episodes": episodes, "ticks": ticks, "lrs": lrs}
 
 
 def rsl_rl_run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -89,11 +91,13 @@ def rsl_rl_run(spec: dict[str, Any]) -> dict[str, Any]:
                       "obs_normalization": False}}
     runner = OnPolicyRunner(vec, cfg, log_dir=None, device=spec["device"])
     vec.start = time.perf_counter()
+    lrs = []
     for _ in range(spec["iterations"]):  # one iteration a call: the time of each, as ppo_td's callbacks give them
         runner.learn(1)
         vec.ticks.append((vec.frames, time.perf_counter() - vec.start))
+        lrs.append(float(runner.alg.learning_rate))
     env.close()
-    return {"episodes": vec.episodes, "ticks": vec.ticks}
+    return {"episodes": vec.episodes, "ticks": vec.ticks, "lrs": lrs}
 
 
 def env_run(spec: dict[str, Any]) -> dict[str, Any]:
