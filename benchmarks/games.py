@@ -10,10 +10,11 @@ lr 3e-4) on ``--envs`` copies of the game, one torch thread, in this process; va
 against a uniformly random legal player) and ``self`` (``env.opponent='self'``: ML-Agents' defaults, a snapshot
 every 20,000 frames, a window of 10, half the games against the latest policy, the random player as an anchor),
 ``frozen`` (the ablation: self-play against one frozen opponent, its latest snapshot, renewed every 20,000 frames;
-no pool, no anchor). The final policy then plays ``--games`` games (deterministic: the policy's mode; its seat drawn
-per game) against the random player and against connect four's win-or-block heuristic: wins, draws and losses with
-a Wilson 95% interval on the win rate. Each finished run is appended to ``STORE/runs.jsonl`` (a rerun skips it);
-the table goes to ``STORE/games_<game>.md``.
+no pool, no anchor), ``heuristic`` (every game against connect four's win-or-block heuristic) and ``self-heuristic``
+(self-play with the random player and the heuristic as anchors). The final policy then plays ``--games`` games
+(deterministic: the policy's mode; its seat drawn per game) against the random player and against connect four's
+win-or-block heuristic: wins, draws and losses with a Wilson 95% interval on the win rate. Each finished run is
+appended to ``STORE/runs.jsonl`` (a rerun skips it); the table goes to ``STORE/games_<game>.md``.
 
 ``--curves N``: each run keeps a checkpoint every N iterations (in ``STORE/runs/``, not committed), and once every
 run is done one ``ppo-td arena`` over all of them (every checkpoint of every variant and seed, and the anchors;
@@ -38,7 +39,9 @@ from ppo_td.deploy.arena import wilson
 OPPONENTS = ("random", "connect-four-heuristic")
 VARIANTS = {"random": {},
             "self": {"opponent": "self", "anchors": ("random",)},
-            "frozen": {"opponent": "self", "pool_size": 1, "latest_ratio": 0.0}}
+            "frozen": {"opponent": "self", "pool_size": 1, "latest_ratio": 0.0},
+            "heuristic": {"opponent": "connect-four-heuristic"},
+            "self-heuristic": {"opponent": "self", "anchors": ("random", "connect-four-heuristic")}}
 
 
 def config_of(spec: dict[str, Any]) -> Any:
