@@ -29,7 +29,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +56,8 @@ class Player:
         return self.run_id is None
 
 
-class Game(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class Game:
     """One game: players ``a`` and ``b`` (indices into the arena's players), ``a``'s seat, and ``a``'s result
     (1 won, 0 draw, -1 lost)."""
 
@@ -181,7 +182,7 @@ class ArenaResult:
         """Everything as JSON-ready values: players, games, pairs, ratings."""
         return {"env_id": self.env_id, "sampled": self.sampled, "planned": self.planned,
                 "players": [dataclasses.asdict(p) for p in self.players],
-                "games": [g._asdict() for g in self.games],
+                "games": [dataclasses.asdict(g) for g in self.games],
                 "pairs": [{**dataclasses.asdict(p), "interval": list(p.interval)} for p in self.pairs()],
                 "ratings": [{"player": r.player.name, "mu": r.mu, "sigma": r.sigma, "ordinal": r.ordinal,
                              "frames": r.player.frames} for r in self.ratings()]}
