@@ -1,4 +1,4 @@
-"""Every published return, recomputed from the result store: ``python -m benchmarks.published``.
+"""Every published return, recomputed from the result store: ``python -m benchmarks published``.
 
 Three checks, each failing on a number the store does not give within the rounding it is written with:
 
@@ -9,7 +9,7 @@ Three checks, each failing on a number the store does not give within the roundi
   the last-100 mean +- std, median, IQM and interval, the evaluation, minutes, frames/s) must agree, and its
   evaluation cell must say "N of M episodes ended" and "starts shared by seeds" exactly where the report does; a
   ``P(ppo_td run > SB3 run)`` row is recomputed from the ppo_td and SB3 rows matched above it; an anchor row's
-  number is one of ``benchmarks.returns.ANCHORS``; a suite's normalized table is the report's. A row quoting runs
+  number is one of ``benchmarks.returns.suites.ANCHORS``; a suite's normalized table is the report's. A row quoting runs
   outside the store says "not in the store" and is left alone.
 - The README's returns row: each suite's normalized IQM for ppo_td and SB3.
 
@@ -27,8 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.returns import ANCHORS, SUITES, read_store
-from benchmarks.returns_report import (
+from benchmarks.returns.report import (
     LABEL,
     aggregates,
     eval_notes,
@@ -37,8 +36,9 @@ from benchmarks.returns_report import (
     suite_scores,
     write_report,
 )
+from benchmarks.returns.suites import ANCHORS, SUITES, read_store
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STORE = ROOT / "benchmarks" / "results" / "returns"
 ALL_SUITES = list(SUITES)
 OUTSIDE = "not in the store"
@@ -209,7 +209,7 @@ def _check_unseeded(row: str, label: str, cells: list[str],
     written = [w for c in cells for w in numbers(c.split("(")[0])]
     published = [mean for anchors in ANCHORS.values() for source, mean, _, _ in anchors if source in label]
     if not written or not any(written[0].holds(m) for m in published):
-        return [f"{row}: neither runs of the store (no seeds) nor an anchor of benchmarks.returns.ANCHORS "
+        return [f"{row}: neither runs of the store (no seeds) nor an anchor of benchmarks.returns.suites.ANCHORS "
                 f"named as its label names it"]
     return []
 
@@ -301,7 +301,7 @@ def check(root: Path = ROOT, store: Path = STORE) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.published", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks published", description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, default=STORE)
     parser.add_argument("--report", action="store_true", help="write report.md from the store first")
     args = parser.parse_args(argv)

@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.returns import (
+from benchmarks.returns.store_history import SEEDED_PER_RUN
+from benchmarks.returns.suites import (
     ANCHORS,
     BEST,
     CURVE_POINTS,
@@ -37,7 +38,6 @@ from benchmarks.returns import (
     read_store,
     with_settings,
 )
-from benchmarks.store_history import SEEDED_PER_RUN
 
 REPS = 2000
 LIBRARIES = ("ppo_td", "sb3")
@@ -158,7 +158,7 @@ def _episodes(run: dict[str, Any]) -> int:
 
 _CACHE: dict[tuple[Any, ...], Any] = {}
 """Numbers already computed from a group of runs (keyed by what the runs hold but their curves): the report and
-:mod:`benchmarks.published`'s check read the same groups, and each bootstrap takes about a second."""
+:mod:`benchmarks.returns.published`'s check read the same groups, and each bootstrap takes about a second."""
 
 
 def _cached(name: str, runs: list[dict[str, Any]], compute: Callable[[], Any]) -> Any:
@@ -173,8 +173,8 @@ def row_values(mine: list[dict[str, Any]]) -> dict[str, Any]:
     """What a table row says of ``mine`` (one library's runs of one config, one per seed), unrounded: ``seeds``,
     ``last`` (mean, std over seeds of the last-100 means), ``median``, ``iqm`` (IQM, low, high), ``eval`` (mean, std
     of :func:`evaluation_score`, or None), ``ended`` and ``episodes`` (evaluation episodes that ended, and run),
-    ``shared`` (an evaluation from before its starts were the run's own: ``benchmarks.store_history``), ``minutes``
-    (median per run) and ``fps`` (median frames/s)."""
+    ``shared`` (an evaluation from before its starts were the run's own: ``benchmarks.returns.store_history``),
+    ``minutes`` (median per run) and ``fps`` (median frames/s)."""
     def compute() -> dict[str, Any]:
         last = np.array([r["last100"] for r in mine])
         evals = [v for v in map(evaluation_score, mine) if v is not None]
@@ -241,7 +241,7 @@ def env_rows(task: Task, runs: list[dict[str, Any]]) -> tuple[list[str], dict[st
 
 def _curve(run: dict[str, Any], grid: np.ndarray, axis: int) -> np.ndarray:
     """The mean of the last 100 training episodes ended by each grid point (frames: ``axis`` 0; seconds: 1): from
-    the run's episodes, or its stored curve of those means (:func:`benchmarks.returns.compact`)."""
+    the run's episodes, or its stored curve of those means (:func:`benchmarks.returns.suites.compact`)."""
     points = run.get("curve") or run.get("episodes") or []
     if not points:
         return np.full(len(grid), np.nan)
@@ -351,8 +351,8 @@ mean of its last 100 training episodes must reach (issue 65: 90%)."""
 def running_means(run: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """A run's (training seconds, mean of its last 100 episodes) at each recorded episode, counted once at least
     min(100, the run's episodes) have ended, so a few lucky first episodes do not count and the last value is the
-    run's ``last100``; from its episodes, or from its stored curve (:func:`benchmarks.returns.compact`: the same means
-    at 2,000 evenly spaced episodes)."""
+    run's ``last100``; from its episodes, or from its stored curve (:func:`benchmarks.returns.suites.compact`: the same
+    means at 2,000 evenly spaced episodes)."""
     if "curve" in run:
         n = run["episodes_total"]
         picks = sorted({round(i * (n - 1) / (CURVE_POINTS - 1)) for i in range(CURVE_POINTS)})
@@ -513,7 +513,7 @@ def write_report(suites: list[str], store: Path, plots: bool = True, write: bool
              + (" An evaluation cell marked \"(starts shared by seeds)\" holds ppo_td runs from before commit "
                 f"{SEEDED_PER_RUN} (2026-11-29), whose evaluation env copy i was seeded with the run's seed + 10,000 + "
                 "i, so seeds 1 to 5 shared most of their start states; since, each run's starts come from its own "
-                "seed (`benchmarks.store_history`)."
+                "seed (`benchmarks.store_history`)."  # as the stored report.md says it (now benchmarks/returns/)
                 if any(r.get("eval_starts") == "shared" for r in runs if r["suite"] in suites) else ""), ""]
     for suite in suites:
         lines += suite_section(suite, runs, store, plots)

@@ -5,9 +5,9 @@ ppo_td's final evaluation seeded its env copy i with seed + 10,000 + i until com
 seeds 1 to 5 shared most of their start states ("shared"); since, it seeds from the run's seed through numpy's
 ``SeedSequence`` ("per run"). SB3's evaluation steps one env, its episodes one after another from seed + 10,000
 ("sequential"). A record written before this field existed gets it here from its ``commit``: whether 231c7a1 is an
-ancestor of it (git's own answer); new records carry it from :func:`benchmarks.returns.run_one`.
+ancestor of it (git's own answer); new records carry it from :func:`benchmarks.returns.run.run_one`.
 
-    python -m benchmarks.store_history [--store benchmarks/results/returns]
+    python -m benchmarks store_history [--store benchmarks/results/returns]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SEEDED_PER_RUN = "231c7a1"
 """The commit from which ppo_td's evaluation seeds from the run's seed (``ppo_td.training.evaluation_seed``)."""
 
@@ -66,7 +66,7 @@ def mark(store: Path, root: Path = ROOT, since: str = SEEDED_PER_RUN) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.store_history", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks store_history", description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, default=ROOT / "benchmarks" / "results" / "returns")
     args = parser.parse_args(argv)
     print(f"{mark(args.store)} records of {args.store / 'runs.jsonl'} marked with what their evaluation started from")
