@@ -1,8 +1,8 @@
 """One benchmark run in its own process: ppo_td, Stable-Baselines3 or skrl, one config, one seed.
 
-Run by the suites (``python -m benchmarks``) as ``python -m benchmarks.worker JSON``;
-prints one JSON result line. A separate process per run keeps peak memory and state
-apart and keeps import time out of the timed region.
+Run by the suites (``python -m benchmarks``) as ``python -m benchmarks.common.worker JSON`` (by hand: ``python -m
+benchmarks worker JSON``, before 2026-12-06 ``python -m benchmarks.worker JSON``); prints one JSON result line. A
+separate process per run keeps peak memory and state apart and keeps import time out of the timed region.
 
 Spec keys: ``library`` ("ppo_td" | "sb3" | "skrl"; with a recurrent preset "sb3" is sb3-contrib's RecurrentPPO),
 ``preset`` (a ppo_td preset: the config both libraries use) or ``config`` (a whole config,

@@ -2,7 +2,7 @@
 plain and under the audit. Prints what the audit found and whether the two runs end with the same weights and random
 state, bit for bit (the audit must change no number, on CUDA as on the CPU).
 
-    python -m benchmarks.doctor_device --device cuda
+    python -m benchmarks doctor_device --device cuda
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-SCRIPT = Path(__file__).resolve().parent.parent / "examples" / "doctor" / "torchrl_entropy_subtracted.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "doctor" / "torchrl_entropy_subtracted.py"
 
 
 def _run(device: str, audited: bool) -> tuple[dict, dict, float]:

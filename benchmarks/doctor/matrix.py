@@ -5,7 +5,7 @@ positive) and on every mistake injected into each (``tests/doctor_hosts/mistakes
 the kind found and the line it names, or ``missed``; and, per mistake, a call chain the doctor named (the user's
 call first, then the lines inside the user's functions or modules down to the one that made the wrong tensor).
 
-    python -m benchmarks.doctor_matrix
+    python -m benchmarks doctor_matrix
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-HOSTS = Path(__file__).resolve().parent.parent / "tests" / "doctor_hosts"
+HOSTS = Path(__file__).resolve().parents[2] / "tests" / "doctor_hosts"
 def _doctor(path: Path) -> dict:
     from ppo_td.cli import main
 

@@ -3,7 +3,7 @@
 Alternates plain and audited updates of the same pipeline on the same batch and
 reports the median seconds of each and their ratio.
 
-    python -m benchmarks.doctor_overhead --preset cartpole --repeats 10
+    python -m benchmarks doctor_overhead --preset cartpole --repeats 10
 """
 
 from __future__ import annotations

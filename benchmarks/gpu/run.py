@@ -2,7 +2,7 @@
 and Atari Pong, ppo_td beside SB3, each run in its own process, one at a time.
 
     python -m benchmarks gpu                       # on a GPU machine: VMAS at 4,096 and 32,768 envs, Pong x 16
-    python -m benchmarks.gpu --device cpu --vmas-envs 64 --vmas-frames 20480 --atari-frames 0   # a check on a CPU
+    python -m benchmarks gpu --device cpu --vmas-envs 64 --vmas-frames 20480 --atari-frames 0   # a check on a CPU
 
 VMAS: ``navigation`` as ppo_td's ``vmas-navigation`` preset makes it (3 agents, 100 steps), ``--vmas-steps`` steps
 per env per batch, TorchRL's multi-agent PPO tutorial's loss settings (5 epochs of 4 minibatches, lr 3e-4, ...),
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import run_worker
+from benchmarks.common import run_worker
 
 # TorchRL's multi-agent PPO tutorial's settings, used by both sides (its ClipPPOLoss with the l2 value loss of ppo_td)
 TUTORIAL_LOSS = dict(gamma=0.99, gae_lambda=0.9, clip_epsilon=0.2, entropy_coeff=1e-4, critic_coeff=1.0,
@@ -153,7 +153,7 @@ def vmas_torchrl(num_envs: int, frames: int, steps: int, device: str, seed: int)
 
 
 def _child(kind: str, args: dict[str, Any]) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu", "--child", kind, json.dumps(args)],
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.run", "--child", kind, json.dumps(args)],
                           capture_output=True, text=True, check=False)
     if proc.returncode:
         raise RuntimeError(f"{kind} {args} failed:\n{proc.stderr[-3000:]}")
@@ -215,7 +215,7 @@ def main() -> None:
             result.update(task=f"Atari Pong, {args.atari_workers} env processes")
             rows.append(result)
             print(json.dumps({k: v for k, v in result.items() if k != "curve"}), flush=True)
-    lines = [f"Device: {args.device}. Seed {args.seed}. `python -m benchmarks.gpu` with these settings.", "",
+    lines = [f"Device: {args.device}. Seed {args.seed}. `python -m benchmarks gpu` with these settings.", "",
              "| task | library | frames | seconds | frames/s | collection frames/s | update seconds | "
              "frames/s, iteration 5 to last: median (min-max) | last reward |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

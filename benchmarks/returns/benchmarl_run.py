@@ -1,6 +1,6 @@
 """One BenchMARL run, executed by the Python of BenchMARL's own virtualenv (BenchMARL 1.5.2 needs torchrl < 0.12,
 so it cannot share ppo_td's environment). ``python -m benchmarks multiagent`` starts it as
-``BENCHMARL_PYTHON benchmarks/benchmarl_run.py JSON`` and reads the one JSON line it prints.
+``BENCHMARL_PYTHON benchmarks/returns/benchmarl_run.py JSON`` and reads the one JSON line it prints.
 
 Spec keys: ``algorithm`` ("mappo" | "ippo"), ``seed``, ``max_n_frames``, ``folder`` (where BenchMARL's CSV logger
 writes), ``task`` (a VMAS task of BenchMARL's, "navigation" by default, or "simple_tag": two agent groups).

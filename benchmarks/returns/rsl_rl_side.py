@@ -183,8 +183,8 @@ def child(spec_json: str) -> None:
 def launch(spec: dict[str, Any], folder: Path) -> dict[str, Any]:
     out = folder / f"{spec['library']}_{spec['seed']}.json"
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "benchmarks.rsl_rl_side", "child", json.dumps({**spec, "out": str(out)})],
-                   check=True, timeout=6 * 3600)
+    subprocess.run([sys.executable, "-m", "benchmarks.returns.rsl_rl_side", "child",
+                    json.dumps({**spec, "out": str(out)})], check=True, timeout=6 * 3600)
     run = json.loads(out.read_text())
     run["wall_seconds"] = time.perf_counter() - started
     return run

@@ -4,8 +4,8 @@
     python -m benchmarks distributed --ranks 1 2 4 8 16 --skip-learning   # a 16-core machine
     python -m benchmarks distributed --device cuda --ranks 1 2 4 8 --skip-learning   # one GPU per rank
 
-Every run is ``torchrun --standalone --nproc-per-node N -m benchmarks.distributed rank SPEC`` (1 rank too: the same
-launcher), the config the same whatever N (the whole run's batch, divided over the ranks), one run at a time.
+Every run is ``torchrun --standalone --nproc-per-node N -m benchmarks.scaling.distributed rank SPEC`` (1 rank too: the
+same launcher), the config the same whatever N (the whole run's batch, divided over the ranks), one run at a time.
 
 Throughput (``--rounds`` rounds, the rank counts interleaved in each so the machine's noise hits all): frames/s
 after the first iteration, the collection's and the update's seconds per iteration, and each count's speed-up over
@@ -125,7 +125,7 @@ def launch(spec: dict[str, Any], ranks: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         spec = {**spec, "out": str(Path(folder) / "run.json")}
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
-                   "-m", "benchmarks.distributed", "rank", json.dumps(spec)]
+                   "-m", "benchmarks.scaling.distributed", "rank", json.dumps(spec)]
         done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, check=False)
         if done.returncode:
             raise RuntimeError(f"{ranks}-rank run {spec} failed:\n{done.stderr[-3000:]}")

@@ -8,7 +8,7 @@ all of them. Reported per setting (medians over rounds): set-up time (build to f
 batch), collection steps/s, update seconds per iteration and total steps/s, all over
 the iterations after the first.
 
-    python -m benchmarks.scaling --iterations 6 --rounds 2
+    python -m benchmarks scaling_workers --iterations 6 --rounds 2
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def main() -> None:
         order = order if round_ % 2 == 0 else order[::-1]
         for name, setting in order:
             spec = dict(setting, iterations=args.iterations, seed=1)
-            proc = subprocess.run([sys.executable, "-m", "benchmarks.scaling", "--one", json.dumps(spec)],
+            proc = subprocess.run([sys.executable, "-m", "benchmarks.scaling.workers", "--one", json.dumps(spec)],
                                   capture_output=True, text=True, check=False)
             if proc.returncode:
                 raise RuntimeError(f"{name} failed:\n{proc.stderr[-3000:]}")

@@ -1,11 +1,12 @@
 """The same benchmark run at several commits, interleaved: did a change make a path slower?
 
-    python -m benchmarks.commits 6fee671 HEAD                      # CartPole at CleanRL's settings, seeds 1-3, 3 rounds
-    python -m benchmarks.commits 6fee671 . --libraries ppo_td      # '.': this working tree, uncommitted changes too
+    python -m benchmarks commits 6fee671 HEAD                      # CartPole at CleanRL's settings, seeds 1-3, 3 rounds
+    python -m benchmarks commits 6fee671 . --libraries ppo_td      # '.': this working tree, uncommitted changes too
 
-Each revision is checked out in a git worktree of its own (removed after), and every run is one
-``benchmarks.worker`` process started in that checkout, so ppo_td and the worker are the revision's (checked: the
-run fails if ``ppo_td`` is imported from elsewhere); the Python environment is this one. Runs are interleaved (per
+Each revision is checked out in a git worktree of its own (removed after), and every run is one worker process
+started in that checkout (``benchmarks.common.worker``, or ``benchmarks.worker`` in a revision from before
+2026-12-06), so ppo_td and the worker are the revision's (checked: the run fails if ``ppo_td`` is imported from
+elsewhere); the Python environment is this one. Runs are interleaved (per
 round and seed, every revision and library in turn), so a slow minute of a shared machine falls on all of them.
 The report gives each revision's median seconds (collection, update, total, as the worker's timers split them:
 ``benchmarks quick``'s), SB3's seconds over ppo_td's per run (the speed ratio, above 1: ppo_td faster), and each
@@ -24,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PARTS = ("collect_seconds", "update_seconds", "train_seconds")
 RUN_TIMEOUT = 900.0
 """Seconds a run may take before it is stopped and reported as failed."""
@@ -32,7 +33,8 @@ RUN_TIMEOUT = 900.0
 _IN_CHECKOUT = ("import runpy, sys; checkout = sys.argv.pop(1); sys.path.insert(0, checkout); import ppo_td; "
                 "from pathlib import Path; here = Path(ppo_td.__file__).resolve(); "
                 "assert Path(checkout).resolve() in here.parents, f'ppo_td imported from {here}, not {checkout}'; "
-                "runpy.run_module('benchmarks.worker', run_name='__main__')")
+                "moved = (Path(checkout) / 'benchmarks' / 'common' / 'worker.py').exists(); "  # since 2026-12-06
+                "runpy.run_module('benchmarks.common.worker' if moved else 'benchmarks.worker', run_name='__main__')")
 
 
 def run_in(checkout: Path, spec: dict[str, Any], timeout: float = RUN_TIMEOUT) -> dict[str, Any]:
@@ -105,7 +107,7 @@ def report(results: dict[tuple[str, str], list[dict[str, Any]]], revisions: list
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.commits", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks commits", description=__doc__.splitlines()[0])
     parser.add_argument("revisions", nargs="+", help="commits to compare ('.' for this working tree)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--rounds", type=int, default=3)
@@ -133,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                         results[(rev, library)].append(out)
                         print(f"round {round_} seed {seed} {rev} {library}: " + ", ".join(
                             f"{p.split('_')[0]} {out[p]:.3f} s" for p in PARTS), flush=True)
-        command = " ".join(["python -m benchmarks.commits", *(argv if argv is not None else sys.argv[1:])])
+        command = " ".join(["python -m benchmarks commits", *(argv if argv is not None else sys.argv[1:])])
         print("\n".join(["", f"`{command}` ({args.preset}, "
                          f"{args.frames:,} frames, seeds {' '.join(map(str, args.seeds))}, {args.rounds} rounds)", "",
                          *report(results, args.revisions, args.libraries)]))

@@ -1,7 +1,7 @@
 """Seconds per update with ``compile=True`` against eager, in one process, runs alternating: the first update (it
 waits for torch.compile) and the median of the updates from the third on (the steady state).
 
-    python -m benchmarks.compile --preset cartpole --frames 20480
+    python -m benchmarks compile --preset cartpole --frames 20480
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Collector (``'torchrl'``), the same batches either way.
 For each preset and seed, one run of each (order alternating by seed); the ratio is
 taken pairwise.
 
-    python -m benchmarks.fast_paths --seeds 1 2 3 [--compare step-loop] [--presets mountaincar-continuous]
+    python -m benchmarks fast_paths --seeds 1 2 3 [--compare step-loop] [--presets mountaincar-continuous]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import json
 import statistics
 from pathlib import Path
 
-from benchmarks import run_worker
+from benchmarks.common import run_worker
 
 RUNS = {  # preset -> frames (None: the preset's budget)
     "cartpole": None,

@@ -1,6 +1,6 @@
 """Cost of the FiniteCheck guard, side by side in one run: env steps/s and whole training runs.
 
-    python -m benchmarks.guard_overhead --repeats 3
+    python -m benchmarks guard_overhead --repeats 3
 """
 
 from __future__ import annotations

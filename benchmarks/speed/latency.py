@@ -60,7 +60,7 @@ def _sb3(config: Any, recurrent: bool) -> tuple[Callable[[np.ndarray], Any], Cal
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from benchmarks.worker import _recurrent_kwargs, _sb3_kwargs, sb3_vec_env
+    from benchmarks.common.worker import _recurrent_kwargs, _sb3_kwargs, sb3_vec_env
 
     env = sb3_vec_env(config, 1, 0)
     normalize = config.env.normalize_observations

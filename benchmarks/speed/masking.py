@@ -5,7 +5,7 @@ Masked: ``ppo_td/Trading-v0`` (``examples/trading.py``) (the policy reads the ma
 Reports the mean return of the last 50 training episodes and the deterministic
 evaluation (16 episodes) per seed, and the medians.
 
-    python -m benchmarks.masking --seeds 1 2 3
+    python -m benchmarks masking --seeds 1 2 3
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The score is the mean return of the last 100 training episodes. Prints one JSON 
 per run (and appends it to --out), then a Markdown table beside CleanRL's published
 PPO numbers (ppo_continuous_action.py, v4 tasks, mean +- std over seeds).
 
-    python -m benchmarks.mujoco --presets halfcheetah hopper --seeds 1
+    python -m benchmarks mujoco_full --presets halfcheetah hopper --seeds 1
 """
 
 from __future__ import annotations

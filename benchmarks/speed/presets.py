@@ -1,6 +1,6 @@
 """Final score of presets over seeds: mean of the last 20 training episodes and the deterministic evaluation.
 
-    python -m benchmarks.presets --presets pendulum trading --seeds 1 2 3
+    python -m benchmarks presets --presets pendulum trading --seeds 1 2 3
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Where one env step and one minibatch go, against their physical limits (issue 19's profile).
 
-    python -m benchmarks.profile_steps --preset cleanrl [--iterations 20]
+    python -m benchmarks profile_steps --preset cleanrl [--iterations 20]
 
 Per env step of the fast collector: the policy's sampling, the env step (the Gymnasium vector step, reading
 its outputs, the transforms), the partial resets; beside them the raw vector step and the raw network

@@ -1,7 +1,7 @@
 """What checking an env object's record costs when it is given (``ppo_td.envs.verify``): the median seconds of
 ``env_config_for`` (record and check) and of the check alone, per env, in one process.
 
-    python -m benchmarks.record_check --env-ids CartPole-v1 Pendulum-v1 HalfCheetah-v5 ALE/Pong-v5
+    python -m benchmarks record_check --env-ids CartPole-v1 Pendulum-v1 HalfCheetah-v5 ALE/Pong-v5
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ TorchRL's Collector; rounds alternate, the ratio is taken round by round. Both r
 ``model.encoder='flat'`` (images flattened, discrete entries one-hot), so the networks are the same size and the
 difference is the step loop's.
 
-    python -m benchmarks.spaces --rounds 5
+    python -m benchmarks spaces --rounds 5
 
 Writes nothing; prints one JSON line per measurement and a table (median, min-max over rounds).
 """
@@ -74,11 +74,11 @@ def main() -> None:
     torch.set_num_threads(1)
     logging.getLogger("ppo_td").setLevel(logging.ERROR)
     logging.getLogger("torchrl").setLevel(logging.WARNING)
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # space_envs
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # space_envs
     rows = []
     for r in range(args.rounds):
         for name, (env_id, _) in PAIRS.items():
-            flat_id = f"benchmarks.spaces:flat_{_slug(name)}"
+            flat_id = f"benchmarks.speed.spaces:flat_{_slug(name)}"
             order = [("own", EnvConfig(env_id)), ("box", EnvConfig(flat_id))]
             for loop in ("auto", "torchrl"):
                 for which, env in (order if r % 2 == 0 else order[::-1]):

@@ -3,7 +3,7 @@
 Alternates the thread counts update by update on the same collected batch (same weights each time) and prints the
 median seconds of each and their ratio to the first: what ``ppo-td train --threads`` chooses between.
 
-    python -m benchmarks.threads --env-id LunarLander-v3 --threads 1 2 --busy 2
+    python -m benchmarks threads --env-id LunarLander-v3 --threads 1 2 --busy 2
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ with the tutorial's ``ObservationNorm`` as ``env.transforms``: ppo_td's fast col
 seed, alternating, one torch thread; frames/s over the run (training seconds, after the first iteration) and
 collection frames/s; ratios to ``gym`` pairwise per seed.
 
-    python -m benchmarks.torchrl_envs --seeds 1 2 3
+    python -m benchmarks torchrl_envs --seeds 1 2 3
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def one(way: str, env: str, preset: str, seed: int, frames: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.torchrl_envs", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks torchrl_envs", description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="InvertedDoublePendulum-v5")
     parser.add_argument("--preset", default="generic")
     parser.add_argument("--frames", type=int, default=20_480)

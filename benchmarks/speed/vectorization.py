@@ -2,8 +2,8 @@
 process of its own (``'async'``, Gymnasium's AsyncVectorEnv with shared memory), or, for Atari with EnvPool
 installed, in EnvPool's threads (``'envpool'``), side by side, rounds alternating.
 
-    python -m benchmarks.vectorization --preset atari --rounds 2
-    python -m benchmarks.vectorization --preset atari --rounds 2 --ways sync envpool
+    python -m benchmarks vectorization --preset atari --rounds 2
+    python -m benchmarks vectorization --preset atari --rounds 2 --ways sync envpool
 
 Prints one line per measurement and the median of each (the policy's forward counts: on a CPU a CNN policy is
 most of an Atari step).

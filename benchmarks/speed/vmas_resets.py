@@ -3,7 +3,7 @@
 VMAS resets copies one index at a time (``Environment.reset_at``; TorchRL's ``VmasWrapper`` does the same), so a
 step where many copies finish costs more: what makes frames/s fall as agents learn to finish early.
 
-    python -m benchmarks.vmas_resets --num-envs 4096 --device cpu
+    python -m benchmarks vmas_resets --num-envs 4096 --device cpu
 """
 
 from __future__ import annotations
