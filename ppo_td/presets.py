@@ -90,7 +90,7 @@ PENDULUM = TrainConfig(
 # ppo_td/Trading-v0 (the masked example env in examples/trading.py, imported through Gymnasium's
 # module:EnvId form; run from the repository folder): 8 envs x 128 steps, 4 epochs x 4
 # minibatches, lr 3e-4, entropy 0.01, gamma 0.9, 50k frames. At this budget masking is
-# what makes it learn: see benchmarks/masking.py (docs/normalization-and-masking.md).
+# what makes it learn: see benchmarks/speed/masking.py (docs/normalization-and-masking.md).
 TRADING = TrainConfig(
     env=EnvConfig(env_id="examples.trading:ppo_td/Trading-v0", num_envs=8),
     loss=LossConfig(gamma=0.9, gae_lambda=0.95, entropy_coeff=0.01),

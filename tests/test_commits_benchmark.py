@@ -1,9 +1,9 @@
-"""``python -m benchmarks.commits``: the same benchmark at several commits, interleaved, each run with its own
+"""``python -m benchmarks commits``: the same benchmark at several commits, interleaved, each run with its own
 checkout's ppo_td (issue 65's bisect)."""
 
 import pytest
 
-from benchmarks import commits
+from benchmarks.speed import commits
 
 
 def _run(collect, update):

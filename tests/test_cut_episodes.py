@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 import ppo_td
-from benchmarks import returns
-from benchmarks.returns import SUITES, Task
-from benchmarks.returns_report import _row, evaluation_score
+from benchmarks.returns import run as returns_run
+from benchmarks.returns import suites
+from benchmarks.returns.report import _row, evaluation_score
+from benchmarks.returns.suites import SUITES, Task
 from conftest import small_config
 from ppo_td.config import EnvConfig
 from ppo_td.tuning.trial import seed_score
@@ -53,11 +54,10 @@ def test_the_report_counts_cut_episodes_and_says_how_many_ended():
 
 
 def test_a_stored_run_that_left_its_cut_episodes_nowhere_is_run_again():
-    assert not returns.whole_evaluation(_run([1.0] * 9))  # before eval_cut: the missing one is nowhere
-    assert returns.whole_evaluation(_run([1.0] * 9, cut=[3.0]))
-    assert returns.whole_evaluation(_run([1.0] * 10)) and returns.whole_evaluation(_run([1.0] * 9, library="sb3"))
-    store = Path(returns.__file__).parent / "results" / "returns"
-    again = [r["key"] for r in returns.read_store(store) if not returns.whole_evaluation(r)]
+    assert not suites.whole_evaluation(_run([1.0] * 9))  # before eval_cut: the missing one is nowhere
+    assert suites.whole_evaluation(_run([1.0] * 9, cut=[3.0]))
+    assert suites.whole_evaluation(_run([1.0] * 10)) and suites.whole_evaluation(_run([1.0] * 9, library="sb3"))
+    again = [r["key"] for r in suites.read_store(suites.STORE) if not suites.whole_evaluation(r)]
     assert all("SpaceInvaders" in key for key in again)  # the three the audit found, and no others
 
 
@@ -65,10 +65,14 @@ def test_a_stored_run_that_left_its_cut_episodes_nowhere_is_run_again():
 def test_the_store_records_each_cut_episode_with_the_reward_it_reached(tmp_path, monkeypatch):
     monkeypatch.setitem(SUITES, "stuck", [Task("endless_envs:half_stuck", "cleanrl", 512, sb3=False)])
     monkeypatch.setenv("PYTHONPATH", str(TESTS))  # the worker process imports the env's module
-    monkeypatch.setattr(returns, "config_of", lambda task: dataclasses.replace(
-        returns.settings_config(task.settings), env=EnvConfig("endless_envs:half_stuck", num_envs=4),
-        total_frames=task.frames, frames_per_batch=128, eval_max_steps=30))
-    assert returns.main(["stuck", "--seeds", "1", "--store", str(tmp_path)]) == 0
+    def config_of(task):
+        return dataclasses.replace(suites.settings_config(task.settings),
+                                   env=EnvConfig("endless_envs:half_stuck", num_envs=4), total_frames=task.frames,
+                                   frames_per_batch=128, eval_max_steps=30)
+
+    for module in (suites, returns_run):  # the run's config, and its key (suites.key_of reads suites.config_of)
+        monkeypatch.setattr(module, "config_of", config_of)
+    assert returns_run.main(["stuck", "--seeds", "1", "--store", str(tmp_path)]) == 0
     [run] = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
     assert len(run["eval_returns"]) + len(run["eval_cut"]) == 10 and run["eval_cut"] == [0.0] * len(run["eval_cut"])
     assert 0 < len(run["eval_cut"]) < 10

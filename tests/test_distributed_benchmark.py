@@ -2,7 +2,7 @@
 
 import pytest
 
-from benchmarks import distributed
+from benchmarks.scaling import distributed
 
 
 def test_seconds_to_a_target_is_when_the_mean_of_the_last_episodes_first_reaches_it():

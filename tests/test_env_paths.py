@@ -4,7 +4,7 @@ import json
 
 import torch
 
-from benchmarks import env_paths
+from benchmarks.speed import env_paths
 
 torch.set_num_threads(1)
 

@@ -1,9 +1,9 @@
-"""The games benchmark's arithmetic (benchmarks/games.py): the Wilson interval against its formula's known values,
-the table pooling the seeds' games, a run's config."""
+"""The games benchmark's arithmetic (benchmarks/returns/games.py): the Wilson interval against its formula's known
+values, the table pooling the seeds' games, a run's config."""
 
 import pytest
 
-from benchmarks import games
+from benchmarks.returns import games
 
 
 def test_the_wilson_interval():

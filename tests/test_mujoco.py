@@ -1,4 +1,4 @@
-"""The MuJoCo presets build and run (short budgets; the 1M-frame results come from benchmarks/mujoco.py)."""
+"""The MuJoCo presets build and run (short budgets; the 1M-frame results come from benchmarks/speed/mujoco.py)."""
 
 import dataclasses
 

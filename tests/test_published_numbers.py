@@ -1,6 +1,6 @@
 """Every published return is what the result store gives (issue 64): the returns report, every table of
 docs/learning.md and the README's returns row, recomputed from ``benchmarks/results/returns/runs.jsonl``
-(``benchmarks.published``); and the check fails where a number, a note or a marker does not hold."""
+(``benchmarks.returns.published``); and the check fails where a number, a note or a marker does not hold."""
 
 import json
 import shutil
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import published, store_history
-from benchmarks.returns import read_store
+from benchmarks.returns import published, store_history
+from benchmarks.returns.suites import read_store
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "learning.md"

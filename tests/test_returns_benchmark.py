@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks import returns
-from benchmarks.returns import SUITES, Task
+from benchmarks.returns import run, suites
+from benchmarks.returns.suites import SUITES, Task
 
 torch.set_num_threads(1)
 
@@ -26,11 +26,11 @@ def tiny(monkeypatch):
 @pytest.mark.slow
 def test_runs_are_stored_once_a_rerun_continues_and_the_report_reads_them(tiny, tmp_path, capsys):
     store = tmp_path / "store"
-    assert returns.main([tiny, "--seeds", "1", "2", "--store", str(store)]) == 0
+    assert run.main([tiny, "--seeds", "1", "2", "--store", str(store)]) == 0
     runs = [json.loads(line) for line in (store / "runs.jsonl").read_text().splitlines()]
     assert sorted((r["library"], r["seed"]) for r in runs) == [("ppo_td", 1), ("ppo_td", 2), ("sb3", 1), ("sb3", 2)]
     for r in runs:  # what a run's line holds: how to redo it, where it came from, its curve and its numbers
-        assert r["command"].startswith("python -m benchmarks.worker ") and r["commit"] and r["frames"] == 2048
+        assert r["command"].startswith("python -m benchmarks worker ") and r["commit"] and r["frames"] == 2048
         assert r["episodes"] and r["last100"] == pytest.approx(
             sum(e[2] for e in r["episodes"][-100:]) / len(r["episodes"][-100:]), rel=1e-3)
         assert len(r["eval_returns"]) == 10
@@ -39,12 +39,12 @@ def test_runs_are_stored_once_a_rerun_continues_and_the_report_reads_them(tiny, 
 
     lines = (store / "runs.jsonl").read_text().splitlines()
     (store / "runs.jsonl").write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:40])  # a crash cut the last line
-    assert returns.main([tiny, "--seeds", "1", "2", "--store", str(store)]) == 0
+    assert run.main([tiny, "--seeds", "1", "2", "--store", str(store)]) == 0
     assert "3 in the store" in capsys.readouterr().out  # the cut run is run again, the others are not
-    assert returns.main([tiny, "--seeds", "1", "2", "--store", str(store)]) == 0
+    assert run.main([tiny, "--seeds", "1", "2", "--store", str(store)]) == 0
     assert "0 to run" in capsys.readouterr().out
 
-    report = returns.main([tiny, "--report", "--store", str(store)])
+    report = run.main([tiny, "--report", "--store", str(store)])
     text = (store / "report.md").read_text()
     assert report == 0 and "| CartPole-v1 | ppo_td | 2 |" in text and "| CartPole-v1 | Stable-Baselines3 | 2 |" in text
     assert "P(ppo_td run > SB3 run)" in text and "IQM [95% CI]" in text and "RL Zoo" in text
@@ -52,11 +52,11 @@ def test_runs_are_stored_once_a_rerun_continues_and_the_report_reads_them(tiny, 
     assert "CartPole-v1|" in (store / "random.json").read_text()  # the random policy's score, measured once
 
     # an ablation: the same env on another preset, stored under it and reported beside, not in the aggregates
-    assert returns.main([tiny, "--seeds", "1", "--libraries", "ppo_td", "--settings", "generic",
+    assert run.main([tiny, "--seeds", "1", "--libraries", "ppo_td", "--settings", "generic",
                          "--store", str(store)]) == 0
-    ablation = returns.read_store(store)[-1]
+    ablation = suites.read_store(store)[-1]
     assert ablation["settings"] == "generic" and "on the generic preset (the suite's: cartpole)" in ablation["notes"]
-    assert returns.main([tiny, "--report", "--store", str(store)]) == 0
+    assert run.main([tiny, "--report", "--store", str(store)]) == 0
     text = (store / "report.md").read_text()
     assert "| | ppo_td on `generic` | 1 |" in text and "| CartPole-v1 | ppo_td | 2 |" in text
 
@@ -77,13 +77,13 @@ def test_a_failed_or_timed_out_run_is_not_stored_and_the_exit_code_says_so(tiny,
         def kill(self):
             self.killed = True
 
-    monkeypatch.setattr(returns.subprocess, "Popen", Worker)
-    assert returns.main([tiny, "--seeds", "1", "2", "3", "--libraries", "ppo_td", "--timeout", "5",
+    monkeypatch.setattr(run.subprocess, "Popen", Worker)
+    assert run.main([tiny, "--seeds", "1", "2", "3", "--libraries", "ppo_td", "--timeout", "5",
                          "--store", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "seed 1: over --timeout 5 s" in err and "seed 2 failed (exit 3)" in err and "worker stderr" in err
     assert "seed 3: the worker printed no result line" in err and "3 runs failed" in err
-    assert returns.read_store(tmp_path) == []
+    assert suites.read_store(tmp_path) == []
 
 
 def test_a_suite_whose_budget_demands_it_runs_three_seeds_unless_told(tiny, tmp_path, monkeypatch, capsys):
@@ -97,48 +97,48 @@ def test_a_suite_whose_budget_demands_it_runs_three_seeds_unless_told(tiny, tmp_
         def communicate(self, timeout=None):
             return "", "stopped by the test"
 
-    monkeypatch.setattr(returns.subprocess, "Popen", Worker)
-    monkeypatch.setitem(returns.SEEDS, tiny, [1, 2, 3])
-    assert returns.main([tiny, "--libraries", "ppo_td", "--store", str(tmp_path)]) == 1
+    monkeypatch.setattr(run.subprocess, "Popen", Worker)
+    monkeypatch.setitem(suites.SEEDS, tiny, [1, 2, 3])
+    assert run.main([tiny, "--libraries", "ppo_td", "--store", str(tmp_path)]) == 1
     assert started == [1, 2, 3] and "3 to run" in capsys.readouterr().out
     started.clear()
-    assert returns.main([tiny, "--libraries", "ppo_td", "--seeds", "4", "--store", str(tmp_path)]) == 1
+    assert run.main([tiny, "--libraries", "ppo_td", "--seeds", "4", "--store", str(tmp_path)]) == 1
     assert started == [4]
-    assert returns.SEEDS["mujoco"] == [1, 2, 3] and "minatar" not in returns.SEEDS and "minatar" in SUITES
+    assert suites.SEEDS["mujoco"] == [1, 2, 3] and "minatar" not in suites.SEEDS and "minatar" in SUITES
 
 
 def test_a_run_of_many_episodes_keeps_its_curve_and_the_report_plots_the_same_means():
     import numpy as np
 
-    from benchmarks.returns_report import _curve
+    from benchmarks.returns.report import _curve
 
     rng = np.random.default_rng(0)
     episodes = [[10 * (i + 1), 0.01 * (i + 1), float(r)] for i, r in enumerate(rng.normal(size=9_000).round(4))]
-    raw = {"episodes": episodes, "last100": returns.last_mean([e[2] for e in episodes])}
-    kept = returns.compact(dict(raw))
-    assert "episodes" not in kept and kept["episodes_total"] == 9_000 and len(kept["curve"]) == returns.CURVE_POINTS
+    raw = {"episodes": episodes, "last100": run.last_mean([e[2] for e in episodes])}
+    kept = suites.compact(dict(raw))
+    assert "episodes" not in kept and kept["episodes_total"] == 9_000 and len(kept["curve"]) == suites.CURVE_POINTS
     assert kept["curve"][-1][:2] == episodes[-1][:2] and kept["curve"][-1][2] == pytest.approx(raw["last100"], abs=1e-4)
     grid = np.array([point[0] for point in kept["curve"][::97]], dtype=float)  # where a kept point ends
     assert np.allclose(_curve(kept, grid, 0), _curve(raw, grid, 0), atol=1e-4)
     few = {"episodes": episodes[:50]}
-    assert returns.compact(few) is few  # 2,000 or fewer: every episode kept
+    assert suites.compact(few) is few  # 2,000 or fewer: every episode kept
 
 
 def test_bad_flags_are_refused_naming_the_fix(tiny, tmp_path, capsys):
     with pytest.raises(SystemExit):
-        returns.main([tiny, "--jobs", "64"])
+        run.main([tiny, "--jobs", "64"])
     assert "--jobs 64: between 1 and this machine's" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        returns.main(["classic", "--envs", "Pong"])
+        run.main(["classic", "--envs", "Pong"])
     assert "--envs ['Pong']: not in classic" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        returns.main([tiny, "--settings", "cartpol"])
+        run.main([tiny, "--settings", "cartpol"])
     assert "--settings: unknown preset 'cartpol'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        returns.main(["multiagent", "--settings", "generic"])
+        run.main(["multiagent", "--settings", "generic"])
     assert "cannot be swapped (multiagent)" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        returns.main([tiny, "--report", "--store", str(tmp_path / "nowhere")])
+        run.main([tiny, "--report", "--store", str(tmp_path / "nowhere")])
     assert "holds no run of tiny; run them first" in capsys.readouterr().err
     assert not (tmp_path / "nowhere").exists()
 
@@ -149,7 +149,7 @@ def test_every_suite_task_makes_a_valid_config_that_travels_to_the_worker_whole(
 
     for tasks in (t for name, t in SUITES.items() if name != "tiny"):
         for task in tasks:
-            config = returns.config_of(task)
+            config = suites.config_of(task)
             assert config.total_frames == task.frames and from_dict(json.loads(json.dumps(to_dict(config)))) == config
             assert config.optim == get_preset(task.settings).optim and config.loss == get_preset(task.settings).loss
             assert config.env.multiagent or config.env.env_id == task.env_id
@@ -176,7 +176,7 @@ def test_sigterm_ends_the_workers_and_stores_nothing_unfinished(tmp_path):
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "the same command continues" in err
     _, alive = psutil.wait_procs(workers, timeout=15)
-    assert not alive and returns.read_store(tmp_path) == []
+    assert not alive and suites.read_store(tmp_path) == []
 
 
 def test_the_committed_runs_are_still_found_after_config_fields_were_added():
@@ -184,30 +184,29 @@ def test_the_committed_runs_are_still_found_after_config_fields_were_added():
     would orphan every stored run; ppo_td.config.ADDED_FIELDS leaves such fields out at their defaults. The committed
     runs of presets unchanged since they ran (model.scale_images and model.orthogonal_init came after them) are
     found under the suites as they are now."""
-    from pathlib import Path
 
-    store = Path(returns.__file__).parent / "results" / "returns"
+    store = suites.STORE
     tasks = {(t.env_id, t.settings): t for suite in SUITES.values() for t in suite}
     unchanged = {"cartpole-zoo", "acrobot", "mountaincar", "pendulum", "lunarlander", "hopper", "walker2d"}
-    runs = [r for r in returns.read_store(store) if r["settings"] in unchanged]
+    runs = [r for r in suites.read_store(store) if r["settings"] in unchanged]
     assert len(runs) >= 60
     for r in runs:
-        assert r["key"] == returns.key_of(tasks[r["env"], r["settings"]], r["library"], r["seed"]), r["key"]
+        assert r["key"] == suites.key_of(tasks[r["env"], r["settings"]], r["library"], r["seed"]), r["key"]
     minigrid = tasks["minigrid:MiniGrid-Empty-Random-5x5-v0", "minigrid"]  # its preset sets a later field: the
-    before = [r for r in returns.read_store(store)  # runs from before it (images scaled by 1/255) are not its runs
+    before = [r for r in suites.read_store(store)  # runs from before it (images scaled by 1/255) are not its runs
               if r["env"] == minigrid.env_id and "scale_images" not in r["command"]]
-    assert len(before) == 5 and all(r["key"] != returns.key_of(minigrid, "ppo_td", r["seed"]) for r in before)
+    assert len(before) == 5 and all(r["key"] != suites.key_of(minigrid, "ppo_td", r["seed"]) for r in before)
 
 
 def test_sb3_trains_on_the_env_ppo_td_trains_on_kwargs_and_wrappers_included():
     """Each task SB3 runs beside gets the env ppo_td's side makes: the same observation and action spaces (the ant
     preset's ``include_cfrc_ext_in_observation=False`` gives 27 numbers, Ant-v5's default 105)."""
-    from benchmarks.worker import _sb3_env_id
+    from benchmarks.common.worker import _sb3_env_id
     from ppo_td.envs import gym_env
 
     checked = 0
     for task in (t for name, tasks in SUITES.items() if name != "tiny" for t in tasks if t.sb3):
-        config = returns.config_of(task)
+        config = suites.config_of(task)
         if config.env.atari:
             continue
         try:
@@ -234,7 +233,7 @@ def test_sb3_stores_the_normalized_observations_it_acts_on_when_the_env_observes
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from benchmarks.worker import _float_observations
+    from benchmarks.common.worker import _float_observations
 
     class Counter(gym.Env):  # a uint8 vector, as MiniGrid's flattened grid
         observation_space = gym.spaces.Box(0, 255, (3,), np.uint8)
@@ -264,8 +263,8 @@ def test_sb3_stores_the_normalized_observations_it_acts_on_when_the_env_observes
 
 def test_settings_change_fields_together_in_any_order():
     """optim.desired_kl is refused beside optim.anneal_lr=True: both given, in either order, are one change."""
-    one = returns.settings_config("walker2d+optim.desired_kl=0.01+optim.anneal_lr=False+seed=3")
-    other = returns.settings_config("walker2d+seed=3+optim.anneal_lr=False+optim.desired_kl=0.01")
+    one = suites.settings_config("walker2d+optim.desired_kl=0.01+optim.anneal_lr=False+seed=3")
+    other = suites.settings_config("walker2d+seed=3+optim.anneal_lr=False+optim.desired_kl=0.01")
     assert one == other and (one.optim.desired_kl, one.optim.anneal_lr, one.seed) == (0.01, False, 3)
     with pytest.raises(ValueError, match="one schedule at a time"):
-        returns.settings_config("walker2d+optim.desired_kl=0.01")
+        suites.settings_config("walker2d+optim.desired_kl=0.01")

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from benchmarks.returns import compact
-from benchmarks.returns_report import median_interval, running_means, seconds_to
+from benchmarks.returns.report import median_interval, running_means, seconds_to
+from benchmarks.returns.suites import compact
 
 
 def _run(returns):

@@ -147,8 +147,8 @@ def _arena(args: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="ppo-td arena", description="A round robin of trained policies of one two-seat turn-based game and fixed "
         "anchors (docs/games.md): every pair plays --games games, the seats alternating; prints each pair's wins, "
-        "draws and losses with a 95 percent interval, and OpenSkill ratings. A run's checkpoints (RUN/checkpoints/*.pt, "
-        "kept with --keep-checkpoints) give its rating curve (--plot).")
+        "draws and losses with a 95 percent interval, and OpenSkill ratings. A run's checkpoints "
+        "(RUN/checkpoints/*.pt, kept with --keep-checkpoints) give its rating curve (--plot).")
     parser.add_argument("players", nargs="+", metavar="RUN_OR_CHECKPOINT",
                         help="run folders (their checkpoint.pt) or checkpoint files of the same game")
     parser.add_argument("--games", type=int, default=100, help="games every pair plays (default 100)")

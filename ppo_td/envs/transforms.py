@@ -66,7 +66,7 @@ class FiniteCheck(StepCheck):
     """Raise as soon as the env emits a NaN/inf in a checked key, naming the env, key, step and env copy.
 
     On by default in :func:`ppo_td.envs.build_env` (``EnvConfig.check_finite``); its cost is
-    measured by ``python -m benchmarks.guard_overhead``. ``step`` counts the env's step
+    measured by ``python -m benchmarks guard_overhead``. ``step`` counts the env's step
     calls since it was built (all copies step together).
 
     Example:

@@ -27,7 +27,7 @@ from ppo_td.envs.sources.gymnasium import gym_env
 STEPS = 8
 """Steps compared after the reset: enough to reach rewards and dynamics that an argument changes. The whole check
 (a copy made, two deep copies, three traces) costs 1.4 ms on CartPole-v1, 15 ms on HalfCheetah-v5 and 0.57 s on
-ALE/Pong-v5 (its emulator's start), once per env given (``python -m benchmarks.record_check``, 2026-12-01)."""
+ALE/Pong-v5 (its emulator's start), once per env given (``python -m benchmarks record_check``, 2026-12-01)."""
 
 SEED = 12_345
 """The seed of the compared resets and of the actions sampled."""

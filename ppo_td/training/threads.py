@@ -2,11 +2,11 @@
 ``build_pipeline`` and ``run``).
 
 PPO's networks for vector observations are small: a second thread only adds synchronization. On a busy 2-core
-machine an update of LunarLander took 5x as long with 2 threads as with 1 (``python -m benchmarks.threads``), and
+machine an update of LunarLander took 5x as long with 2 threads as with 1 (``python -m benchmarks threads``), and
 ``ppo_td.train`` on a ``gym.make_vec`` CartPole ran at 455 frames/s on torch's default against 2,193 with one
 thread (issue 44). Images under 36x36 (MiniGrid's 7x7) get the small CNN, which loses the same way: an update of
 the ``minigrid`` preset took 3.1-3.2 s with one thread and 8.0-11.2 s with two beside one busy process (2026-11-28,
-``python -m benchmarks.threads --env-id minigrid:MiniGrid-Empty-Random-5x5-v0``). Larger images get the Nature CNN,
+``python -m benchmarks threads --env-id minigrid:MiniGrid-Empty-Random-5x5-v0``). Larger images get the Nature CNN,
 whose convolutions can use the cores when they are free: they keep torch's default.
 
 A user who chose threads is left alone: ``threads=N`` (``--threads N``) is used as given, and so is a count set
