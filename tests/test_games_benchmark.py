@@ -24,3 +24,17 @@ def test_a_self_play_run_plays_against_its_snapshots_and_the_random_anchor():
     config = games.config_of({"game": "connect_four_v3", "variant": "self", "seed": 2, "frames": 4096, "envs": 8})
     assert (config.env.opponent, config.env.anchors, config.seed) == ("self", ("random",), 2)
     assert config.env.env_id == "pettingzoo.classic.connect_four_v3:env" and config.frames_per_batch == 2048
+
+
+def test_head_to_head_counts_each_side_of_every_pair_once():
+    players = [{"name": "g-self-seed1-100@100", "frames": 100}, {"name": "g-random-seed1-100@100", "frames": 100},
+               {"name": "g-self-seed1-100@50", "frames": 50}, {"name": "random", "frames": None}]
+    pairs = [{"a": "g-self-seed1-100@100", "b": "g-random-seed1-100@100", "wins": 7, "draws": 1, "losses": 2},
+             {"a": "g-self-seed1-100@100", "b": "random", "wins": 9, "draws": 0, "losses": 1},
+             {"a": "g-self-seed1-100@50", "b": "g-random-seed1-100@100", "wins": 5, "draws": 0, "losses": 5}]
+    variant_of = {"g-self-seed1-100": "self", "g-random-seed1-100": "random"}
+    rows = games.head_to_head({"players": players, "pairs": pairs}, variant_of, ["random"])
+    body = rows[4:]
+    assert body == ["| random | self | 2 / 7 | 0.222 [0.063, 0.547] |",  # the earlier checkpoint's games not counted
+                    "| self | random | 7 / 2 | 0.778 [0.453, 0.937] |",
+                    "| self | the random anchor | 9 / 1 | 0.900 [0.596, 0.982] |"]

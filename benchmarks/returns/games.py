@@ -117,24 +117,26 @@ def table(runs: list[dict[str, Any]], variants: list[str]) -> list[str]:
 
 def rate_checkpoints(args: argparse.Namespace, runs: list[dict[str, Any]]) -> list[str]:
     """One arena over every run's checkpoints and the anchors (kept in ``STORE/arena_<game>_<frames>.json``, played
-    again only when its players changed); the rating table by variant and frames, and the curves' image."""
-    from ppo_td.deploy.arena import arena, default_anchors, write_json
+    again only when its players changed; read as it is where the checkpoints are not here, e.g. in a clone); the
+    rating table by variant and frames, the final policies head to head, and the curves' image."""
+    from ppo_td.deploy.arena import arena, default_anchors
 
     checkpoints = [c for r in runs
                    for c in sorted((args.store / "runs" / run_name(r) / "checkpoints").glob("iter_*.pt"))]
-    if not checkpoints:
-        return ["(no checkpoints to rate: run with --curves N)"]
     stored = args.store / f"arena_{args.game}_{args.frames}.json"
-    names = [str(c.relative_to(args.store)) for c in checkpoints]
     data = json.loads(stored.read_text()) if stored.exists() else None
-    if data is None or data.get("sources") != names or data.get("games_per_pair") != args.arena_games:
+    if not checkpoints and data is None:
+        return ["(no checkpoints to rate: run with --curves N)"]
+    names = [str(c.relative_to(args.store)) for c in checkpoints]
+    if checkpoints and (data is None or data.get("sources") != names
+                        or data.get("games_per_pair") != args.arena_games):
         start = time.perf_counter()
         result = arena(checkpoints, games=args.arena_games, seed=0,
                        on_round=lambda done, rounds: print(f"arena round {done} of {rounds}", flush=True)
                        if done % 5 == 0 else None)
-        write_json(result, stored)
-        data = {**json.loads(stored.read_text()), "sources": names, "games_per_pair": args.arena_games,
+        data = {**result.to_dict(), "sources": names, "games_per_pair": args.arena_games,
                 "seconds": time.perf_counter() - start}
+        data["games"] = [[g["a"], g["b"], g["seat"], g["result"]] for g in data["games"]]  # a, b, a's seat, a's result
         stored.write_text(json.dumps(data) + "\n")
     by_player = {r["player"]: r for r in data["ratings"]}
     variant_of = {run_name(r): r["variant"] for r in runs}
@@ -157,6 +159,29 @@ def rate_checkpoints(args: argparse.Namespace, runs: list[dict[str, Any]]) -> li
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
     plot_curves(curves, {a: by_player[a]["mu"] for a in anchors}, args.store / f"ratings_{args.game}_{args.frames}.png",
                 args.game)
+    return [*lines, "", *head_to_head(data, variant_of, anchors)]
+
+
+def head_to_head(data: dict[str, Any], variant_of: dict[str, str], anchors: list[str]) -> list[str]:
+    """The final policies' games by variant against every other variant's (every seed against every seed) and
+    against the anchors, from the arena's pairs: the row's wins and losses (draws aside), the win rate's interval."""
+    last = max(p["frames"] for p in data["players"] if p["frames"] is not None)
+    side = {p["name"]: variant_of.get(p["name"].partition("@")[0]) for p in data["players"] if p["frames"] == last}
+    side.update({a: f"the {a} anchor" for a in anchors})
+    counts: dict[tuple[str, str], list[int]] = {}
+    for pair in data["pairs"]:
+        a, b = side.get(pair["a"]), side.get(pair["b"])
+        if a is None or b is None or a == b:
+            continue
+        for row, column, won, lost in ((a, b, pair["wins"], pair["losses"]), (b, a, pair["losses"], pair["wins"])):
+            if not row.startswith("the "):  # anchors are columns only
+                tally = counts.setdefault((row, column), [0, 0])
+                tally[0], tally[1] = tally[0] + won, tally[1] + lost
+    lines = [f"Final policies ({last:,} frames) head to head, sampling (every seed against every seed):", "",
+             "| trained against | played against | won / lost | win rate (Wilson 95%) |", "|---|---|---|---:|"]
+    for (row, column), (won, lost) in sorted(counts.items()):
+        low, high = wilson(won, won + lost)
+        lines.append(f"| {row} | {column} | {won} / {lost} | {won / (won + lost):.3f} [{low:.3f}, {high:.3f}] |")
     return lines
 
 
