@@ -342,3 +342,36 @@ def test_an_opponent_for_a_torchrl_env_is_refused():
     with pytest.raises(ValueError, match=r"env.opponent='self' plays the other seats of a turn-based game; "
                                          r"torchrl.envs.custom.pendulum:PendulumEnv is a TorchRL env"):
         build_env(ppo_td.EnvConfig("torchrl.envs.custom.pendulum:PendulumEnv", opponent="self"), seed=1)
+
+
+# --- OpenSpiel's games through Shimmy (an AEC env whose legal moves are in its infos)
+
+
+def openspiel(name):
+    shimmy = pytest.importorskip("shimmy")
+    pytest.importorskip("pyspiel")
+    return shimmy.OpenSpielCompatibilityV0(game_name=name)
+
+
+def test_an_openspiel_games_masks_join_its_observation_and_each_win_counts_once():
+    env = TurnBased(openspiel("tic_tac_toe"), opponent=Scripted([3, 4]), seat="player_0")
+    assert env.info_masks and set(env.observation_space.spaces) == {"observation", "action_mask"}
+    obs, _ = env.reset(seed=0)
+    assert env.observation_space.contains(obs) and obs["action_mask"].tolist() == [1] * 9
+    assert env.step(0)[1:3] == (0.0, False) and env.step(1)[1:3] == (0.0, False)
+    # Shimmy's closing step for the finished seat counts the last move's reward again: read move by move, 1
+    assert env.step(2)[1:3] == (1.0, True)
+    env = TurnBased(openspiel("tic_tac_toe"), opponent=Scripted([0, 1, 2]), seat="player_1")
+    env.reset(seed=0)
+    assert env.step(3)[1:3] == (0.0, False)
+    assert env.step(4)[1:3] == (-1.0, True)  # the opponent's winning move reaches the learner's last step
+
+
+def test_an_openspiel_game_trains_from_its_factory_and_kwargs(tmp_path):
+    openspiel("tic_tac_toe")
+    args = ["train", "--env.env-id", "shimmy:OpenSpielCompatibilityV0", "--env.kwargs", "game_name='tic_tac_toe'",
+            "--env.num-envs", "4", "--frames-per-batch", "256", "--total-frames", "256", "--eval-episodes", "10",
+            "--run-dir", str(tmp_path)]
+    assert main(args) == 0
+    returns = [float(r["return"]) for r in csv.DictReader((tmp_path / "episodes.csv").open())]
+    assert returns and set(returns) <= {-1.0, 0.0, 1.0}  # each game's result once, never doubled

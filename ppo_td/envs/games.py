@@ -174,6 +174,12 @@ class TurnBased(gym.Env):
         self.observation_space, self.action_space = spaces[0]
         self.seats, self.fixed_seat = seats, seat
         n = int(self.action_space.n)
+        self.info_masks = _masks_in_infos(game, self.observation_space)
+        """The game gives its legal moves in ``infos[seat]["action_mask"]`` (Shimmy's OpenSpiel games), not in the
+        observation: each observation is then ``{"observation": ..., "action_mask": ...}``, as PettingZoo's own."""
+        if self.info_masks:
+            self.observation_space = gym.spaces.Dict({"observation": self.observation_space,
+                                                      MASK: gym.spaces.Box(0, 1, (n,), np.int8)})
         if opponent is None:
             opponent = RandomOpponent(n)
         elif isinstance(opponent, RandomOpponent) and opponent.n is None:
@@ -182,7 +188,7 @@ class TurnBased(gym.Env):
         self.opponent: Opponent | OpponentPool = opponent
         self.playing: Opponent = RandomOpponent(n)
         """This game's opponent (drawn at reset from a pool)."""
-        self.seat, self.over = seats[0], True
+        self.seat, self.over, self.gained = seats[0], True, 0.0
         self.render_mode = getattr(game, "render_mode", None)
 
     def set_opponent(self, opponent: Opponent | OpponentPool) -> None:
@@ -206,6 +212,7 @@ class TurnBased(gym.Env):
         self.seat = in_play[int(self.np_random.integers(len(in_play)))] if seat == "random" else seat
         if self.seat not in in_play:
             raise ValueError(f"seat {self.seat!r} is not in this game (its seats: {in_play})")
+        self.gained = 0.0
         observation, _, terminated, truncated = self._to_learner()
         if terminated or truncated:
             raise RuntimeError(f"the game ended before seat {self.seat!r} moved: ppo_td's learner needs a turn")
@@ -216,6 +223,7 @@ class TurnBased(gym.Env):
         if self.over:
             raise RuntimeError("step() called after the game ended: reset() first")
         self.game.step(int(action))
+        self.gained = self._reward_of_move()
         observation, reward, terminated, truncated = self._to_learner()
         self.over = terminated or truncated
         return observation, reward, terminated, truncated, {"seat": self.seat}
@@ -232,15 +240,40 @@ class TurnBased(gym.Env):
             if game.terminations[other] or game.truncations[other]:
                 game.step(None)  # PettingZoo's step for a seat whose game is over
             else:
-                game.step(self.playing.act(game.observe(other), other, self.np_random))
+                game.step(self.playing.act(self._seen(game.observe(other), other), other, self.np_random))
+                self.gained += self._reward_of_move()
         observation, reward, terminated, truncated, _ = game.last()
-        return observation, float(reward), bool(terminated), bool(truncated)
+        if self.info_masks:  # Shimmy's games: the learner's rewards of the moves, read move by move
+            reward = self.gained
+        return self._seen(observation, self.seat), float(reward), bool(terminated), bool(truncated)
+
+    def _reward_of_move(self) -> float:
+        """The learner's reward of the move just played, where the game keeps its masks in its infos: Shimmy's
+        OpenSpiel games (2.0), whose closing steps for a finished seat add the last move's reward to the learner's
+        cumulative reward again (a won game read from ``last()`` would score 2); their ``rewards`` hold each move's
+        own (OpenSpiel's ``State.rewards()``). PettingZoo's own games are read from ``last()``."""
+        return float(self.game.rewards.get(self.seat, 0.0)) if self.info_masks else 0.0
+
+    def _seen(self, observation: Any, seat: str) -> Any:
+        """``seat``'s observation with its legal moves where the game keeps them in its infos."""
+        if not self.info_masks:
+            return observation
+        return {"observation": observation, MASK: np.asarray(self.game.infos[seat][MASK], dtype=np.int8)}
 
     def render(self) -> Any:
         return self.game.render()
 
     def close(self) -> None:
         self.game.close()
+
+
+def _masks_in_infos(game: Any, observation_space: gym.Space) -> bool:
+    """Whether ``game`` gives its legal moves in its infos rather than its observations (a reset to see; a game
+    whose observation is a Dict with an ``action_mask`` reads it there)."""
+    if isinstance(observation_space, gym.spaces.Dict) and MASK in observation_space.spaces:
+        return False
+    game.reset(seed=0)
+    return all(MASK in (game.infos.get(seat) or {}) for seat in game.agents)
 
 
 def is_turn_based(env: Any) -> bool:
