@@ -93,6 +93,10 @@ MAX_EVAL_EPISODES = 100_000
 """The most evaluation episodes one evaluation runs: their returns are kept (``eval_episodes``, ``ppo-td eval
 --episodes``)."""
 
+SCRIPTED_OPPONENTS = ("random", "connect-four-heuristic", "tictactoe-heuristic")
+"""The opponents of a turn-based game named in env.opponent and env.anchors (ppo_td.envs.games.make_opponent)."""
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     """Which environment to train on and how many copies to step together."""
@@ -190,10 +194,10 @@ class EnvConfig:
     by ppo_td's env loop (TorchRL's info reader runs in the env's own step)."""
     opponent: str = "random"
     """Who plays the other seats of a turn-based game (a PettingZoo AEC env: ppo_td.envs.games): 'random' (a
-    uniformly random legal move), 'connect-four-heuristic' (win at once, else block, else random), 'module:Name' (a
-    class with act(observation, seat, rng)), or 'self': self-play against the learner's own snapshots
-    (ppo_td.training.selfplay; snapshot_frames, pool_size, latest_ratio, anchors). Evaluation plays 'random' with
-    'self', else this opponent."""
+    uniformly random legal move), 'connect-four-heuristic' or 'tictactoe-heuristic' (win at once, else block, else
+    random), 'module:Name' (a class with act(observation, seat, rng)), or 'self': self-play against the learner's
+    own snapshots (ppo_td.training.selfplay; snapshot_frames, pool_size, latest_ratio, anchors). Evaluation plays
+    'random' with 'self', else this opponent."""
     snapshot_frames: int = 20_000
     """Self-play: frames (the learner's steps) between snapshots of its policy into the pool (ML-Agents'
     save_steps, 20,000)."""
@@ -229,16 +233,17 @@ class EnvConfig:
             _check(key not in RESERVED_INFO_KEYS, "env.info_keys", key, "a name no metric or episode column has "
                    f"(not one of {', '.join(sorted(RESERVED_INFO_KEYS))})")
         _check(len(set(self.info_keys)) == len(self.info_keys), "env.info_keys", self.info_keys, "different names")
-        _check(self.opponent in ("random", "self", "connect-four-heuristic") or ":" in self.opponent, "env.opponent",
-               self.opponent, "'random', 'self', 'connect-four-heuristic' or 'module:Name'")
+        named = ", ".join(repr(o) for o in SCRIPTED_OPPONENTS)
+        _check(self.opponent in (*SCRIPTED_OPPONENTS, "self") or ":" in self.opponent, "env.opponent",
+               self.opponent, f"{named}, 'self' or 'module:Name'")
         _check(self.snapshot_frames >= 1, "env.snapshot_frames", self.snapshot_frames, ">= 1")
         _check(self.pool_size >= 1, "env.pool_size", self.pool_size, ">= 1")
         _check(0.0 <= self.latest_ratio <= 1.0, "env.latest_ratio", self.latest_ratio, "in [0, 1]")
         _check(not self.anchors or self.opponent == "self", "env.anchors", self.anchors,
                "() unless env.opponent='self' (anchors join self-play's pool)")
         for anchor in self.anchors:
-            _check(anchor in ("random", "connect-four-heuristic") or ":" in anchor, "env.anchors", anchor,
-                   "'random', 'connect-four-heuristic' or 'module:Name' entries")
+            _check(anchor in SCRIPTED_OPPONENTS or ":" in anchor, "env.anchors", anchor,
+                   f"{named} or 'module:Name' entries")
         _check(self.opponent == "random" or not self.multiagent, "env.opponent", self.opponent,
                f"'random' with env.suite={self.suite!r} (opponents play turn-based games' other seats)")
         _check(not self.info_keys or not self.multiagent, "env.info_keys", self.info_keys,

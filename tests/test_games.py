@@ -13,7 +13,7 @@ import torch
 
 import ppo_td
 from ppo_td.cli import main
-from ppo_td.envs.games import RandomOpponent, TurnBased, is_turn_based, legal_actions
+from ppo_td.envs.games import RandomOpponent, TurnBased, is_turn_based, legal_actions, make_opponent
 
 pytest.importorskip("pettingzoo")
 from pettingzoo.classic import connect_four_v3, tictactoe_v3  # noqa: E402
@@ -248,6 +248,35 @@ def test_the_connect_four_heuristic_wins_else_blocks():
     board[3, 6, 0] = board[2, 6, 0] = 1
     board[5, 6, 1] = 1
     assert ConnectFourWinOrBlock().act({"observation": board, "action_mask": mask}, "player_0", rng) == 6
+
+
+def test_the_tictactoe_heuristic_wins_else_blocks_else_plays_at_random():
+    from ppo_td.envs.games import TicTacToeWinOrBlock
+
+    rng = np.random.default_rng(0)
+    mover = TicTacToeWinOrBlock()
+    # scripted games against PettingZoo's board: the heuristic's cell is the one the game marks there
+    game = tictactoe_v3.env()
+    game.reset(seed=0)
+    for cell in (0, 3, 1):  # X takes 0 and 1 (a row needing 2), O takes 3: O to move must block at 2
+        game.step(cell)
+    blocked = mover.act(game.observe(game.agent_selection), game.agent_selection, rng)
+    assert blocked == 2
+    game.step(4)  # O plays 4 instead (3 and 4 on the middle row); X to move wins at 2 before blocking 5
+    assert mover.act(game.observe(game.agent_selection), game.agent_selection, rng) == 2
+    game.step(2)
+    assert game.terminations[game.agent_selection] and game.rewards == {"player_1": 1, "player_2": -1}
+    # no line to finish or stop: a random legal move
+    fresh = tictactoe_v3.env()
+    fresh.reset(seed=0)
+    moves = {mover.act(fresh.observe("player_1"), "player_1", np.random.default_rng(s)) for s in range(30)}
+    assert len(moves) > 3 and moves <= set(range(9))
+    with pytest.raises(ValueError, match=r"the tictactoe-heuristic opponent reads tic-tac-toe's board"):
+        TurnBased(connect_four_v3.env(), opponent=mover)
+    # a config names it, a turn-based game plays it
+    env = TurnBased(tictactoe_v3.env(), opponent=make_opponent(ppo_td.EnvConfig(TICTACTOE,
+                                                                               opponent="tictactoe-heuristic").opponent))
+    assert isinstance(env.opponent, TicTacToeWinOrBlock)
 
 
 @pytest.mark.parametrize("change, message", [

@@ -10,11 +10,12 @@ lr 3e-4) on ``--envs`` copies of the game, one torch thread, in this process; va
 against a uniformly random legal player) and ``self`` (``env.opponent='self'``: ML-Agents' defaults, a snapshot
 every 20,000 frames, a window of 10, half the games against the latest policy, the random player as an anchor),
 ``frozen`` (the ablation: self-play against one frozen opponent, its latest snapshot, renewed every 20,000 frames;
-no pool, no anchor), ``heuristic`` (every game against connect four's win-or-block heuristic) and ``self-heuristic``
-(self-play with the random player and the heuristic as anchors). The final policy then plays ``--games`` games
-(deterministic: the policy's mode; its seat drawn per game) against the random player and against connect four's
-win-or-block heuristic: wins, draws and losses with a Wilson 95% interval on the win rate. Each finished run is
-appended to ``STORE/runs.jsonl`` (a rerun skips it); the table goes to ``STORE/games_<game>.md``.
+no pool, no anchor), ``heuristic`` (every game against the game's win-or-block heuristic: connect four's,
+tic-tac-toe's) and ``self-heuristic`` (self-play with the random player and the heuristic as anchors). The final
+policy then plays ``--games`` games (deterministic: the policy's mode; its seat drawn per game) against the random
+player and against the game's win-or-block heuristic: wins, draws and losses with a Wilson 95% interval on the win
+rate. Each finished run is appended to ``STORE/runs.jsonl`` (a rerun skips it); the table goes to
+``STORE/games_<game>.md``.
 
 ``--curves N``: each run keeps a checkpoint every N iterations (in ``STORE/runs/``, not committed), and once every
 run is done one ``ppo-td arena`` over all of them (every checkpoint of every variant and seed, and the anchors;
@@ -36,12 +37,22 @@ from typing import Any
 
 from ppo_td.deploy.arena import wilson
 
-OPPONENTS = ("random", "connect-four-heuristic")
-VARIANTS = {"random": {},
+HEURISTICS = {"connect_four_v3": "connect-four-heuristic", "tictactoe_v3": "tictactoe-heuristic"}
+"""Each game's win-or-block heuristic (ppo_td.envs.games)."""
+OPPONENTS = ("random", *HEURISTICS.values())
+VARIANTS = ("random", "self", "frozen", "heuristic", "self-heuristic")
+
+
+def variant_fields(variant: str, game: str) -> dict[str, Any]:
+    """The env config fields of a variant in ``game`` (the heuristic ones need the game's heuristic)."""
+    heuristic = HEURISTICS.get(game)
+    if variant in ("heuristic", "self-heuristic") and heuristic is None:
+        raise ValueError(f"--variants {variant}: {game} has no heuristic here (only {', '.join(HEURISTICS)})")
+    return {"random": {},
             "self": {"opponent": "self", "anchors": ("random",)},
             "frozen": {"opponent": "self", "pool_size": 1, "latest_ratio": 0.0},
-            "heuristic": {"opponent": "connect-four-heuristic"},
-            "self-heuristic": {"opponent": "self", "anchors": ("random", "connect-four-heuristic")}}
+            "heuristic": {"opponent": heuristic},
+            "self-heuristic": {"opponent": "self", "anchors": ("random", heuristic)}}[variant]
 
 
 def config_of(spec: dict[str, Any]) -> Any:
@@ -49,7 +60,8 @@ def config_of(spec: dict[str, Any]) -> Any:
     from ppo_td import EnvConfig, get_preset
 
     base = get_preset("generic")
-    env = EnvConfig(f"pettingzoo.classic.{spec['game']}:env", num_envs=spec["envs"], **VARIANTS[spec["variant"]])
+    env = EnvConfig(f"pettingzoo.classic.{spec['game']}:env", num_envs=spec["envs"],
+                    **variant_fields(spec["variant"], spec["game"]))
     return dataclasses.replace(base, env=env, seed=spec["seed"], total_frames=spec["frames"], eval_episodes=0)
 
 
@@ -83,7 +95,7 @@ def one_run(spec: dict[str, Any], run_dir: Path | None = None) -> dict[str, Any]
     result = train(config, threads=1, progress=False, callbacks=[record], **folder)
     seconds = time.perf_counter() - start
     against = {o: versus(result.actor, config, o, spec["games"], seed=10_000 + spec["seed"]) for o in OPPONENTS
-               if o == "random" or spec["game"] == "connect_four_v3"}
+               if o in ("random", HEURISTICS.get(spec["game"]))}
     return {**spec, "seconds": seconds, "episodes": episodes, "against": against}
 
 
@@ -213,7 +225,7 @@ def plot_curves(curves: dict[str, dict[int, list[float]]], anchors: dict[str, fl
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks games", description=__doc__.split("\n\n")[0])
     parser.add_argument("--game", default="connect_four_v3", help="a PettingZoo classic game (connect_four_v3)")
-    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=["random", "self"])
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=["random", "self"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--frames", type=int, default=200_000, help="the learner's steps a run (200,000)")
     parser.add_argument("--envs", type=int, default=8, help="games played at once (8)")

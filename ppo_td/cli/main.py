@@ -153,8 +153,8 @@ def _arena(args: list[str]) -> int:
                         help="run folders (their checkpoint.pt) or checkpoint files of the same game")
     parser.add_argument("--games", type=int, default=100, help="games every pair plays (default 100)")
     parser.add_argument("--anchors", nargs="*", default=None, metavar="NAME",
-                        help="fixed players: random, connect-four-heuristic, module:Name (default: random, and the "
-                             "heuristic in connect four; --anchors alone: none)")
+                        help="fixed players: random, connect-four-heuristic, tictactoe-heuristic, module:Name "
+                             "(default: random, and the game's heuristic in those two; --anchors alone: none)")
     parser.add_argument("--mode", action="store_true", help="each policy plays its mode (default: it samples its "
                         "moves, as in training; two modes meeting repeat one game per seat)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the games (default 0)")

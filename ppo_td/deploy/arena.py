@@ -4,9 +4,10 @@ Every pair of players plays ``games`` games (a round robin), each player in each
 alternate game by game). The games are played round by round, one game of every pair a round in an order shuffled
 each round, so an interrupted arena has played every pair alike often. Each player is a run folder (its
 ``checkpoint.pt``), a checkpoint file (``RUN/checkpoints/iter_N.pt``: a run's policy at N iterations, kept with
-``--keep-checkpoints``) or an anchor (``random``, ``connect-four-heuristic``, ``module:Name``: the opponents of
-:mod:`ppo_td.envs.games`). A policy samples its moves from its masked probabilities, as it played in training
-(``sampled=False``: its mode; two modes meeting play the same game again and again, once per seat).
+``--keep-checkpoints``) or an anchor (``random``, ``connect-four-heuristic``, ``tictactoe-heuristic``,
+``module:Name``: the opponents of :mod:`ppo_td.envs.games`). A policy samples its moves from its masked
+probabilities, as it played in training (``sampled=False``: its mode; two modes meeting play the same game again
+and again, once per seat).
 
 Results: per pair the first player's wins, draws and losses with a Wilson 95% interval of its win rate, and a
 rating per player from OpenSkill (``openskill``, its Plackett-Luce model of Weng & Lin 2011): a rating library
@@ -267,9 +268,12 @@ def _same_game(first: Any, other: Any, source: str) -> None:
 
 
 def default_anchors(env_id: str) -> list[str]:
-    """The anchors an arena adds unless told: a random player, and connect four's win-or-block heuristic in
-    connect four."""
-    return ["random", "connect-four-heuristic"] if "connect_four" in env_id else ["random"]
+    """The anchors an arena adds unless told: a random player, and the game's win-or-block heuristic in connect
+    four and tic-tac-toe (PettingZoo's)."""
+    for game, heuristic in (("connect_four_v", "connect-four-heuristic"), ("tictactoe_v", "tictactoe-heuristic")):
+        if game in env_id:
+            return ["random", heuristic]
+    return ["random"]
 
 
 def arena(players: Sequence[str | os.PathLike], *, games: int = 100, anchors: Sequence[str] | None = None,

@@ -64,6 +64,34 @@ class ConnectFourWinOrBlock:
         return int(rng.choice(legal))
 
 
+class TicTacToeWinOrBlock:
+    """Tic-tac-toe's one-move heuristic: a move that completes three in a row, else one that stops the other
+    player's three at its next move, else a random legal move; read from PettingZoo's ``tictactoe_v3`` observation
+    (a 3 x 3 board, plane 0 the mover's marks, plane 1 the other's; moves number the cells row by row)."""
+
+    LINES = [[(r, c) for c in range(3)] for r in range(3)] + [[(r, c) for r in range(3)] for c in range(3)] + [
+        [(i, i) for i in range(3)], [(i, 2 - i) for i in range(3)]]
+
+    def check(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        """Refuse a game other than tic-tac-toe's shape (a 3 x 3 x 2 board, 9 cells to play)."""
+        board = observation_space.get("observation") if isinstance(observation_space, gym.spaces.Dict) else None
+        if getattr(board, "shape", None) != (3, 3, 2) or getattr(action_space, "n", None) != 9:
+            raise ValueError(f"the tictactoe-heuristic opponent reads tic-tac-toe's board (a 3 x 3 x 2 'observation', "
+                             f"9 moves); this game has {observation_space} and {action_space}: choose another "
+                             "opponent (random, or module:Name of your own)")
+
+    def act(self, observation: Any, seat: str, rng: np.random.Generator) -> int:
+        board, legal = np.asarray(observation["observation"]), legal_actions(observation)
+        for plane in (0, 1):  # win, else block
+            for line in self.LINES:
+                marks = [board[r, c, plane] for r, c in line]
+                empty = [(r, c) for r, c in line if not board[r, c].any()]
+                if sum(marks) == 2 and len(empty) == 1:
+                    r, c = empty[0]
+                    return int(r * 3 + c)  # the cell's move: row by row, as the observation's board
+        return int(rng.choice(legal))
+
+
 def _connects(board: np.ndarray, plane: int, column: int) -> bool:
     """Whether plane ``plane``'s piece dropped into ``column`` (falling to its lowest empty row) makes four in a
     row."""
@@ -120,9 +148,11 @@ def make_opponent(spec: str, n: int | None = None) -> Opponent:
         return RandomOpponent(n)
     if spec == "connect-four-heuristic":
         return ConnectFourWinOrBlock()
+    if spec == "tictactoe-heuristic":
+        return TicTacToeWinOrBlock()
     if ":" not in spec:
-        raise ValueError(f"opponent {spec!r}: expected 'random', 'connect-four-heuristic', 'self' (env.opponent) or "
-                         "'module:Name' (a class with act(observation, seat, rng))")
+        raise ValueError(f"opponent {spec!r}: expected 'random', 'connect-four-heuristic', 'tictactoe-heuristic', "
+                         "'self' (env.opponent) or 'module:Name' (a class with act(observation, seat, rng))")
     from ppo_td.envs.imports import import_attr
 
     made = import_attr(spec, "env.opponent")()
