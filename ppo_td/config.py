@@ -499,6 +499,11 @@ class OptimConfig:
     """Passes over each batch (CleanRL update_epochs)."""
     num_minibatches: int = 4
     """Minibatches per pass; frames_per_batch must divide evenly into them."""
+    shuffle: Literal["epoch", "update"] = "epoch"
+    """How the batch is cut into minibatches: a fresh random order every epoch (CleanRL, SB3), or one random order an
+    update whose minibatches every epoch takes again (rsl_rl's mini_batch_generator). Beside rsl_rl with its
+    KL-adaptive rate, a fresh order each epoch measured a larger KL per minibatch at the same rate (each minibatch
+    meets a policy last stepped on other data), so the rate settled lower (docs/robot-learning.md)."""
     max_grad_norm: float = 0.5
     """The gradient-norm clip (of all trained parameters together, or of each network's: grad_clip_scope)."""
     grad_clip_scope: Literal["all", "each"] = "all"
@@ -536,6 +541,8 @@ class OptimConfig:
             _check(self.target_kl > 0, "optim.target_kl", self.target_kl, "> 0 or None")
         _check(self.grad_clip_scope in ("all", "each"), "optim.grad_clip_scope", self.grad_clip_scope,
                "'all' or 'each'")
+        _check(self.shuffle in ("epoch", "update"), "optim.shuffle", self.shuffle,
+               "'epoch' (a fresh order every epoch) or 'update' (one order an update, rsl_rl's)")
         _check(self.kl_lr_every in ("minibatch", "epoch"), "optim.kl_lr_every", self.kl_lr_every,
                "'minibatch' or 'epoch'")
         _check(0 < self.min_lr < self.max_lr, "optim.min_lr", self.min_lr, f"> 0 and < optim.max_lr={self.max_lr}")
@@ -759,7 +766,8 @@ ADDED_FIELDS: dict[str, dict[str, Any]] = {"model": {"scale_images": True, "orth
                                             "loss": {"mirror": "", "mirror_augment": False,
                                                      "mirror_loss_coeff": 0.0},
                                             "optim": {"desired_kl": None, "kl_lr_every": "minibatch", "min_lr": 1e-5,
-                                                      "max_lr": 1e-2, "grad_clip_scope": "all"},
+                                                      "max_lr": 1e-2, "grad_clip_scope": "all",
+                                                      "shuffle": "epoch"},
                                             "": {"eval_every": 0, "eval_stop_return": None}}
 """Fields added to the config after records of it were written (a returns store's keys, a study's ``tune.json``),
 each with the default that keeps the earlier behaviour. A field added to a section goes here with its default

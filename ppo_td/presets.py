@@ -195,12 +195,15 @@ PENDULUM_NOVEL = TrainConfig(
 # gamma 0.99, lambda 0.95, gradients clipped at 1.0 (the actor's and the critic's apart, as rsl_rl's update clips
 # each network), Adam's eps 1e-8 (torch's, which rsl_rl keeps), ELU networks of
 # [512, 256, 128] with PyTorch's initialization, a std of 1.0 to start (init_noise_std) learned as itself
-# (std_type="scalar": rsl_rl with a log-std learned Brax ant far slower; ppo_td measured alike either way), no
-# observation or reward normalization, 1,500 iterations. Not rsl_rl's: advantages standardized per minibatch
-# (rsl_rl: over the whole batch), time-outs bootstrapped from the next state's value (rsl_rl adds gamma * V(s) to the
-# reward). The env is Brax's ant (ppo_td.envs.simulators:brax_batch; the `brax` extra), cut at 1,000 steps as Brax's
-# training episodes; any batched simulator takes its place with --env.env-id (and --frames-per-batch 24 x
-# --env.num-envs).
+# (std_type="scalar": rsl_rl with a log-std learned Brax ant far slower; ppo_td measured alike either way), one
+# random order of minibatches an update that every epoch takes again (shuffle="update", rsl_rl's
+# mini_batch_generator: with a fresh order each epoch ppo_td's adapted rate settled lower and Brax ant learned
+# slower, docs/robot-learning.md), no observation or reward normalization, 1,500 iterations. Not rsl_rl's:
+# advantages standardized per minibatch (rsl_rl: over the whole batch), time-outs bootstrapped from the next
+# state's value (rsl_rl adds gamma * V(s) to the reward), the KL estimated by k3 from the sampled actions (rsl_rl: the
+# two Gaussians' own). The env is Brax's ant (ppo_td.envs.simulators:brax_batch; the `brax` extra), cut at 1,000
+# steps as Brax's training episodes; any batched simulator takes its place with --env.env-id (and
+# --frames-per-batch 24 x --env.num-envs).
 RSL_RL_ROUGH = TrainConfig(
     env=EnvConfig(env_id="ppo_td.envs.simulators:brax_batch", kwargs=("env_name='ant'",), num_envs=4096,
                   max_episode_steps=1000),
@@ -209,7 +212,8 @@ RSL_RL_ROUGH = TrainConfig(
     loss=LossConfig(gamma=0.99, gae_lambda=0.95, clip_epsilon=0.2, clip_value=0.2, entropy_coeff=0.005,
                     critic_coeff=1.0, loss_critic_type="l2", normalize_advantage=True),
     optim=OptimConfig(lr=1e-3, adam_eps=1e-8, anneal_lr=False, update_epochs=5, num_minibatches=4, max_grad_norm=1.0,
-                      grad_clip_scope="each", desired_kl=0.01, kl_lr_every="minibatch", min_lr=1e-5, max_lr=1e-2),
+                      grad_clip_scope="each", desired_kl=0.01, kl_lr_every="minibatch", min_lr=1e-5, max_lr=1e-2,
+                      shuffle="update"),
     total_frames=1500 * 24 * 4096,
     frames_per_batch=24 * 4096,
     seed=1,

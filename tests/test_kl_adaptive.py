@@ -210,3 +210,47 @@ def test_a_scalar_std_is_learned_as_itself_and_runs_on_torchs_path():
     assert NumpyPolicy.of(net, 2) is None
     with pytest.raises(ValueError, match=r"model.std_type='scalar' is invalid: it must be 'log' with gSDE"):
         ModelConfig(std_type="scalar", exploration="gsde")
+
+
+@pytest.mark.parametrize("lean", [True, False])
+@pytest.mark.parametrize("shuffle", ["update", "epoch"])
+def test_one_order_an_update_gives_every_epoch_the_same_minibatches(shuffle, lean):
+    """optim.shuffle='update' (rsl_rl's): one random order an update, its minibatches taken again by every epoch,
+    unchanged by the steps between; 'epoch': a fresh order each epoch. On ppo_td's lean loss path and on the loss
+    module's own forward alike."""
+    from ppo_td.training.loop import update
+
+    base = ppo_td.get_preset("cartpole")
+    config = dataclasses.replace(base, frames_per_batch=256, optim=dataclasses.replace(
+        base.optim, shuffle=shuffle, update_epochs=3, num_minibatches=4))
+    p = build_pipeline(config, ranks=None)
+    seen = []
+    if lean:
+        terms = p.loss.fast.terms
+
+        def recording(minibatch):
+            seen.append(minibatch["observation"].clone())
+            return terms(minibatch)
+
+        p.loss.fast.terms = recording  # the test's own record of ppo_td's object
+    else:
+        forward = p.loss.forward
+
+        def recording(minibatch):
+            seen.append(minibatch["observation"].clone())
+            return forward(minibatch)
+
+        p.loss.forward = recording  # an instance forward: the update calls the module, not the lean path
+    try:
+        batch = next(iter(p.collector))
+        with torch.no_grad():
+            p.advantage(batch)
+        out = update(p, batch)
+    finally:
+        p.collector.shutdown()
+    assert out["epochs"] == 3 and len(seen) == 12
+    epochs = [torch.cat(seen[i:i + 4]) for i in (0, 4, 8)]
+    for later in epochs[1:]:  # every epoch sees the whole batch once
+        assert sorted(later.sum(-1).tolist()) == pytest.approx(sorted(epochs[0].sum(-1).tolist()))
+    same = all(torch.equal(epochs[0], later) for later in epochs[1:])
+    assert same == (shuffle == "update")

@@ -294,10 +294,13 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     records: list[dict[str, torch.Tensor]] = []
     pending: list[tuple[LeanTerms, torch.Tensor]] = []
     epochs = 0
+    minibatches: Sequence[TensorDictBase] = ()
     for _ in range(opt.update_epochs):
-        # one draw per epoch: a fresh permutation of the whole batch, cut into minibatches
-        # (the same minibatches as num_minibatches draws, at a quarter of the buffer overhead)
-        minibatches = p.buffer.sample().split(size)
+        # one draw per epoch: a fresh permutation of the whole batch, cut into minibatches (the same minibatches as
+        # num_minibatches draws, at a quarter of the buffer overhead); optim.shuffle='update': one draw an update,
+        # its minibatches taken again by every epoch (rsl_rl's)
+        if not minibatches or opt.shuffle == "epoch":
+            minibatches = p.buffer.sample().split(size)
         _sum_advantages(p, minibatches)
         lean_here = lean is not None and lean.applies(minibatches[0])  # the minibatches share their entries
         terms_of = lean.compiled_terms(p.device) if lean_here and p.config.compile else lean.terms if lean_here \
