@@ -162,6 +162,14 @@ def test_refusals(run, tmp_path):
         arena([run, cartpole])
     with pytest.raises(ValueError, match=r"the arena plays turn-based games"):
         arena([cartpole, run])
+    from pathlib import Path
+
+    agents = Path(__file__).parent / "old_runs" / "pettingzoo"  # a stored multi-agent run (agents acting at once)
+    with pytest.raises(ValueError, match=r"agents acting at once\); the arena plays two-seat turn-based games"):
+        arena([agents, run])
+    recurrent = Path(__file__).parent / "old_runs" / "factory-recurrent"
+    with pytest.raises(ValueError, match=r"a recurrent policy; the arena plays feed-forward ones"):
+        arena([run, recurrent])
 
 
 def test_the_heuristic_is_refused_for_another_game_wherever_it_is_given():

@@ -241,10 +241,14 @@ class _PolicyPlayer:
 def _load(source: str, sampled: bool, which: str) -> tuple[Player, Any, Any]:
     """A run folder's or checkpoint's player, its mover and its config."""
     from ppo_td.deploy.policy import load_policy
-    from ppo_td.persist import checkpoint_in, load_checkpoint
+    from ppo_td.persist import checkpoint_config, checkpoint_in, load_checkpoint
 
     path = checkpoint_in(source, which)
     state = load_checkpoint(path)
+    env = checkpoint_config(state).env
+    if env.multiagent:
+        raise ValueError(f"{source} trained {env.env_id} (env.suite={env.suite!r}, agents acting at once); the arena "
+                         "plays two-seat turn-based games (PettingZoo AEC envs), one policy a seat")
     policy = load_policy(path)
     if policy.recurrent:
         raise ValueError(f"{source}: a recurrent policy; the arena plays feed-forward ones (a game's opponent "
