@@ -149,6 +149,7 @@ def test_refusals(run, tmp_path):
         arena([run, last])  # checkpoint.pt is the newest checkpoint
     with pytest.raises(ValueError, match=r"the arena needs two players or more"):
         arena([run], anchors=[])
+    assert arena(run, games=2, anchors=["random"]).planned == 2  # one run given alone plays the anchors
     with pytest.raises(ValueError, match=r"the connect-four-heuristic opponent reads connect four's board"):
         arena([run], anchors=["connect-four-heuristic"])
     with pytest.raises(ValueError, match=r"anchor 'random' given twice"):

@@ -301,7 +301,9 @@ def arena(players: Sequence[str | os.PathLike], *, games: int = 100, anchors: Se
         raise ImportError("the arena's ratings need OpenSkill: pip install 'ppo_td[games]' (or openskill)") from err
     with torch.random.fork_rng(devices=[]):  # loading the policies and sampling their moves: the caller's random
         torch.manual_seed(seed)              # state stays as it was
-        return _round_robin([str(p) for p in players], games, anchors, sampled, seed, which, on_round)
+        one = isinstance(players, (str, os.PathLike))  # one run given alone, not its path's characters
+        return _round_robin([str(players)] if one else [str(p) for p in players], games, anchors, sampled, seed,
+                            which, on_round)
 
 
 def _round_robin(sources: list[str], games: int, anchors: Sequence[str] | None, sampled: bool, seed: int,
