@@ -36,18 +36,17 @@ from pathlib import Path
 from typing import Any
 
 from ppo_td.deploy.arena import wilson
+from ppo_td.envs.games import HEURISTICS, heuristic_for
 
-HEURISTICS = {"connect_four_v3": "connect-four-heuristic", "tictactoe_v3": "tictactoe-heuristic"}
-"""Each game's win-or-block heuristic (ppo_td.envs.games)."""
 OPPONENTS = ("random", *HEURISTICS.values())
 VARIANTS = ("random", "self", "frozen", "heuristic", "self-heuristic")
 
 
 def variant_fields(variant: str, game: str) -> dict[str, Any]:
     """The env config fields of a variant in ``game`` (the heuristic ones need the game's heuristic)."""
-    heuristic = HEURISTICS.get(game)
+    heuristic = heuristic_for(env_id_of(game))
     if variant in ("heuristic", "self-heuristic") and heuristic is None:
-        raise ValueError(f"--variants {variant}: {game} has no heuristic here (only {', '.join(HEURISTICS)})")
+        raise ValueError(f"--variants {variant}: {game} has no win-or-block heuristic (only {', '.join(HEURISTICS)})")
     return {"random": {},
             "self": {"opponent": "self", "anchors": ("random",)},
             "frozen": {"opponent": "self", "pool_size": 1, "latest_ratio": 0.0},
@@ -55,12 +54,17 @@ def variant_fields(variant: str, game: str) -> dict[str, Any]:
             "self-heuristic": {"opponent": "self", "anchors": ("random", heuristic)}}[variant]
 
 
+def env_id_of(game: str) -> str:
+    """The env id of a PettingZoo classic game (``connect_four_v3``)."""
+    return f"pettingzoo.classic.{game}:env"
+
+
 def config_of(spec: dict[str, Any]) -> Any:
     """The config of one run."""
     from ppo_td import EnvConfig, get_preset
 
     base = get_preset("generic")
-    env = EnvConfig(f"pettingzoo.classic.{spec['game']}:env", num_envs=spec["envs"],
+    env = EnvConfig(env_id_of(spec["game"]), num_envs=spec["envs"],
                     **variant_fields(spec["variant"], spec["game"]))
     return dataclasses.replace(base, env=env, seed=spec["seed"], total_frames=spec["frames"], eval_episodes=0)
 
@@ -95,7 +99,7 @@ def one_run(spec: dict[str, Any], run_dir: Path | None = None) -> dict[str, Any]
     result = train(config, threads=1, progress=False, callbacks=[record], **folder)
     seconds = time.perf_counter() - start
     against = {o: versus(result.actor, config, o, spec["games"], seed=10_000 + spec["seed"]) for o in OPPONENTS
-               if o in ("random", HEURISTICS.get(spec["game"]))}
+               if o in ("random", heuristic_for(config.env.env_id))}
     return {**spec, "seconds": seconds, "episodes": episodes, "against": against}
 
 
@@ -131,7 +135,7 @@ def rate_checkpoints(args: argparse.Namespace, runs: list[dict[str, Any]]) -> li
     """One arena over every run's checkpoints and the anchors (kept in ``STORE/arena_<game>_<frames>.json``, played
     again only when its players changed; read as it is where the checkpoints are not here, e.g. in a clone); the
     rating table by variant and frames, the final policies head to head, and the curves' image."""
-    from ppo_td.deploy.arena import arena, default_anchors
+    from ppo_td.deploy.arena import arena, default_anchors, draw_curves
 
     checkpoints = [c for r in runs
                    for c in sorted((args.store / "runs" / run_name(r) / "checkpoints").glob("iter_*.pt"))]
@@ -169,8 +173,11 @@ def rate_checkpoints(args: argparse.Namespace, runs: list[dict[str, Any]]) -> li
         cells = [f"{statistics.mean(curve[f]):.1f} +- {statistics.pstdev(curve[f]):.1f}" if f in curve else ""
                  for f in frames]
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
-    plot_curves(curves, {a: by_player[a]["mu"] for a in anchors}, args.store / f"ratings_{args.game}_{args.frames}.png",
-                args.game)
+    bands = {variant: (sorted(curve), [statistics.mean(curve[f]) for f in sorted(curve)],
+                       [min(curve[f]) for f in sorted(curve)], [max(curve[f]) for f in sorted(curve)])
+             for variant, curve in curves.items()}  # each variant's mean over seeds, the seeds' range shaded
+    draw_curves(bands, {a: by_player[a]["mu"] for a in anchors}, args.store / f"ratings_{args.game}_{args.frames}.png",
+                f"{args.game}: ratings over training", "OpenSkill rating (mean over seeds)")
     return [*lines, "", *head_to_head(data, variant_of, anchors)]
 
 
@@ -195,31 +202,6 @@ def head_to_head(data: dict[str, Any], variant_of: dict[str, str], anchors: list
         low, high = wilson(won, won + lost)
         lines.append(f"| {row} | {column} | {won} / {lost} | {won / (won + lost):.3f} [{low:.3f}, {high:.3f}] |")
     return lines
-
-
-def plot_curves(curves: dict[str, dict[int, list[float]]], anchors: dict[str, float], path: Path, game: str) -> None:
-    """Each variant's mean rating over seeds by frames (the seeds' range shaded), the anchors as lines."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for variant, curve in curves.items():
-        x = sorted(curve)
-        ax.plot(x, [statistics.mean(curve[f]) for f in x], marker="o", label=variant)
-        ax.fill_between(x, [min(curve[f]) for f in x], [max(curve[f]) for f in x], alpha=0.2)
-    for name, mu in anchors.items():
-        ax.axhline(mu, linestyle="--", color="gray", linewidth=1)
-        ax.annotate(name, (0, mu), xycoords=("axes fraction", "data"), xytext=(2, 2), textcoords="offset points",
-                    fontsize=8, color="gray")
-    ax.set_xlabel("frames")
-    ax.set_ylabel("OpenSkill rating (mean over seeds)")
-    ax.set_title(f"{game}: ratings over training")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
 
 
 def main(argv: list[str]) -> int:

@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from ppo_td.envs.games import TurnBased, check_fits, make_opponent
+from ppo_td.deploy.play import PolicyPlayer
+from ppo_td.envs.games import TurnBased, check_fits, heuristic_for, make_opponent, turn_based
 
 MU, SIGMA = 25.0, 25.0 / 3.0
 """OpenSkill's prior: every player starts at mu 25, sigma 25/3."""
@@ -191,32 +192,39 @@ class ArenaResult:
     def plot(self, path: str | os.PathLike) -> Path:
         """The rating curves (each run's mu +- sigma against frames) with the anchors' ratings as lines, as an
         image (matplotlib)."""
-        import matplotlib
+        bands = {name: ([r.player.frames for r in curve], [r.mu for r in curve], [r.mu - r.sigma for r in curve],
+                        [r.mu + r.sigma for r in curve]) for name, curve in self.curves().items()}
+        anchors = {r.player.name: r.mu for r in self.ratings() if r.player.anchor}
+        return draw_curves(bands, anchors, path, f"{self.env_id}: ratings over training",
+                           "OpenSkill rating (mu +- sigma)")
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for name, curve in self.curves().items():
-            x = [r.player.frames for r in curve]
-            mu = np.array([r.mu for r in curve])
-            sigma = np.array([r.sigma for r in curve])
-            ax.plot(x, mu, marker="o", label=name)
-            ax.fill_between(x, mu - sigma, mu + sigma, alpha=0.2)
-        for rating in self.ratings():
-            if rating.player.anchor:
-                ax.axhline(rating.mu, linestyle="--", color="gray", linewidth=1)
-                ax.annotate(rating.player.name, (0, rating.mu), textcoords="offset points", xytext=(2, 2),
-                            fontsize=8, color="gray", xycoords=("axes fraction", "data"))
-        ax.set_xlabel("frames")
-        ax.set_ylabel("OpenSkill rating (mu +- sigma)")
-        ax.set_title(f"{self.env_id}: ratings over training")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = Path(path)
-        fig.savefig(path)
-        plt.close(fig)
-        return path
+def draw_curves(bands: dict[str, tuple[list, list, list, list]], anchors: dict[str, float], path: str | os.PathLike,
+                title: str, ylabel: str) -> Path:
+    """Ratings against frames as an image: each label's ``(frames, middle, low, high)`` a line with its band shaded,
+    each anchor's rating a dashed line named at the left."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, (x, middle, low, high) in bands.items():
+        ax.plot(x, middle, marker="o", label=label)
+        ax.fill_between(x, low, high, alpha=0.2)
+    for name, mu in anchors.items():
+        ax.axhline(mu, linestyle="--", color="gray", linewidth=1)
+        ax.annotate(name, (0, mu), xycoords=("axes fraction", "data"), xytext=(2, 2), textcoords="offset points",
+                    fontsize=8, color="gray")
+    ax.set_xlabel("frames")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
 
 class ArenaInterrupted(KeyboardInterrupt):
@@ -226,16 +234,6 @@ class ArenaInterrupted(KeyboardInterrupt):
         super().__init__(f"stopped after {len(result.games)} of {result.planned} games")
         self.result, self.signum = result, signum
         """The signal that stopped it (SIGINT's 2, SIGTERM's 15)."""
-
-
-class _PolicyPlayer:
-    """A trained policy's move (:class:`~ppo_td.deploy.Policy`: sampled or its mode)."""
-
-    def __init__(self, policy: Any, sampled: bool) -> None:
-        self.policy, self.sampled = policy, sampled
-
-    def act(self, observation: Any, seat: str, rng: np.random.Generator) -> int:
-        return int(self.policy(observation, deterministic=not self.sampled))
 
 
 def _load(source: str, sampled: bool, which: str) -> tuple[Player, Any, Any]:
@@ -249,7 +247,7 @@ def _load(source: str, sampled: bool, which: str) -> tuple[Player, Any, Any]:
     if env.multiagent:
         raise ValueError(f"{source} trained {env.env_id} (env.suite={env.suite!r}, agents acting at once); the arena "
                          "plays two-seat turn-based games (PettingZoo AEC envs), one policy a seat")
-    policy = load_policy(path)
+    policy = load_policy(path, deterministic=not sampled)
     if policy.recurrent:
         raise ValueError(f"{source}: a recurrent policy; the arena plays feed-forward ones (a game's opponent "
                          "moves would not reach its memory)")
@@ -261,7 +259,7 @@ def _load(source: str, sampled: bool, which: str) -> tuple[Player, Any, Any]:
     name = f"{folder.name}@{frames}" if path.parent.name == "checkpoints" else (
         folder.name if path.name == "checkpoint.pt" else f"{folder.name}/{path.stem}")
     player = Player(name, str(source), frames, str(state.get("run_id") or folder.resolve()))
-    return player, _PolicyPlayer(policy, sampled), policy
+    return player, PolicyPlayer(policy), policy
 
 
 def _same_game(first: Any, other: Any, source: str) -> None:
@@ -272,12 +270,10 @@ def _same_game(first: Any, other: Any, source: str) -> None:
 
 
 def default_anchors(env_id: str) -> list[str]:
-    """The anchors an arena adds unless told: a random player, and the game's win-or-block heuristic in connect
-    four and tic-tac-toe (PettingZoo's)."""
-    for game, heuristic in (("connect_four_v", "connect-four-heuristic"), ("tictactoe_v", "tictactoe-heuristic")):
-        if game in env_id:
-            return ["random", heuristic]
-    return ["random"]
+    """The anchors an arena adds unless told: a random player, and the game's win-or-block heuristic where it has
+    one (connect four's, tic-tac-toe's)."""
+    heuristic = heuristic_for(env_id)
+    return ["random"] if heuristic is None else ["random", heuristic]
 
 
 def arena(players: Sequence[str | os.PathLike], *, games: int = 100, anchors: Sequence[str] | None = None,
@@ -328,10 +324,7 @@ def _round_robin(sources: list[str], games: int, anchors: Sequence[str] | None, 
     first = loaded[0][2]
     env = first.make_env()
     try:
-        game = env.unwrapped
-        if not isinstance(game, TurnBased):
-            raise ValueError(f"the arena plays turn-based games (PettingZoo AEC envs); {sources[0]} trained "
-                             f"{first.config.env.env_id}")
+        game = turn_based(env, "the arena", sources[0], first.config.env.env_id)
         if len(game.seats) != 2:
             raise ValueError(f"the arena plays two-seat games; {first.config.env.env_id} has seats {game.seats}")
         for (_, _, policy), source in zip(loaded[1:], sources[1:], strict=True):

@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 
 from ppo_td.deploy.policy import load_policy
-from ppo_td.envs.games import TurnBased, legal_actions
+from ppo_td.envs.games import legal_actions, turn_based
 
 
 class PolicyPlayer:
-    """A :class:`~ppo_td.envs.games.Opponent` that plays a trained :class:`~ppo_td.deploy.Policy`'s moves."""
+    """A :class:`~ppo_td.envs.games.Opponent` that plays a trained :class:`~ppo_td.deploy.Policy`'s moves (its mode
+    or samples, as the policy was loaded: ``load_policy(..., deterministic=...)``)."""
 
     def __init__(self, policy: Any) -> None:
         self.policy = policy
@@ -55,10 +56,7 @@ def play(run: str, *, sampled: bool = False, seed: int | None = None, read: Call
     policy = load_policy(run, deterministic=not sampled)
     env = policy.make_env()
     try:
-        game = env.unwrapped
-        if not isinstance(game, TurnBased):
-            raise ValueError(f"ppo-td play plays turn-based games (PettingZoo AEC envs); {run} trained "
-                             f"{policy.config.env.env_id}")
+        game = turn_based(env, "ppo-td play", run, policy.config.env.env_id)
         game.set_opponent(PolicyPlayer(policy))
         observation, info = env.reset(seed=seed)
         write(f"you play {info['seat']} (X); the policy plays O")

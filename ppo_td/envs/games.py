@@ -49,11 +49,7 @@ class ConnectFourWinOrBlock:
 
     def check(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         """Refuse a game other than connect four's shape (a 6 x 7 x 2 board, 7 columns to play)."""
-        board = observation_space.get("observation") if isinstance(observation_space, gym.spaces.Dict) else None
-        if getattr(board, "shape", None) != (6, 7, 2) or getattr(action_space, "n", None) != 7:
-            raise ValueError(f"the connect-four-heuristic opponent reads connect four's board (a 6 x 7 x 2 "
-                             f"'observation', 7 moves); this game has {observation_space} and {action_space}: "
-                             "choose another opponent (random, or module:Name of your own)")
+        _check_board("connect-four-heuristic", "connect four", (6, 7, 2), 7, observation_space, action_space)
 
     def act(self, observation: Any, seat: str, rng: np.random.Generator) -> int:
         board, legal = np.asarray(observation["observation"]), legal_actions(observation)
@@ -74,11 +70,7 @@ class TicTacToeWinOrBlock:
 
     def check(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         """Refuse a game other than tic-tac-toe's shape (a 3 x 3 x 2 board, 9 cells to play)."""
-        board = observation_space.get("observation") if isinstance(observation_space, gym.spaces.Dict) else None
-        if getattr(board, "shape", None) != (3, 3, 2) or getattr(action_space, "n", None) != 9:
-            raise ValueError(f"the tictactoe-heuristic opponent reads tic-tac-toe's board (a 3 x 3 x 2 'observation', "
-                             f"9 moves); this game has {observation_space} and {action_space}: choose another "
-                             "opponent (random, or module:Name of your own)")
+        _check_board("tictactoe-heuristic", "tic-tac-toe", (3, 3, 2), 9, observation_space, action_space)
 
     def act(self, observation: Any, seat: str, rng: np.random.Generator) -> int:
         board, legal = np.asarray(observation["observation"]), legal_actions(observation)
@@ -90,6 +82,25 @@ class TicTacToeWinOrBlock:
                     r, c = empty[0]
                     return int(r * 3 + c)  # the cell's move: row by row, as the observation's board
         return int(rng.choice(legal))
+
+
+def _check_board(name: str, game: str, shape: tuple[int, ...], moves: int, observation_space: gym.Space,
+                 action_space: gym.Space) -> None:
+    """Refuse a heuristic opponent (``name``) a game whose board or moves are not ``game``'s."""
+    board = observation_space.get("observation") if isinstance(observation_space, gym.spaces.Dict) else None
+    if getattr(board, "shape", None) != shape or getattr(action_space, "n", None) != moves:
+        raise ValueError(f"the {name} opponent reads {game}'s board (a {' x '.join(map(str, shape))} 'observation', "
+                         f"{moves} moves); this game has {observation_space} and {action_space}: choose another "
+                         "opponent (random, or module:Name of your own)")
+
+
+HEURISTICS = {"connect_four": "connect-four-heuristic", "tictactoe": "tictactoe-heuristic"}
+"""PettingZoo's classic games with a win-or-block opponent here, by the name their ids carry."""
+
+
+def heuristic_for(env_id: str) -> str | None:
+    """The win-or-block opponent of the game ``env_id`` names (``pettingzoo.classic.connect_four_v3:env``), if any."""
+    return next((heuristic for game, heuristic in HEURISTICS.items() if f"{game}_v" in env_id), None)
 
 
 def _connects(board: np.ndarray, plane: int, column: int) -> bool:
@@ -313,3 +324,12 @@ def is_turn_based(env: Any) -> bool:
     except ImportError:
         return False
     return isinstance(env, AECEnv)
+
+
+def turn_based(env: gym.Env, command: str, run: Any, env_id: str) -> TurnBased:
+    """The :class:`TurnBased` game under ``env`` (a trained policy's ``make_env()``), or a one-line refusal naming
+    ``command`` and the ``run`` that trained ``env_id``."""
+    game = env.unwrapped
+    if not isinstance(game, TurnBased):
+        raise ValueError(f"{command} plays turn-based games (PettingZoo AEC envs); {run} trained {env_id}")
+    return game
