@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 
-def ppo_td_run(spec: dict[str, Any]) -> dict[str, Any]:
-    """One ppo_td run of ``spec``: its episodes and iteration times."""
+def ppo_td_config(spec: dict[str, Any]) -> Any:
+    """ppo_td's config for ``spec``: the rsl-rl-flat preset on the spec's env, batch and seed."""
     import ppo_td
 
     n = spec["num_envs"]
@@ -47,6 +47,24 @@ def ppo_td_run(spec: dict[str, Any]) -> dict[str, Any]:
         env=dataclasses.replace(base.env, env_id=f"ppo_td.envs.simulators:{spec['simulator']}", num_envs=n,
                                 kwargs=(f"env_name={spec['env']!r}",
                                                               f"device={spec['device']!r}")))
+    return config
+
+
+def config_digest(spec: dict[str, Any]) -> str:
+    """What identifies ppo_td's config of ``spec`` in the store (a stored ppo_td run is reused only where it trained
+    this config: the preset changes with the library)."""
+    import hashlib
+
+    from ppo_td.config import identity_dict
+
+    return hashlib.sha1(json.dumps(identity_dict(ppo_td_config(spec)), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def ppo_td_run(spec: dict[str, Any]) -> dict[str, Any]:
+    """One ppo_td run of ``spec``: its episodes and iteration times."""
+    import ppo_td
+
+    config = ppo_td_config(spec)
     episodes: list[tuple[int, float, float]] = []
     ticks: list[tuple[int, float]] = []
     lrs: list[float] = []
@@ -241,14 +259,20 @@ def main(argv: list[str]) -> int:
     same = ("env", "num_envs", "iterations", "device", "simulator", "rsl_variant", "lr_schedule")
     before = {"simulator": "brax", "rsl_variant": "default", "lr_schedule": "adaptive"}  # before the fields ran
 
-    def found(library: str, seed: int) -> dict[str, Any] | None:
+    digests = {seed: config_digest({"seed": seed, **{k: getattr(args, k) for k in same}}) for seed in args.seeds}
+
+    def found(library: str, seed: int) -> dict[str, Any] | None:  # a ppo_td run stored before its digest: not reused
         return next((r for r in done if r["library"] == library and r["seed"] == seed
-                     and all(r.get(k, before.get(k)) == getattr(args, k) for k in same)), None)
+                     and all(r.get(k, before.get(k)) == getattr(args, k) for k in same)
+                     and (library != "ppo_td" or r.get("config_digest") == digests[seed])), None)
 
     for seed in args.seeds:
         for library in args.libraries:
             if found(library, seed) is None and not args.report_only:
-                run = launch({"library": library, "seed": seed, **{k: getattr(args, k) for k in same}}, args.store)
+                spec = {"library": library, "seed": seed, **{k: getattr(args, k) for k in same}}
+                if library == "ppo_td":
+                    spec["config_digest"] = digests[seed]
+                run = launch(spec, args.store)
                 with path.open("a") as f:
                     f.write(json.dumps(run) + "\n")
                 done.append(run)
