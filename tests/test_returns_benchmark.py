@@ -207,7 +207,7 @@ def test_sb3_trains_on_the_env_ppo_td_trains_on_kwargs_and_wrappers_included():
     checked = 0
     for task in (t for name, tasks in SUITES.items() if name != "tiny" for t in tasks if t.sb3):
         config = suites.config_of(task)
-        if config.env.atari:
+        if config.env.atari or task in SUITES["games"]:  # (games: the next test)
             continue
         try:
             ours = gym_env(config.env)
@@ -223,6 +223,35 @@ def test_sb3_trains_on_the_env_ppo_td_trains_on_kwargs_and_wrappers_included():
             theirs.close()
         checked += 1
     assert checked >= 5
+
+
+def test_sb3_plays_the_games_ppo_td_plays_with_the_same_board_and_legal_moves():
+    """The games suite's SB3 side is sb3-contrib's MaskablePPO on ppo_td's TurnBased game: the same seed gives the
+    same seat, board and legal moves step for step (the board flattened to floats, the mask from action_masks()),
+    and the same rewards."""
+    import numpy as np
+
+    from benchmarks.common.worker import sb3_vec_env, turn_based
+    from ppo_td.envs import gym_env
+
+    for task in SUITES["games"]:
+        config = suites.config_of(task)
+        assert turn_based(config) and task.sb3
+        ours, theirs = gym_env(config.env), sb3_vec_env(config, 1, seed=7).envs[0]
+        rng = np.random.default_rng(0)
+        for episode in range(3):
+            (mine, _), (board, _) = ours.reset(seed=episode), theirs.reset(seed=episode)
+            done = False
+            while not done:
+                np.testing.assert_array_equal(board, mine["observation"].reshape(-1).astype(np.float32))
+                np.testing.assert_array_equal(theirs.action_masks(), mine["action_mask"].astype(bool))
+                action = rng.choice(np.flatnonzero(mine["action_mask"]))
+                mine, reward, terminated, truncated, _ = ours.step(action)
+                board, theirs_reward, *_ = theirs.step(action)
+                assert reward == theirs_reward
+                done = terminated or truncated
+        ours.close()
+        theirs.close()
 
 
 def test_sb3_stores_the_normalized_observations_it_acts_on_when_the_env_observes_integers():

@@ -4,7 +4,8 @@ Run by the suites (``python -m benchmarks``) as ``python -m benchmarks.common.wo
 benchmarks worker JSON``, before 2026-12-06 ``python -m benchmarks.worker JSON``); prints one JSON result line. A
 separate process per run keeps peak memory and state apart and keeps import time out of the timed region.
 
-Spec keys: ``library`` ("ppo_td" | "sb3" | "skrl"; with a recurrent preset "sb3" is sb3-contrib's RecurrentPPO),
+Spec keys: ``library`` ("ppo_td" | "sb3" | "skrl"; with a recurrent preset "sb3" is sb3-contrib's RecurrentPPO, in
+a turn-based game its MaskablePPO),
 ``preset`` (a ppo_td preset: the config both libraries use) or ``config`` (a whole config,
 ``ppo_td.config.to_dict``), ``sb3_zoo`` (use RL-Zoo's tuned CartPole settings instead),
 ``seed``, ``total_frames`` (optional override), ``eval_episodes`` (0: none), ``step_loop`` and
@@ -85,10 +86,62 @@ def _sb3_env_id(config: TrainConfig) -> Any:
 
 def sb3_vec_env(config: TrainConfig, n_envs: int, seed: int) -> Any:
     """SB3's vector env of ``config``'s env (:func:`_sb3_env_id`), integer observations given as floats
-    (:func:`_float_observations`): what its training, evaluation and latency runs step."""
+    (:func:`_float_observations`): what its training, evaluation and latency runs step. A turn-based game (ppo_td's
+    :class:`~ppo_td.envs.games.TurnBased`: the learner's seat against ``env.opponent``) as sb3-contrib's
+    MaskablePPO takes it (:class:`BoardForMaskablePPO`)."""
     from stable_baselines3.common.env_util import make_vec_env
 
+    if turn_based(config):
+        from ppo_td.envs import gym_env
+
+        return make_vec_env(functools.partial(gym_env, config.env), n_envs=n_envs, seed=seed,
+                            wrapper_class=BoardForMaskablePPO)
     return make_vec_env(_sb3_env_id(config), n_envs=n_envs, seed=seed, wrapper_class=_float_observations)
+
+
+@functools.cache
+def _turn_based(env: Any) -> bool:
+    from ppo_td.envs import gym_env
+    from ppo_td.envs.games import TurnBased
+
+    if env.multiagent:
+        return False
+    game = gym_env(env)
+    game.close()
+    return isinstance(game, TurnBased)
+
+
+def turn_based(config: TrainConfig) -> bool:
+    """Whether ``config``'s env is a turn-based game (one env built to see)."""
+    return _turn_based(config.env)
+
+
+class BoardForMaskablePPO(gym.Wrapper):
+    """A turn-based game as sb3-contrib's MaskablePPO takes it (the PettingZoo tutorial's way): the observation is
+    the board alone, flattened to floats (what ppo_td's network reads of ``{observation, action_mask}``), and the
+    legal moves come from ``action_masks()``."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        board = env.observation_space["observation"]
+        self.observation_space = gym.spaces.Box(board.low.reshape(-1).astype(np.float32),
+                                                board.high.reshape(-1).astype(np.float32), dtype=np.float32)
+        self._mask = np.ones(env.action_space.n, dtype=bool)
+
+    def _board(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        self._mask = np.asarray(observation["action_mask"], dtype=bool)
+        return np.asarray(observation["observation"], dtype=np.float32).reshape(-1)
+
+    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict]:
+        observation, info = self.env.reset(**kwargs)
+        return self._board(observation), info
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        return self._board(observation), reward, terminated, truncated, info
+
+    def action_masks(self) -> np.ndarray:
+        return self._mask
 
 
 def _float_observations(env: gym.Env) -> gym.Env:
@@ -190,7 +243,13 @@ def run_sb3(config: TrainConfig, zoo: bool) -> dict[str, Any]:
                     self.episodes.append((self.num_timesteps, time.perf_counter() - self.start, info["episode"]["r"]))
             return True
 
-    if config.model.recurrent != "none":
+    if turn_based(config):  # the legal moves masked: sb3-contrib's MaskablePPO (it has no gSDE)
+        from sb3_contrib import MaskablePPO
+
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("use_sde", "sde_sample_freq")}
+        kwargs["policy_kwargs"] = {k: v for k, v in kwargs["policy_kwargs"].items() if k != "log_std_init"}
+        model = MaskablePPO("MlpPolicy", env, seed=config.seed, device="cpu", verbose=0, **kwargs)
+    elif config.model.recurrent != "none":
         from sb3_contrib import RecurrentPPO
 
         if config.model.recurrent != "lstm":
@@ -321,6 +380,8 @@ def _sb3_evaluate(model, config: TrainConfig, train_env) -> list[float]:
     if isinstance(train_env, VecNormalize):
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False, clip_obs=config.env.obs_clip)
         eval_env.obs_rms = train_env.obs_rms
+    if turn_based(config):
+        from sb3_contrib.common.maskable.evaluation import evaluate_policy
     returns, _ = evaluate_policy(model, eval_env, n_eval_episodes=config.eval_episodes, deterministic=True,
                                  return_episode_rewards=True)
     return [float(r) for r in returns]

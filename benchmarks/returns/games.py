@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import hashlib
 import json
 import statistics
 import time
@@ -61,9 +62,11 @@ def env_id_of(game: str) -> str:
 
 def config_of(spec: dict[str, Any]) -> Any:
     """The config of one run."""
-    from ppo_td import EnvConfig, get_preset
+    from ppo_td import EnvConfig
 
-    base = get_preset("generic")
+    from .suites import settings_config
+
+    base = settings_config(spec.get("settings", "generic"))
     env = EnvConfig(env_id_of(spec["game"]), num_envs=spec["envs"],
                     **variant_fields(spec["variant"], spec["game"]))
     return dataclasses.replace(base, env=env, seed=spec["seed"], total_frames=spec["frames"], eval_episodes=0)
@@ -104,12 +107,15 @@ def one_run(spec: dict[str, Any], run_dir: Path | None = None) -> dict[str, Any]
 
 
 def _key(run: dict[str, Any]) -> tuple:
-    return run["game"], run["variant"], run["seed"], run["frames"], run["envs"], run["games"], run.get("curves", 0)
+    return (run["game"], run["variant"], run["seed"], run["frames"], run["envs"], run["games"], run.get("curves", 0),
+            run.get("settings", "generic"))
 
 
 def run_name(spec: dict[str, Any]) -> str:
     """The folder of a run's checkpoints under ``STORE/runs``."""
-    return f"{spec['game']}-{spec['variant']}-seed{spec['seed']}-{spec['frames']}"
+    settings = spec.get("settings", "generic")
+    return f"{spec['game']}-{spec['variant']}-seed{spec['seed']}-{spec['frames']}" + (
+        "" if settings == "generic" else f"-{hashlib.sha1(settings.encode()).hexdigest()[:8]}")
 
 
 def table(runs: list[dict[str, Any]], variants: list[str]) -> list[str]:
@@ -214,6 +220,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--games", type=int, default=500, help="games against each fixed opponent (500)")
     parser.add_argument("--store", type=Path, default=Path("games_runs"))
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--settings", default="generic",
+                        help="the preset trained, maybe with fields changed: generic+loss.entropy_coeff=0.01 "
+                             "(PRESET+section.field=VALUE+...; default generic)")
     parser.add_argument("--curves", type=int, default=0, metavar="N",
                         help="keep a checkpoint every N iterations and rate them all in one arena (0: none)")
     parser.add_argument("--arena-games", type=int, default=20, help="games a pair in the rating arena (20)")
@@ -225,7 +234,8 @@ def main(argv: list[str]) -> int:
     for seed in args.seeds:
         for variant in args.variants:
             spec = {"game": args.game, "variant": variant, "seed": seed, "frames": args.frames, "envs": args.envs,
-                    "games": args.games, **({"curves": args.curves} if args.curves else {})}
+                    "games": args.games, **({"curves": args.curves} if args.curves else {}),
+                    **({"settings": args.settings} if args.settings != "generic" else {})}
             run = done.get(_key(spec))
             if run is None and not args.report_only:
                 run = one_run(spec, args.store / "runs" / run_name(spec) if args.curves else None)
@@ -235,13 +245,15 @@ def main(argv: list[str]) -> int:
                 print(f"{variant} seed {seed}: {run['against']} ({run['seconds']:.0f} s)", flush=True)
             if run is not None:
                 runs.append(run)
-    lines = [f"# {args.game}: PPO against a random player and in self-play, {args.frames:,} frames "
-             f"({datetime.date.today().isoformat()})", "", f"`python -m benchmarks games {' '.join(argv)}`", "",
+    lines = [f"# {args.game}: PPO against a random player and in self-play, {args.frames:,} frames, settings "
+             f"{args.settings} ({datetime.date.today().isoformat()})", "",
+             f"`python -m benchmarks games {' '.join(argv)}`", "",
              *table(runs, args.variants), ""]
     if args.curves:
         lines += [*rate_checkpoints(args, runs), ""]
     text = "\n".join(lines)
     args.store.mkdir(parents=True, exist_ok=True)
-    (args.store / f"games_{args.game}.md").write_text(text)
+    suffix = "" if args.settings == "generic" else "_" + hashlib.sha1(args.settings.encode()).hexdigest()[:8]
+    (args.store / f"games_{args.game}{suffix}.md").write_text(text)
     print(text)
     return 0

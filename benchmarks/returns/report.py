@@ -87,8 +87,9 @@ def improvement(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
 
 
 def random_score(task: Task, store: Path, episodes: int = 100) -> float | None:
-    """The mean return of uniform random actions over ``episodes`` episodes (``reset(seed=i)``, the action space
-    seeded 0), measured once and kept in the store's ``random.json``; None for an env Gymnasium cannot make alone."""
+    """The mean return of uniform random actions (legal ones, where the observation has an action mask) over
+    ``episodes`` episodes (``reset(seed=i)``, the action space seeded 0), measured once and kept in the store's
+    ``random.json``; None for an env Gymnasium cannot make alone."""
     path = store / "random.json"
     known = json.loads(path.read_text()) if path.exists() else {}
     key = f"{task.env_id}|{','.join(task.kwargs)}|{task.max_episode_steps}"
@@ -103,10 +104,12 @@ def random_score(task: Task, store: Path, episodes: int = 100) -> float | None:
     env.action_space.seed(0)
     returns = []
     for i in range(episodes):
-        env.reset(seed=i)
+        observation, _ = env.reset(seed=i)
         total, done = 0.0, False
-        while not done:
-            _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+        while not done:  # a game's legal moves only (its mask: turn-based games refuse the others)
+            mask = observation.get("action_mask") if isinstance(observation, dict) else None
+            action = env.action_space.sample(None if mask is None else np.asarray(mask, dtype=np.int8))
+            observation, reward, terminated, truncated, _ = env.step(action)
             total += float(reward)
             done = terminated or truncated
         returns.append(total)

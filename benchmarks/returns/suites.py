@@ -70,6 +70,14 @@ SUITES: dict[str, list[Task]] = {
         Task("minigrid:MiniGrid-Empty-Random-5x5-v0", "minigrid", 100_000),
         Task("minigrid:MiniGrid-DoorKey-5x5-v0", "minigrid", 100_000),
     ],
+    "games": [  # PettingZoo classic games against a uniformly random legal player (ppo_td's TurnBased: the
+        # learner's seat drawn each game), on SB3's PPO defaults (the generic preset); SB3 is sb3-contrib's
+        # MaskablePPO on the same game (the PettingZoo tutorial's library), the board flattened. A return is
+        # +1 a win, 0 a draw, -1 a loss. Win rates against a heuristic, self-play, ratings: python -m benchmarks games
+        Task("pettingzoo.classic.connect_four_v3:env", "generic", 200_000,
+             note="the PettingZoo tutorial's MaskablePPO won 0.86 of games against random at 20k steps"),
+        Task("pettingzoo.classic.tictactoe_v3:env", "generic", 500_000),
+    ],
     "multiagent": [  # reward per agent; BenchMARL is the peer here (python -m benchmarks multiagent)
         Task("navigation", "vmas-navigation", 600_000, sb3=False),
         Task("balance", "vmas-light", 2_048_000, sb3=False, note="2M frames: at 409,600 one seed of three learned"),
@@ -122,10 +130,12 @@ episodes, not seeds); OpenAI baselines: ``benchmarks_mujoco1M.htm`` (ppo2). Wher
 env, the source says which it used."""
 
 BEST = {"FrozenLake8x8-v1": (0.85, "Gymnasium's solved threshold"), "Taxi-v4": (8.0, "Gymnasium's solved threshold"),
-        "CliffWalking-v1": (-13.0, "the shortest path")}
+        "CliffWalking-v1": (-13.0, "the shortest path"),
+        "pettingzoo.classic.connect_four_v3:env": (1.0, "every game won"),
+        "pettingzoo.classic.tictactoe_v3:env": (1.0, "every game won")}
 """A best score where no PPO number is published: Gymnasium's ``reward_threshold`` for the id (FrozenLake8x8-v1
-0.85, Taxi-v4 8: what it registers as solved, not an optimum), or the shortest path (CliffWalking, 13 steps at
--1)."""
+0.85, Taxi-v4 8: what it registers as solved, not an optimum), the shortest path (CliffWalking, 13 steps at -1), or
+a game's most (every game won: no published PPO return against a random player)."""
 
 
 def settings_config(settings: str) -> Any:
