@@ -89,9 +89,10 @@ SUITES: dict[str, list[Task]] = {
 cores (Atari at 10M frames is about a day a seed here); MinAtar stands in for Atari, at 10M frames."""
 
 DEFAULT_SEEDS = [1, 2, 3, 4, 5]
-SEEDS = {"mujoco": [1, 2, 3], "multiagent": [1, 2, 3]}
+SEEDS = {"mujoco": [1, 2, 3], "multiagent": [1, 2, 3], "games": [1, 2, 3]}
 """Fewer seeds where a suite's budget demands it, on one core a run: MuJoCo's 1M frames take 9-18 min for ppo_td and
-13-26 min for SB3 (the stored runs of 2026-11-28); VMAS navigation's 600k frames 22 min (2026-11-29)."""
+13-26 min for SB3 (the stored runs of 2026-11-28); VMAS navigation's 600k frames 22 min (2026-11-29); tic-tac-toe's
+500k frames 5-9 min (python -m benchmarks games, 2026-12-06)."""
 
 ANCHORS: dict[str, list[tuple[str, float, float | None, str]]] = {
     # env: [(source, mean, std or None, what)], copied from the sources named
