@@ -109,6 +109,8 @@ COMMANDS: dict[str, Command] = {
     # returns: returns over seeds, the learning comparisons
     "returns": Command("benchmarks.returns.run", "argv",
                        "multi-seed returns of suites of envs beside SB3: a result store and a report (hours)"),
+    "time_split": Command("benchmarks.returns.time_split", "argv",
+                          "where each returns-suite run's time goes, beside the env and update floors"),
     "published": Command("benchmarks.returns.published", "argv",
                          "every published return recomputed from the result store"),
     "store_history": Command("benchmarks.returns.store_history", "argv",

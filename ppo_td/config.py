@@ -196,8 +196,9 @@ class EnvConfig:
     """Who plays the other seats of a turn-based game (a PettingZoo AEC env: ppo_td.envs.games): 'random' (a
     uniformly random legal move), 'connect-four-heuristic' or 'tictactoe-heuristic' (win at once, else block, else
     random), 'module:Name' (a class with act(observation, seat, rng)), or 'self': self-play against the learner's
-    own snapshots (ppo_td.training.selfplay; snapshot_frames, pool_size, latest_ratio, anchors). Evaluation plays
-    'random' with 'self', else this opponent."""
+    own snapshots (ppo_td.training.selfplay; snapshot_frames, pool_size, latest_ratio, anchors). With env.anchors
+    beside a fixed opponent each game draws one: this opponent with probability latest_ratio, else an anchor.
+    Evaluation plays 'random' with 'self', else the same opponents as training."""
     snapshot_frames: int = 20_000
     """Self-play: frames (the learner's steps) between snapshots of its policy into the pool (ML-Agents'
     save_steps, 20,000)."""
@@ -205,10 +206,12 @@ class EnvConfig:
     """Self-play: the past snapshots kept, the newest (ML-Agents' window, 10)."""
     latest_ratio: float = 0.5
     """Self-play: the share of games against the latest policy, the rest against a past snapshot or an anchor drawn
-    uniformly (ML-Agents' play_against_latest_model_ratio, 0.5)."""
+    uniformly (ML-Agents' play_against_latest_model_ratio, 0.5). A fixed opponent with env.anchors: the share of
+    games against env.opponent, the rest against an anchor drawn uniformly."""
     anchors: tuple[str, ...] = ()
-    """Self-play: fixed opponents in the pool beside the snapshots, named as env.opponent (e.g. random
-    connect-four-heuristic)."""
+    """Fixed opponents named as env.opponent (e.g. random connect-four-heuristic): in self-play's pool beside the
+    snapshots; beside a fixed env.opponent, a mixture (env.opponent random --env.anchors tictactoe-heuristic: half
+    the games against each, latest_ratio's share against env.opponent)."""
 
     @property
     def multiagent(self) -> bool:
@@ -239,13 +242,13 @@ class EnvConfig:
         _check(self.snapshot_frames >= 1, "env.snapshot_frames", self.snapshot_frames, ">= 1")
         _check(self.pool_size >= 1, "env.pool_size", self.pool_size, ">= 1")
         _check(0.0 <= self.latest_ratio <= 1.0, "env.latest_ratio", self.latest_ratio, "in [0, 1]")
-        _check(not self.anchors or self.opponent == "self", "env.anchors", self.anchors,
-               "() unless env.opponent='self' (anchors join self-play's pool)")
         for anchor in self.anchors:
             _check(anchor in SCRIPTED_OPPONENTS or ":" in anchor, "env.anchors", anchor,
                    f"{named} or 'module:Name' entries")
         _check(self.opponent == "random" or not self.multiagent, "env.opponent", self.opponent,
                f"'random' with env.suite={self.suite!r} (opponents play turn-based games' other seats)")
+        _check(not self.anchors or not self.multiagent, "env.anchors", self.anchors,
+               f"() with env.suite={self.suite!r} (opponents play turn-based games' other seats)")
         _check(not self.info_keys or not self.multiagent, "env.info_keys", self.info_keys,
                f"() with env.suite={self.suite!r} (info entries are read from one-agent Gymnasium envs)")
         _check(self.suite in ("gymnasium", "vmas", "pettingzoo"), "env.suite", self.suite,

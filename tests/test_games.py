@@ -301,6 +301,50 @@ def test_opponents_are_refused_where_they_cannot_play(change, message):
         build_pipeline(config)
 
 
+def test_a_fixed_opponent_with_anchors_draws_each_games_opponent_at_its_ratio(tmp_path):
+    """env.opponent random with env.anchors tictactoe-heuristic: each game one of the two (latest_ratio's share the
+    opponent's), drawn from the copy's generator; the command line and Python train the same run; a game's moves
+    are the drawn opponent's (the heuristic takes a win the random player would miss only by chance)."""
+    from ppo_td.envs import gym_env
+    from ppo_td.envs.games import OpponentPool, TicTacToeWinOrBlock
+
+    for ratio in (0.5, 0.8):
+        env = gym_env(ppo_td.EnvConfig(TICTACTOE, anchors=("tictactoe-heuristic",), latest_ratio=ratio))
+        assert isinstance(env.opponent, OpponentPool) and isinstance(env.opponent.latest, RandomOpponent)
+        drawn = []
+        for game in range(1000):  # one seed, the copy's generator going on
+            env.reset(seed=0 if game == 0 else None)
+            drawn.append(isinstance(env.playing, TicTacToeWinOrBlock))
+        assert abs(np.mean(drawn) - (1 - ratio)) < 4 * np.sqrt(ratio * (1 - ratio) / 1000), (ratio, np.mean(drawn))
+    args = ["train", "--env.env-id", TICTACTOE, "--env.num-envs", "4", "--env.anchors", "tictactoe-heuristic",
+            "--frames-per-batch", "256", "--total-frames", "512", "--eval-episodes", "4", "--run-dir",
+            str(tmp_path / "cli")]
+    assert main(args) == 0
+    config = dataclasses.replace(ppo_td.get_preset("generic"), total_frames=512, eval_episodes=4,
+                                 frames_per_batch=256, env=ppo_td.EnvConfig(TICTACTOE, num_envs=4,
+                                                                            anchors=("tictactoe-heuristic",)))
+    ppo_td.train(config, run_dir=str(tmp_path / "api"), progress=False)
+    cli, api = (json.loads((tmp_path / name / "config.json").read_text()) for name in ("cli", "api"))
+    assert cli == api and cli["env"]["anchors"] == ["tictactoe-heuristic"]
+    rows = [list(csv.DictReader((tmp_path / name / "metrics.csv").open())) for name in ("cli", "api")]
+    assert [r["loss_policy"] for r in rows[0]] == [r["loss_policy"] for r in rows[1]]
+
+
+def test_anchors_are_refused_where_no_game_is_played():
+    from ppo_td.envs import build_env
+
+    with pytest.raises(ValueError, match=r"env.anchors=\('random',\) plays the other seats of a turn-based game; "
+                                         r"env CartPole-v1 is not one"):
+        build_env(ppo_td.EnvConfig("CartPole-v1", anchors=("random",)), seed=1)
+    with pytest.raises(ValueError, match=r"env.anchors=\('random',\) plays the other seats of a turn-based game; "
+                                         r"torchrl.envs.custom.pendulum:PendulumEnv is a TorchRL env"):
+        build_env(ppo_td.EnvConfig("torchrl.envs.custom.pendulum:PendulumEnv", anchors=("random",)), seed=1)
+    with pytest.raises(ValueError, match=r"env.anchors"):
+        ppo_td.EnvConfig("navigation", suite="vmas", anchors=("random",))
+    with pytest.raises(ValueError, match=r"the tictactoe-heuristic opponent reads tic-tac-toe's board"):
+        build_env(ppo_td.EnvConfig(CONNECT_FOUR, anchors=("tictactoe-heuristic",)), seed=1)
+
+
 def test_self_play_from_the_command_line(tmp_path):
     args = ["train", "--env.env-id", CONNECT_FOUR, "--env.num-envs", "4", "--env.opponent", "self",
             "--env.snapshot-frames", "1024", "--env.anchors", "random", "connect-four-heuristic", "--frames-per-batch",

@@ -26,6 +26,18 @@ def test_a_self_play_run_plays_against_its_snapshots_and_the_random_anchor():
     assert config.env.env_id == "pettingzoo.classic.connect_four_v3:env" and config.frames_per_batch == 2048
 
 
+def test_the_mixed_variant_and_settings_change_the_config_and_the_runs_identity():
+    spec = {"game": "tictactoe_v3", "variant": "mixed", "seed": 1, "frames": 4096, "envs": 8, "games": 10}
+    config = games.config_of(spec)
+    assert (config.env.opponent, config.env.anchors) == ("random", ("tictactoe-heuristic",))
+    changed = {**spec, "settings": "generic+loss.entropy_coeff=0.01"}
+    assert games.config_of(changed).loss.entropy_coeff == 0.01
+    assert games._key(changed) != games._key(spec) and games.run_name(changed) != games.run_name(spec)
+    assert games.run_name(spec) == "tictactoe_v3-mixed-seed1-4096"  # the generic preset's names as before
+    with pytest.raises(ValueError, match="rock_paper_scissors_v2 has no win-or-block heuristic"):
+        games.variant_fields("mixed", "rock_paper_scissors_v2")
+
+
 def test_head_to_head_counts_each_side_of_every_pair_once():
     players = [{"name": "g-self-seed1-100@100", "frames": 100}, {"name": "g-random-seed1-100@100", "frames": 100},
                {"name": "g-self-seed1-100@50", "frames": 50}, {"name": "random", "frames": None}]

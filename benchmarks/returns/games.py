@@ -11,10 +11,11 @@ against a uniformly random legal player) and ``self`` (``env.opponent='self'``: 
 every 20,000 frames, a window of 10, half the games against the latest policy, the random player as an anchor),
 ``frozen`` (the ablation: self-play against one frozen opponent, its latest snapshot, renewed every 20,000 frames;
 no pool, no anchor), ``heuristic`` (every game against the game's win-or-block heuristic: connect four's,
-tic-tac-toe's) and ``self-heuristic`` (self-play with the random player and the heuristic as anchors). The final
-policy then plays ``--games`` games (deterministic: the policy's mode; its seat drawn per game) against the random
-player and against the game's win-or-block heuristic: wins, draws and losses with a Wilson 95% interval on the win
-rate. Each finished run is appended to ``STORE/runs.jsonl`` (a rerun skips it); the table goes to
+tic-tac-toe's), ``self-heuristic`` (self-play with the random player and the heuristic as anchors) and ``mixed``
+(each game against the random player or the heuristic, half and half: ``env.anchors`` beside a fixed opponent).
+The final policy then plays ``--games`` games (deterministic: the policy's mode; its seat drawn per game) against
+the random player and against the game's win-or-block heuristic: wins, draws and losses with a Wilson 95% interval
+on the win rate. Each finished run is appended to ``STORE/runs.jsonl`` (a rerun skips it); the table goes to
 ``STORE/games_<game>.md``.
 
 ``--curves N``: each run keeps a checkpoint every N iterations (in ``STORE/runs/``, not committed), and once every
@@ -40,19 +41,20 @@ from ppo_td.deploy.arena import wilson
 from ppo_td.envs.games import HEURISTICS, heuristic_for
 
 OPPONENTS = ("random", *HEURISTICS.values())
-VARIANTS = ("random", "self", "frozen", "heuristic", "self-heuristic")
+VARIANTS = ("random", "self", "frozen", "heuristic", "self-heuristic", "mixed")
 
 
 def variant_fields(variant: str, game: str) -> dict[str, Any]:
     """The env config fields of a variant in ``game`` (the heuristic ones need the game's heuristic)."""
     heuristic = heuristic_for(env_id_of(game))
-    if variant in ("heuristic", "self-heuristic") and heuristic is None:
+    if variant in ("heuristic", "self-heuristic", "mixed") and heuristic is None:
         raise ValueError(f"--variants {variant}: {game} has no win-or-block heuristic (only {', '.join(HEURISTICS)})")
     return {"random": {},
             "self": {"opponent": "self", "anchors": ("random",)},
             "frozen": {"opponent": "self", "pool_size": 1, "latest_ratio": 0.0},
             "heuristic": {"opponent": heuristic},
-            "self-heuristic": {"opponent": "self", "anchors": ("random", heuristic)}}[variant]
+            "self-heuristic": {"opponent": "self", "anchors": ("random", heuristic)},
+            "mixed": {"opponent": "random", "anchors": (heuristic,)}}[variant]
 
 
 def env_id_of(game: str) -> str:

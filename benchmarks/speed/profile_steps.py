@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import math
 import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from benchmarks.common.floors import per_call, plain_ppo_minibatch
 from ppo_td.presets import get_preset
 from ppo_td.training import build_pipeline
 from ppo_td.training.loop import update
@@ -36,61 +36,6 @@ def _timed(clock: dict[str, float], name: str, call: Callable) -> Callable:
         finally:
             clock[name] += time.perf_counter() - start
     return run
-
-
-def _per_call(call: Callable, n: int) -> float:
-    start = time.perf_counter()
-    for _ in range(n):
-        call()
-    return (time.perf_counter() - start) / n
-
-
-def _plain_ppo_minibatch(config: Any, net: torch.nn.Module, value: torch.nn.Module, rows: torch.Tensor,
-                         parameters: list[torch.Tensor]) -> Callable[[], None]:
-    """The floor of one update minibatch: a hand-written PPO step on the same networks, with the loss terms the
-    preset asks for (log-prob of stored actions, clipped surrogate, advantage normalization, entropy bonus, clipped
-    or plain value loss) on plain tensors, gradient-norm clipping and a fused Adam step. No TensorDicts, no
-    diagnostics."""
-    loss, optim = config.loss, config.optim
-    n = rows.shape[0]
-    with torch.no_grad():
-        out = net(rows)
-    gaussian = isinstance(out, tuple)
-    action = out[0].clone() if gaussian else torch.randint(out.shape[-1], (n,))
-    old_log_prob, advantage = torch.randn(n) - 1.0, torch.randn(n)
-    old_value, target = torch.randn(n, 1), torch.randn(n, 1)
-    eps, half_log_2pi = loss.clip_epsilon, 0.5 * math.log(2 * math.pi)
-    optimizer = torch.optim.Adam(parameters, lr=1e-6, eps=optim.adam_eps, fused=True)
-
-    def step() -> None:
-        out = net(rows)
-        if gaussian:
-            loc, scale = out[0], out[1]
-            log_scale = scale.log()
-            log_prob = (-0.5 * ((action - loc) / scale).square() - log_scale - half_log_2pi).sum(-1)
-            entropy = (0.5 + half_log_2pi + log_scale).sum(-1)
-        else:
-            logp = out.log_softmax(-1)
-            log_prob = logp.gather(-1, action.unsqueeze(-1)).squeeze(-1)
-            entropy = -(logp.exp() * logp).sum(-1)
-        adv = (advantage - advantage.mean()) / (advantage.std() + 1e-8) if loss.normalize_advantage else advantage
-        ratio = (log_prob - old_log_prob).exp()
-        total = -torch.min(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv).mean()
-        if loss.entropy_coeff:
-            total = total - loss.entropy_coeff * entropy.mean()
-        v = value(rows)
-        value_loss = (v - target).square()
-        if loss.clip_value:
-            clipped = old_value + (v - old_value).clamp(-loss.clip_value, loss.clip_value)
-            value_loss = torch.max(value_loss, (clipped - target).square())
-        total = total + loss.critic_coeff * value_loss.mean()
-        for param in parameters:
-            param.grad = None
-        total.backward()
-        if optim.max_grad_norm:
-            torch.nn.utils.clip_grad_norm_(parameters, optim.max_grad_norm, foreach=True)
-        optimizer.step()
-    return step
 
 
 def main() -> None:
@@ -136,12 +81,12 @@ def main() -> None:
         _, _, terminated, truncated, _ = vec.step(action)
         if (terminated | truncated).any():
             vec.reset(options={"reset_mask": terminated | truncated})
-    env_us = 1e6 * _per_call(raw_step, 2000)
+    env_us = 1e6 * per_call(raw_step, 2000)
     vec.close()
     net, value = p.loss.fast.actor, p.loss.fast.critic
     obs = torch.randn(config.env.num_envs, *p.description.observation_shape)
     with torch.no_grad():
-        forward_us = 1e6 * _per_call(lambda: net(obs), 2000)
+        forward_us = 1e6 * per_call(lambda: net(obs), 2000)
     rows = torch.randn(config.minibatch_size, *p.description.observation_shape)
     optimizer = torch.optim.Adam(p.parameters, lr=1e-6, eps=1e-5, fused=True)
 
@@ -151,8 +96,8 @@ def main() -> None:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-    raw_minibatch_ms = 1e3 * _per_call(raw_minibatch, 300)
-    plain_ms = 1e3 * _per_call(_plain_ppo_minibatch(config, net, value, rows, p.parameters), 300)
+    raw_minibatch_ms = 1e3 * per_call(raw_minibatch, 300)
+    plain_ms = 1e3 * per_call(plain_ppo_minibatch(config, net, value, rows, p.parameters), 300)
     us = {k: 1e6 * clock[k] / steps for k in ("policy", "env step", "resets", "collect")}
     o = config.optim
     print(f"preset {args.preset}: {config.env.num_envs} envs x {steps // args.iterations} steps, "

@@ -172,6 +172,19 @@ def make_opponent(spec: str, n: int | None = None) -> Opponent:
     return made
 
 
+def fixed_opponents(config: Any) -> Opponent | OpponentPool | None:
+    """Who plays the other seats of a turn-based game as ``config`` (an :class:`~ppo_td.config.EnvConfig`) says:
+    None for self-play (its pool comes later; a random player until then), ``env.opponent`` alone, or with
+    ``env.anchors`` a pool drawn from each game: ``env.opponent`` with probability ``env.latest_ratio``, else an
+    anchor uniformly."""
+    if config.opponent == "self":
+        return None
+    opponent = make_opponent(config.opponent)
+    if not config.anchors:
+        return opponent
+    return OpponentPool(opponent, [make_opponent(a) for a in config.anchors], latest_ratio=config.latest_ratio)
+
+
 def legal_actions(observation: Any, n: int | None = None) -> np.ndarray:
     """The indices of the legal actions in an observation's ``action_mask`` (``range(n)`` without one)."""
     if isinstance(observation, dict) and MASK in observation:
@@ -189,8 +202,9 @@ class TurnBased(gym.Env):
 
     Args:
         game: the AEC env (``pettingzoo.classic.connect_four_v3.env()``); this env closes it.
-        opponent: who plays the other seats (:class:`RandomOpponent` when None); :meth:`set_opponent` changes it
-            between games (Gymnasium's ``VectorEnv.call("set_opponent", ...)`` reaches every copy).
+        opponent: who plays the other seats (:class:`RandomOpponent` when None; an :class:`OpponentPool`: one of
+            its opponents, drawn each game); :meth:`set_opponent` changes it between games (Gymnasium's
+            ``VectorEnv.call("set_opponent", ...)`` reaches every copy).
         seat: the learner's seat, or ``"random"`` (each game one of ``game.possible_agents``, from the env's
             generator).
 
@@ -223,9 +237,10 @@ class TurnBased(gym.Env):
                                                       MASK: gym.spaces.Box(0, 1, (n,), np.int8)})
         if opponent is None:
             opponent = RandomOpponent(n)
-        elif isinstance(opponent, RandomOpponent) and opponent.n is None:
-            opponent.n = n  # the game's action count, for a game without masks
-        check_fits(opponent, self.observation_space, self.action_space)
+        for one in _members(opponent):
+            if isinstance(one, RandomOpponent) and one.n is None:
+                one.n = n  # the game's action count, for a game without masks
+            check_fits(one, self.observation_space, self.action_space)
         self.opponent: Opponent | OpponentPool = opponent
         self.playing: Opponent = RandomOpponent(n)
         """This game's opponent (drawn at reset from a pool)."""
@@ -238,7 +253,7 @@ class TurnBased(gym.Env):
         Raises:
             ValueError: an opponent (or a pool's) made for another game.
         """
-        for one in [opponent.latest, *opponent.others] if isinstance(opponent, OpponentPool) else [opponent]:
+        for one in _members(opponent):
             check_fits(one, self.observation_space, self.action_space)
         self.opponent = opponent
 
@@ -306,6 +321,11 @@ class TurnBased(gym.Env):
 
     def close(self) -> None:
         self.game.close()
+
+
+def _members(opponent: Opponent | OpponentPool) -> list[Opponent]:
+    """A pool's opponents, or the one opponent."""
+    return [opponent.latest, *opponent.others] if isinstance(opponent, OpponentPool) else [opponent]
 
 
 def _masks_in_infos(game: Any, observation_space: gym.Space) -> bool:

@@ -21,7 +21,7 @@ from torchrl.envs import ActionMask, DoubleToFloat, EnvBase, GymWrapper
 from ppo_td import keys
 from ppo_td.config import EnvConfig
 from ppo_td.envs.atari import atari_wrappers
-from ppo_td.envs.games import TurnBased, is_turn_based, make_opponent
+from ppo_td.envs.games import TurnBased, fixed_opponents, is_turn_based
 from ppo_td.envs.ids import EnvId, env_factory, resolve
 from ppo_td.envs.imports import env_kwargs_of, import_attr, split_entry
 from ppo_td.envs.info import InfoReader
@@ -49,7 +49,8 @@ def check(config: EnvConfig) -> None:
     if config.observation_dict:
         raise ValueError(f"env.observation_dict keeps a TorchRL env's entries apart; {config.env_id!r} is a Gymnasium "
                          "env, whose Dict observation stays a Dict already: leave env.observation_dict off")
-    if config.opponent != "random":  # one copy made to see that it is a turn-based game (copy_maker refuses others)
+    if config.opponent != "random" or config.anchors:  # one copy made to see that it is a turn-based game
+        # (copy_maker refuses others)
         copy_maker(config)().close()
 
 
@@ -215,15 +216,17 @@ def copy_maker(config: EnvConfig, render_mode: str | None = None, env_id: EnvId 
                                  "eval or ppo_td.training.evaluate, and act with the TensorDict actor (ppo_td.persist."
                                  "load_actor)")
             if is_turn_based(env):  # a PettingZoo AEC game: the learner's seat, the others played by an opponent
-                env = TurnBased(env, opponent=None if config.opponent == "self" else make_opponent(config.opponent))
+                env = TurnBased(env, opponent=fixed_opponents(config))
             if not isinstance(env, gym.Env):
                 raise TypeError(f"env factory {config.env_id} returned a {type(env).__name__}; it must return one "
                                 "gymnasium.Env (ppo_td makes env.num_envs copies) or a PettingZoo AEC game")
-        if config.opponent != "random" and not isinstance(env.unwrapped, TurnBased):
+        if (config.opponent != "random" or config.anchors) and not isinstance(env.unwrapped, TurnBased):
             env.close()
-            raise ValueError(f"env.opponent={config.opponent!r} plays the other seats of a turn-based game; env "
-                             f"{config.env_id} is not one (a PettingZoo AEC game, or ppo_td.envs.games.TurnBased): "
-                             "leave env.opponent at 'random'")
+            named = f"env.opponent={config.opponent!r}" if config.opponent != "random" else \
+                f"env.anchors={config.anchors!r}"
+            raise ValueError(f"{named} plays the other seats of a turn-based game; env {config.env_id} is not one (a "
+                             "PettingZoo AEC game, or ppo_td.envs.games.TurnBased): leave env.opponent at 'random' "
+                             "and env.anchors empty")
         under = limit is not None and not config.atari and config.limit_under_wrappers
         if under:  # where gym.make puts its TimeLimit: under the user's wrappers, which see it (TimeAwareObservation)
             env = StepLimit(env, max_episode_steps=limit)

@@ -28,10 +28,11 @@ def build(config: EnvConfig, env_id: EnvId, seed: int | None) -> Base:
         raise ValueError(f"env.info_keys={list(config.info_keys)} reads a Gymnasium env's info; {config.env_id} is a "
                          "TorchRL env, whose values are in its TensorDict: write them with a transform, or leave "
                          "env.info_keys empty")
-    if config.opponent != "random":
-        raise ValueError(f"env.opponent={config.opponent!r} plays the other seats of a turn-based game; "
-                         f"{config.env_id} is a TorchRL env, not one (a PettingZoo AEC game): leave env.opponent at "
-                         "'random'")
+    if config.opponent != "random" or config.anchors:
+        named = f"env.opponent={config.opponent!r}" if config.opponent != "random" else \
+            f"env.anchors={config.anchors!r}"
+        raise ValueError(f"{named} plays the other seats of a turn-based game; {config.env_id} is a TorchRL env, not "
+                         "one (a PettingZoo AEC game): leave env.opponent at 'random' and env.anchors empty")
     if takes_num_envs(factory):  # a batched simulator: it makes the whole batch
         factory = functools.partial(factory, num_envs=config.num_envs)
     env = batched(with_statistics(factory, f"env {config.env_id}", said), config.num_envs, config.env_id)
