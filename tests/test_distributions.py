@@ -89,10 +89,58 @@ def test_tanh_normal_scoring_and_sampled_entropy_match_torch_with_gradients():
     assert torch.equal(rng_after, torch.get_rng_state())
 
 
+def _masked_params(requires_grad=False, shape=(7, 5)):
+    g = torch.Generator().manual_seed(5)
+    logits = (3 * torch.randn(*shape, generator=g)).requires_grad_(requires_grad)
+    mask = torch.rand(*shape, generator=g) > 0.4
+    mask[..., 2] = True  # every row has a legal action
+    return logits, mask
+
+
+@pytest.mark.parametrize("shape", [(7, 5), (3, 4, 5)])
+def test_masked_categorical_sampling_matches_torchrl_bit_for_bit(shape):
+    """The fast collector's masked sampling: the same actions, log-probs and random draws as TorchRL's
+    MaskedCategorical (never an illegal action)."""
+    logits, mask = _masked_params(shape=shape)
+    closed = ClosedForm.of(MaskedCategorical, {}, masked=True)
+    torch.manual_seed(0)
+    action, log_prob = closed.sample((logits,), mask)
+    rng_after = torch.get_rng_state()
+    torch.manual_seed(0)
+    expected_action, expected_log_prob = sample_and_log_prob(MaskedCategorical(logits=logits, mask=mask), torch.Size())
+    assert torch.equal(action, expected_action) and torch.equal(log_prob, expected_log_prob)
+    assert torch.equal(rng_after, torch.get_rng_state())
+    assert mask.gather(-1, action.unsqueeze(-1)).all()
+    with pytest.raises(ValueError, match="needs the legal-action mask"):
+        closed.sample((logits,))
+
+
+@pytest.mark.parametrize("shape", [(7, 5), (3, 4, 5)])
+def test_masked_categorical_scoring_matches_torchrl_with_gradients(shape):
+    """The fast loss's masked scoring: the stored action's log-prob and the entropy over the legal actions, with
+    their gradients, as MaskedCategorical computes them; an illegal action's log-prob is -inf as there."""
+    logits, mask = _masked_params(requires_grad=True, shape=shape)
+    action = MaskedCategorical(logits=logits.detach(), mask=mask).sample()
+    closed = ClosedForm.of(MaskedCategorical, {}, masked=True)
+    log_prob, entropy = closed.log_prob_entropy((logits,), action, mask)
+    ours = torch.autograd.grad((log_prob * 0.7).sum() + entropy.sum(), [logits])
+    dist = MaskedCategorical(logits=logits, mask=mask)
+    expected_log_prob, expected_entropy = dist.log_prob(action), dist.entropy()
+    theirs = torch.autograd.grad((expected_log_prob * 0.7).sum() + expected_entropy.sum(), [logits])
+    assert torch.equal(log_prob, expected_log_prob) and torch.equal(entropy, expected_entropy)
+    assert torch.equal(ours[0], theirs[0])
+    illegal = (~mask).nonzero()[0]
+    wrong = action.clone()
+    wrong[tuple(illegal[:-1])] = illegal[-1]
+    assert closed.log_prob_entropy((logits,), wrong, mask)[0][tuple(illegal[:-1])] == -float("inf")
+    assert torch.equal(closed.log_prob_entropy((logits,), wrong, mask)[0], dist.log_prob(wrong))
+
+
 def test_which_distributions_have_a_closed_form():
     assert ClosedForm.of(IndependentNormal, {}, masked=False).kind == "normal"
     assert ClosedForm.of(D.Categorical, {}, masked=False).kind == "categorical"
-    assert ClosedForm.of(MaskedCategorical, {}, masked=True) is None
+    assert ClosedForm.of(MaskedCategorical, {}, masked=True).kind == "masked_categorical"
+    assert ClosedForm.of(MaskedCategorical, {"neg_inf": -1e9}, masked=True) is None
     assert ClosedForm.of(D.Categorical, {}, masked=True) is None
     unit = {"low": torch.tensor([-1.0, -1.0]), "high": torch.tensor([1.0, 1.0])}
     assert ClosedForm.of(TanhNormal, unit, masked=False).kind == "tanh_normal"

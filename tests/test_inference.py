@@ -94,6 +94,36 @@ def test_categorical_draws_are_torchs_and_leave_its_generator_where_torch_does()
     assert 1 not in NumpyPolicy.of(net, rows=64).sample(obs.numpy())[1]
 
 
+def test_masked_draws_are_the_torch_paths_and_never_illegal():
+    """A Discrete action's mask (TorchRL's MaskedCategorical): the same seed gives the torch path's actions (its
+    closed form, bit for bit MaskedCategorical's) and generator state, log-probs within rounding, no illegal action
+    even where its logit is the largest; the mask is required, and a row with no legal action is refused."""
+    _, net = _net(small_config(env=EnvConfig("ppo_td/Trading-v0", num_envs=2)))
+    fast = NumpyPolicy.of(net, rows=64)
+    assert net.masked and fast is not None and fast.kind == "masked_categorical"
+    obs = torch.randn(64, *net.head[0].weight.shape[1:])
+    with torch.no_grad():
+        logits = net(obs)
+    n = logits.shape[-1]
+    mask = torch.rand(64, n, generator=torch.Generator().manual_seed(1)) > 0.5
+    mask[torch.arange(64), logits.argmax(-1)] = False  # the likeliest action illegal: never drawn
+    mask[torch.arange(64), (logits.argmax(-1) + 1) % n] = True  # a legal action in every row
+    torch.manual_seed(7)
+    action, log_prob = ClosedForm("masked_categorical").sample((logits,), mask)
+    after_torch = torch.get_rng_state()
+    torch.manual_seed(7)
+    (np_logits,), np_action, np_log_prob = fast.sample(obs.numpy(), mask.numpy())
+    assert np.array_equal(np_action, action.numpy()) and torch.equal(torch.get_rng_state(), after_torch)
+    _close(np_log_prob, log_prob)
+    _close(np_logits, logits)  # the raw logits recorded, as the torch path records them
+    assert mask.numpy()[np.arange(64), np_action].all()
+    with pytest.raises(ValueError, match="needs the legal-action mask"):
+        fast.sample(obs.numpy())
+    mask[3] = False
+    with pytest.raises(ValueError, match="allows no action"):
+        fast.sample(obs.numpy(), mask.numpy())
+
+
 def test_infinite_logits_are_refused_as_torchs_multinomial_refuses_them():
     _, net = _net(small_config())
     with torch.no_grad():
@@ -149,8 +179,10 @@ def test_non_finite_parameters_are_refused_as_on_the_torch_path():
 def test_policies_it_does_not_run_stay_on_torch():
     _, net = _net(small_config(model=ModelConfig(hidden_sizes=(16, 16), shared_trunk=True)))
     assert NumpyPolicy.of(net, rows=4) is None  # a shared trunk
-    _, net = _net(small_config(env=EnvConfig("ppo_td/Trading-v0", num_envs=2)))
-    assert net.masked and NumpyPolicy.of(net, rows=2) is None  # action masks
+    import test_masking  # noqa: F401 - registers ppo_td_test/MultiTarget-v0 (MultiDiscrete, masked)
+
+    _, net = _net(small_config(env=EnvConfig("ppo_td_test/MultiTarget-v0", num_envs=2)))
+    assert net.masked and NumpyPolicy.of(net, rows=2) is None  # MultiDiscrete masks (MaskedMultiCategorical)
     _, net = _net(small_config())
     assert NumpyPolicy.of(net, rows=MAX_LAYER_WORK // (16 * 16) + 1) is None  # too large for numpy's one thread
     net.double()

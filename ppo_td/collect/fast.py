@@ -110,7 +110,7 @@ class FastPolicy:
     """A ppo_td actor's sampling on plain tensors: its :class:`PolicyNet`, then its distribution.
 
     Samples as ``ProbabilisticActor`` does under ``ExplorationType.RANDOM`` (the collectors' default), so
-    outputs and RNG use match: a Gaussian or unmasked categorical in closed form (:class:`ClosedForm`, torch's
+    outputs and RNG use match: a Gaussian or (masked) categorical in closed form (:class:`ClosedForm`, torch's
     own operations without the distribution objects), any other distribution with TorchRL's
     ``sample_and_log_prob``. With ``inference`` 'auto' or 'numpy', a small MLP policy runs in numpy instead
     (:class:`~ppo_td.models.inference.NumpyPolicy`: the same RNG use, outputs within float rounding).
@@ -175,8 +175,9 @@ class FastPolicy:
             self.numpy = NumpyPolicy.of(net, rows) if plain else None
             if self.numpy is None and inference == "numpy":
                 raise FastUnsupported(
-                    "collector.inference='numpy' runs a small feed-forward MLP policy without a shared trunk or "
-                    "action masks (Gaussian or categorical, float32, on the CPU); this one is not: set "
+                    "collector.inference='numpy' runs a small feed-forward MLP policy without a shared trunk "
+                    "(Gaussian or categorical, a Discrete action's mask allowed, float32, on the CPU); this one is "
+                    "not: set "
                     "collector.inference='auto' or 'torch'")
 
     def refresh(self) -> None:
@@ -199,7 +200,9 @@ class FastPolicy:
         """Write the parameters, ``"action"`` and its log-prob (and V(s), see :attr:`value`, and the next
         recurrent states) into ``values`` (on the CPU, wherever the networks run); call under no_grad."""
         if self.numpy is not None:
-            params, action, log_prob = self.numpy.sample(values[keys.OBSERVATION].numpy())
+            mask = values.get(MASK_KEY)
+            params, action, log_prob = self.numpy.sample(values[keys.OBSERVATION].numpy(),
+                                                         None if mask is None else mask.numpy())
             values.update(zip(self.param_keys, map(torch.from_numpy, params), strict=True))
             values[keys.ACTION] = torch.from_numpy(action)
             values[self.log_prob_key] = torch.from_numpy(log_prob)
@@ -240,7 +243,7 @@ class FastPolicy:
             params = self.forward(obs, *extra)
         params = params if isinstance(params, tuple) else (params,)
         if self.closed_form is not None:
-            sample, log_prob = self.closed_form.sample(params)
+            sample, log_prob = self.closed_form.sample(params, values.get(MASK_KEY))
         else:
             dist = self.net.distribution(params, values.get(MASK_KEY))
             sample, log_prob = sample_and_log_prob(dist, torch.Size(), reparameterize=dist.has_rsample)

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 
 import torch
+from tensordict.utils import expand_as_right
 from torch import distributions as D
 from torch.nn import functional as F  # noqa: N812 - torch's own name
 from torchrl.modules import IndependentNormal, MaskedCategorical, TanhNormal
@@ -64,10 +65,10 @@ def _unit_bounds(kwargs: dict) -> bool:
 
 
 class ClosedForm:
-    """Sampling, log-prob and entropy of a diagonal Gaussian (TorchRL's ``IndependentNormal``), an unmasked
-    ``Categorical`` or a tanh-normal with bounds -1 and 1 (TorchRL's ``TanhNormal``: its safe tanh, no affine map
-    after it; its entropy is sampled, :meth:`sample_log_prob`) on plain tensors, without building
-    ``torch.distributions`` objects.
+    """Sampling, log-prob and entropy of a diagonal Gaussian (TorchRL's ``IndependentNormal``), a ``Categorical``,
+    TorchRL's ``MaskedCategorical`` with a boolean mask, or a tanh-normal with bounds -1 and 1 (TorchRL's
+    ``TanhNormal``: its safe tanh, no affine map after it; its entropy is sampled, :meth:`sample_log_prob`) on plain
+    tensors, without building ``torch.distributions`` objects.
 
     The fast collector and the fast loss call these once per step and once per minibatch; building the
     distribution objects (argument validation, broadcasting, lazy properties) cost about as much as the small
@@ -86,6 +87,8 @@ class ClosedForm:
         distribution object is built)."""
         if distribution_class is TanhNormal and not masked and _unit_bounds(distribution_kwargs):
             return cls("tanh_normal")
+        if distribution_class is MaskedCategorical and masked and not distribution_kwargs:
+            return cls("masked_categorical")
         if distribution_kwargs or masked:
             return None
         if distribution_class is IndependentNormal:
@@ -94,9 +97,10 @@ class ClosedForm:
             return cls("categorical")
         return None
 
-    def sample(self, params: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(self, params: tuple[torch.Tensor, ...],
+               mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """An action and its log-prob (``Normal.rsample`` / ``Categorical.sample``, then ``log_prob``; the
-        tanh-normal's ``rsample_and_log_prob``)."""
+        tanh-normal's ``rsample_and_log_prob``). ``mask``: the legal actions of a masked categorical."""
         if self.kind == "tanh_normal":
             loc, scale = params
             preimage = self._normal_sample(loc, scale, ())
@@ -119,15 +123,18 @@ class ClosedForm:
             return action, log_prob
         if bool(params[0].isnan().any()):
             raise ValueError("the policy's logits hold NaN values: the network's parameters or its input overflowed")
-        logits = self._normalized(params[0])
+        logits = self._normalized(self._masked(params[0], mask))
         probs = F.softmax(logits, dim=-1)
         action = torch.multinomial(probs.reshape(-1, logits.shape[-1]), 1, True).T.reshape(logits.shape[:-1])
+        if self.kind == "masked_categorical":
+            return action, self._masked_log_prob(logits, action)
         return action, self._categorical_log_prob(logits, action)
 
-    def log_prob_entropy(self, params: tuple[torch.Tensor, ...],
-                         action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def log_prob_entropy(self, params: tuple[torch.Tensor, ...], action: torch.Tensor,
+                         mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The log-prob of ``action`` and the entropy, as ``log_prob`` and ``entropy`` compute them (the
-        tanh-normal's entropy is None: it is sampled, :meth:`sample_log_prob`)."""
+        tanh-normal's entropy is None: it is sampled, :meth:`sample_log_prob`). ``mask``: the legal actions of a
+        masked categorical."""
         if self.kind == "tanh_normal":  # TransformedDistribution.log_prob: the Jacobian term, then the base's
             loc, scale = params
             limit = _TANH_LIMIT[action.dtype]
@@ -137,6 +144,9 @@ class ClosedForm:
             loc, scale = params  # scale's uses in torch's order (its gradients are summed in that order)
             log_prob = self._torch_normal_log_prob(loc, scale, action)
             return log_prob, (0.5 + 0.5 * math.log(2 * math.pi) + torch.log(scale)).sum(-1)
+        if self.kind == "masked_categorical":
+            logits = self._normalized(self._masked(params[0], mask))
+            return self._masked_log_prob(logits, action), self._masked_entropy(logits, mask)
         logits = self._normalized(params[0])
         log_prob = self._categorical_log_prob(logits, action)  # before the entropy, as the loss calls them
         probs = F.softmax(logits, dim=-1)
@@ -173,6 +183,41 @@ class ClosedForm:
     @staticmethod
     def _normalized(logits: torch.Tensor) -> torch.Tensor:
         return logits - logits.logsumexp(dim=-1, keepdim=True)
+
+    def _masked(self, logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """A masked categorical's logits with the illegal actions at -inf (``MaskedCategorical._mask_logits``'s
+        ``masked_fill`` for a boolean mask); the logits as they are for the other kinds."""
+        if self.kind != "masked_categorical":
+            return logits
+        if mask is None:
+            raise ValueError("a masked categorical policy needs the legal-action mask (\"action_mask\")")
+        return logits.masked_fill(~mask, float("-inf"))
+
+    @staticmethod
+    def _masked_log_prob(logits: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        """``MaskedCategorical.log_prob`` (its default cross-entropy form) of ``value`` under the normalized masked
+        ``logits``; an illegal action's is -inf."""
+        original_shape = None
+        if logits.ndim > 2:  # the classes in the second dimension, as cross_entropy takes them
+            logits = logits.permute(0, -1, *range(1, logits.ndim - 1))
+        elif logits.ndim == 1 and value.ndim >= 1:
+            if value.ndim >= 2:
+                original_shape = value.shape
+                value = value.flatten()
+            logits = logits.unsqueeze(0).expand(value.shape + logits.shape)
+        result = -F.cross_entropy(logits, value, reduction="none")
+        if original_shape is not None:
+            result = result.unflatten(0, original_shape)
+        return torch.where(torch.isfinite(result), result, float("-inf"))
+
+    @staticmethod
+    def _masked_entropy(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``MaskedCategorical.entropy``: over the legal actions only, the illegal ones' logits at the dtype's
+        smallest number."""
+        illegal = (~expand_as_right(mask, logits)) | (~logits.isfinite())
+        logits = torch.masked_fill(logits, illegal, torch.finfo(logits.dtype).min)
+        logits = logits - logits.logsumexp(-1, keepdim=True)
+        return -(logits * logits.exp()).sum(-1)
 
     @staticmethod
     def _categorical_log_prob(logits: torch.Tensor, value: torch.Tensor) -> torch.Tensor:

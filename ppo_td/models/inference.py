@@ -15,10 +15,10 @@ within rounding).
 It runs exactly these policies, and :meth:`NumpyPolicy.of` returns None for anything else (the torch path runs
 them):
 
-- a :class:`PolicyNet` without action masks, whose encoder (if any) is one of ppo_td's own for vectors and
-  indices (``Flatten``, ``OneHot``, a ``DictEncoder`` of those: :func:`numpy_encoder`), not a CNN, with an
-  ``IndependentNormal`` head (:class:`~ppo_td.models.GaussianHead`) or an unmasked ``Categorical``, without
-  distribution kwargs;
+- a :class:`PolicyNet` whose encoder (if any) is one of ppo_td's own for vectors and indices (``Flatten``,
+  ``OneHot``, a ``DictEncoder`` of those: :func:`numpy_encoder`), not a CNN, with an ``IndependentNormal`` head
+  (:class:`~ppo_td.models.GaussianHead`), a ``Categorical`` or TorchRL's ``MaskedCategorical`` (a Discrete action's
+  legal-move mask: the illegal actions' logits at -inf, as its ``masked_fill``), without distribution kwargs;
 - a head that is an ``nn.Sequential`` (TorchRL's ``MLP``) of ``nn.Linear``, ``nn.Tanh``, ``nn.ReLU`` and
   ``nn.Identity`` layers, float32 parameters on the CPU;
 - small enough that numpy's BLAS stays on one thread (:func:`one_thread`: larger products run in torch, on
@@ -39,7 +39,7 @@ import torch
 from torch import distributions as D
 from torch import nn
 from torch.nn.utils import parametrize, prune
-from torchrl.modules import MLP, IndependentNormal
+from torchrl.modules import MLP, IndependentNormal, MaskedCategorical
 
 from ppo_td.models.activations import Tanh
 from ppo_td.models.distributions import _HALF_LOG_2PI
@@ -89,7 +89,7 @@ class NumpyPolicy:
     def __init__(self, kind: str, linears: list[nn.Linear], activations: list[list], head: GaussianHead | None,
                  encode: Any = None):
         self.kind = kind
-        """'normal' (a diagonal Gaussian) or 'categorical'."""
+        """'normal' (a diagonal Gaussian), 'categorical' or 'masked_categorical'."""
         self.encode = encode if encode is not None else _as_is
         """The observation encoder in numpy (:func:`numpy_encoder`): the observation as it is for a float vector."""
         self._linears, self._activations, self._head = linears, activations, head
@@ -100,7 +100,7 @@ class NumpyPolicy:
     @classmethod
     def of(cls, net: nn.Module, rows: int) -> NumpyPolicy | None:
         """The numpy form of ``net`` for batches of ``rows`` observations, or None where it does not apply."""
-        if type(net) is not PolicyNet or net.masked or net.distribution_kwargs:
+        if type(net) is not PolicyNet or net.distribution_kwargs:
             return None
         encode = numpy_encoder(net.trunk) if net.trunk is not None else _as_is
         if encode is None:
@@ -108,8 +108,10 @@ class NumpyPolicy:
         head: nn.Module = net.head
         if net.distribution_class is IndependentNormal and type(head) is GaussianHead:
             kind, body, gaussian = "normal", head.net, head
-        elif net.distribution_class is D.Categorical:
+        elif net.distribution_class is D.Categorical and not net.masked:
             kind, body, gaussian = "categorical", head, None
+        elif net.distribution_class is MaskedCategorical and net.masked:
+            kind, body, gaussian = "masked_categorical", head, None
         else:
             return None
         if not isinstance(body, nn.Sequential) or type(body).forward not in (nn.Sequential.forward, MLP.forward):
@@ -164,11 +166,14 @@ class NumpyPolicy:
                 activation(h, out=h)
         return h
 
-    def sample(self, obs: np.ndarray) -> tuple[tuple[np.ndarray, ...], np.ndarray, np.ndarray]:
+    def sample(self, obs: np.ndarray, mask: np.ndarray | None = None
+               ) -> tuple[tuple[np.ndarray, ...], np.ndarray, np.ndarray]:
         """The distribution's parameters, a sampled action and its log-prob, as the torch path computes them.
+        ``mask``: a masked categorical's legal actions (bool, one row per observation).
 
         Raises:
-            ValueError: the parameters hold NaN (or, for the Gaussian, inf) values, as the torch path does.
+            ValueError: the parameters hold NaN (or, for the Gaussian, inf) values, as the torch path does; a masked
+                policy without its mask.
         """
         out = self.forward(obs)
         if self.kind == "normal":
@@ -183,11 +188,19 @@ class NumpyPolicy:
                                  "<= 0: the network's parameters or its input overflowed")
             return (loc, scale), action, log_prob
         logits = out
-        if not np.isfinite(logits).all():  # an overflowed network (torch's multinomial refuses NaN and +inf)
+        scores = logits  # what is drawn from: the logits, a masked policy's with the illegal actions at -inf
+        if self.kind == "masked_categorical":
+            if mask is None:
+                raise ValueError("a masked categorical policy needs the legal-action mask (\"action_mask\")")
+            scores = np.where(mask, logits, np.float32(-np.inf))  # MaskedCategorical's masked_fill
+        legal = scores[mask] if self.kind == "masked_categorical" else scores
+        if not np.isfinite(legal).all():  # an overflowed network (torch's multinomial refuses NaN and +inf)
             raise ValueError("the policy's logits hold NaN or infinite values: the network's parameters or its input "
                              "overflowed")
-        top = logits.max(-1, keepdims=True)
-        normalized = logits - (top + np.log(np.exp(logits - top).sum(-1, keepdims=True)))
+        if self.kind == "masked_categorical" and not mask.any(-1).all():
+            raise ValueError("an observation's action mask allows no action: the policy has nothing to draw from")
+        top = scores.max(-1, keepdims=True)
+        normalized = scores - (top + np.log(np.exp(scores - top).sum(-1, keepdims=True)))
         # torch.multinomial(probs, 1)'s own draw: one exponential per entry, the largest probs / q
         q = torch.empty(normalized.shape, dtype=torch.float32).exponential_().numpy()
         action = np.argmax(np.exp(normalized) / q, -1)

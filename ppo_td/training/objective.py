@@ -385,7 +385,7 @@ class FastLoss:
         self.observation_key = actor.observation_key if self.group else keys.OBSERVATION
         self.mask_key = (actor.mask_key or MASK_KEY) if self.group else MASK_KEY
         self.closed_form = ClosedForm.of(actor.distribution_class, actor.distribution_kwargs, actor.masked)
-        """A Gaussian, unmasked categorical or unit-bounded tanh-normal policy (one agent's or a group's) is scored
+        """A Gaussian, (masked) categorical or unit-bounded tanh-normal policy (one agent's or a group's) is scored
         in closed form (torch's and TorchRL's operations in their order, no distribution object: 11.5-11.7 to
         11.0-11.4 ms a vmas-navigation minibatch with its backward); any other through its distribution."""
         self.analytic_entropy = issubclass(actor.distribution_class, _ANALYTIC_ENTROPY)
@@ -503,7 +503,7 @@ class FastLoss:
         dist = None
         if self.closed_form is not None:
             log_prob, entropy = self.closed_form.log_prob_entropy(
-                params if isinstance(params, tuple) else (params,), action)
+                params if isinstance(params, tuple) else (params,), action, td.get(self.mask_key, None))
         else:
             dist = self.actor.distribution(params, td.get(self.mask_key, None))
             log_prob, entropy = dist.log_prob(action), None
