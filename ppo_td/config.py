@@ -93,7 +93,7 @@ MAX_EVAL_EPISODES = 100_000
 """The most evaluation episodes one evaluation runs: their returns are kept (``eval_episodes``, ``ppo-td eval
 --episodes``)."""
 
-SCRIPTED_OPPONENTS = ("random", "connect-four-heuristic", "tictactoe-heuristic")
+SCRIPTED_OPPONENTS = ("random", "connect-four-heuristic", "tictactoe-heuristic", "tictactoe-perfect")
 """The opponents of a turn-based game named in env.opponent and env.anchors (ppo_td.envs.games.make_opponent)."""
 
 
@@ -195,9 +195,10 @@ class EnvConfig:
     opponent: str = "random"
     """Who plays the other seats of a turn-based game (a PettingZoo AEC env: ppo_td.envs.games): 'random' (a
     uniformly random legal move), 'connect-four-heuristic' or 'tictactoe-heuristic' (win at once, else block, else
-    random), 'module:Name' (a class with act(observation, seat, rng)), or 'self': self-play against the learner's
-    own snapshots (ppo_td.training.selfplay; snapshot_frames, pool_size, latest_ratio, anchors). With env.anchors
-    beside a fixed opponent each game draws one: this opponent with probability latest_ratio, else an anchor.
+    random), 'tictactoe-perfect' (a full game-tree search: never loses), 'module:Name' (a class with
+    act(observation, seat, rng)), or 'self': self-play against the learner's own snapshots
+    (ppo_td.training.selfplay; snapshot_frames, pool_size, latest_ratio, anchors). With env.anchors beside a fixed
+    opponent each game draws one: this opponent with probability latest_ratio, else an anchor.
     Evaluation plays 'random' with 'self', else the same opponents as training."""
     snapshot_frames: int = 20_000
     """Self-play: frames (the learner's steps) between snapshots of its policy into the pool (ML-Agents'

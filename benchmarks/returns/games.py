@@ -11,12 +11,13 @@ against a uniformly random legal player) and ``self`` (``env.opponent='self'``: 
 every 20,000 frames, a window of 10, half the games against the latest policy, the random player as an anchor),
 ``frozen`` (the ablation: self-play against one frozen opponent, its latest snapshot, renewed every 20,000 frames;
 no pool, no anchor), ``heuristic`` (every game against the game's win-or-block heuristic: connect four's,
-tic-tac-toe's), ``self-heuristic`` (self-play with the random player and the heuristic as anchors) and ``mixed``
-(each game against the random player or the heuristic, half and half: ``env.anchors`` beside a fixed opponent).
+tic-tac-toe's), ``self-heuristic`` (self-play with the random player and the heuristic as anchors), ``mixed``
+(each game against the random player or the heuristic, half and half: ``env.anchors`` beside a fixed opponent) and
+``mixed-perfect`` (tic-tac-toe: the random player or the perfect player, a full game-tree search, half and half).
 The final policy then plays ``--games`` games (deterministic: the policy's mode; its seat drawn per game) against
-the random player and against the game's win-or-block heuristic: wins, draws and losses with a Wilson 95% interval
-on the win rate. Each finished run is appended to ``STORE/runs.jsonl`` (a rerun skips it); the table goes to
-``STORE/games_<game>.md``.
+the random player, the game's win-or-block heuristic and (tic-tac-toe) the perfect player: wins, draws and losses
+with a Wilson 95% interval on the win rate. Each finished run is appended to ``STORE/runs.jsonl`` (a rerun skips
+it); the table goes to ``STORE/games_<game>.md``.
 
 ``--curves N``: each run keeps a checkpoint every N iterations (in ``STORE/runs/``, not committed), and once every
 run is done one ``ppo-td arena`` over all of them (every checkpoint of every variant and seed, and the anchors;
@@ -40,8 +41,10 @@ from typing import Any
 from ppo_td.deploy.arena import wilson
 from ppo_td.envs.games import HEURISTICS, heuristic_for
 
-OPPONENTS = ("random", *HEURISTICS.values())
-VARIANTS = ("random", "self", "frozen", "heuristic", "self-heuristic", "mixed")
+OPPONENTS = ("random", *HEURISTICS.values(), "tictactoe-perfect")
+VARIANTS = ("random", "self", "frozen", "heuristic", "self-heuristic", "mixed", "mixed-perfect")
+PERFECT = {"tictactoe_v3": "tictactoe-perfect"}
+"""The games with a perfect player here (a full game-tree search), by their PettingZoo names."""
 
 
 def variant_fields(variant: str, game: str) -> dict[str, Any]:
@@ -49,12 +52,15 @@ def variant_fields(variant: str, game: str) -> dict[str, Any]:
     heuristic = heuristic_for(env_id_of(game))
     if variant in ("heuristic", "self-heuristic", "mixed") and heuristic is None:
         raise ValueError(f"--variants {variant}: {game} has no win-or-block heuristic (only {', '.join(HEURISTICS)})")
+    if variant == "mixed-perfect" and game not in PERFECT:
+        raise ValueError(f"--variants {variant}: {game} has no perfect player (only {', '.join(PERFECT)})")
     return {"random": {},
             "self": {"opponent": "self", "anchors": ("random",)},
             "frozen": {"opponent": "self", "pool_size": 1, "latest_ratio": 0.0},
             "heuristic": {"opponent": heuristic},
             "self-heuristic": {"opponent": "self", "anchors": ("random", heuristic)},
-            "mixed": {"opponent": "random", "anchors": (heuristic,)}}[variant]
+            "mixed": {"opponent": "random", "anchors": (heuristic,)},
+            "mixed-perfect": {"opponent": "random", "anchors": (PERFECT.get(game),)}}[variant]
 
 
 def env_id_of(game: str) -> str:
@@ -104,7 +110,7 @@ def one_run(spec: dict[str, Any], run_dir: Path | None = None) -> dict[str, Any]
     result = train(config, threads=1, progress=False, callbacks=[record], **folder)
     seconds = time.perf_counter() - start
     against = {o: versus(result.actor, config, o, spec["games"], seed=10_000 + spec["seed"]) for o in OPPONENTS
-               if o in ("random", heuristic_for(config.env.env_id))}
+               if o in ("random", heuristic_for(config.env.env_id), PERFECT.get(spec["game"]))}
     return {**spec, "seconds": seconds, "episodes": episodes, "against": against}
 
 

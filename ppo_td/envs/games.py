@@ -15,6 +15,7 @@ learner's seat (PettingZoo's classic games show the board from the player's side
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Protocol
 
 import gymnasium as gym
@@ -82,6 +83,43 @@ class TicTacToeWinOrBlock:
                     r, c = empty[0]
                     return int(r * 3 + c)  # the cell's move: row by row, as the observation's board
         return int(rng.choice(legal))
+
+
+class TicTacToePerfect:
+    """Tic-tac-toe's perfect player: every legal move scored by a full game-tree search (negamax over the at most
+    5,478 positions, each solved once and kept), one of the best drawn at random. It never loses; two of them always
+    draw. Reads PettingZoo's ``tictactoe_v3`` observation as :class:`TicTacToeWinOrBlock` does."""
+
+    def check(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        """Refuse a game other than tic-tac-toe's shape (a 3 x 3 x 2 board, 9 cells to play)."""
+        _check_board("tictactoe-perfect", "tic-tac-toe", (3, 3, 2), 9, observation_space, action_space)
+
+    def act(self, observation: Any, seat: str, rng: np.random.Generator) -> int:
+        board = np.asarray(observation["observation"])
+        cells = tuple(int(board[r, c, 0]) - int(board[r, c, 1]) for r in range(3) for c in range(3))  # 1 mine
+        legal = legal_actions(observation)
+        scores = [-_negamax(tuple(-v for v in _played(cells, int(move)))) for move in legal]
+        best = [int(move) for move, score in zip(legal, scores, strict=True) if score == max(scores)]
+        return int(rng.choice(best))
+
+
+_TICTACTOE_LINES = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
+
+
+def _played(cells: tuple[int, ...], move: int) -> tuple[int, ...]:
+    return cells[:move] + (1,) + cells[move + 1:]
+
+
+@functools.cache
+def _negamax(cells: tuple[int, ...]) -> int:
+    """The outcome with perfect play for the player to move (1 a win, 0 a draw, -1 a loss) on the board ``cells``
+    (1 the mover's marks, -1 the other's, 0 empty; row by row)."""
+    if any(cells[a] == cells[b] == cells[c] == -1 for a, b, c in _TICTACTOE_LINES):
+        return -1  # the other player has just made three in a row
+    empty = [i for i, v in enumerate(cells) if v == 0]
+    if not empty:
+        return 0
+    return max(-_negamax(tuple(-v for v in _played(cells, i))) for i in empty)
 
 
 def _check_board(name: str, game: str, shape: tuple[int, ...], moves: int, observation_space: gym.Space,
@@ -161,9 +199,12 @@ def make_opponent(spec: str, n: int | None = None) -> Opponent:
         return ConnectFourWinOrBlock()
     if spec == "tictactoe-heuristic":
         return TicTacToeWinOrBlock()
+    if spec == "tictactoe-perfect":
+        return TicTacToePerfect()
     if ":" not in spec:
         raise ValueError(f"opponent {spec!r}: expected 'random', 'connect-four-heuristic', 'tictactoe-heuristic', "
-                         "'self' (env.opponent) or 'module:Name' (a class with act(observation, seat, rng))")
+                         "'tictactoe-perfect', 'self' (env.opponent) or 'module:Name' (a class with act(observation, "
+                         "seat, rng))")
     from ppo_td.envs.imports import import_attr
 
     made = import_attr(spec, "env.opponent")()
