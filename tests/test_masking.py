@@ -195,6 +195,29 @@ def test_bad_masks_are_clear_errors(kind, message):
         train(config)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="the torch path of MaskCheck runs on CUDA tensors"))])
+def test_the_mask_check_refuses_and_casts_alike_on_every_device(device):
+    """MaskCheck checks CPU masks in numpy and others in torch: the same bool mask back, the same refusals, a done
+    copy's empty mask (a finished board) accepted."""
+    from tensordict import TensorDict
+
+    from ppo_td.envs.masking import MaskCheck
+
+    check = MaskCheck("env", [3, 2])
+    td = TensorDict({"action_mask": torch.tensor([[1, 0, 0, 0, 1], [0, 0, 0, 1, 1]], dtype=torch.int8, device=device),
+                     "done": torch.tensor([[False], [True]], device=device)}, [2])
+    check.check(td, "at step 1")  # copy 1's first dimension is empty, but copy 1 is done
+    assert td["action_mask"].dtype == torch.bool and td["action_mask"].device.type == device
+    assert td["action_mask"].tolist() == [[True, False, False, False, True], [False, False, False, True, True]]
+    td["done"] = torch.tensor([[False], [False]], device=device)
+    with pytest.raises(ValueError, match=r"every action is masked in action dimension 0 at step 2 \(env copy 1\)"):
+        check.check(td, "at step 2")
+    td["action_mask"] = torch.tensor([[1, 2, 0, 0, 1], [1, 0, 0, 1, 1]], dtype=torch.int8, device=device)
+    with pytest.raises(ValueError, match="action mask holds values other than 0/1 at step 3"):
+        check.check(td, "at step 3")
+
+
 def test_masked_actor_reads_the_mask():
     env = make_env(EnvConfig("ppo_td/Trading-v0", num_envs=4), seed=0)
     actor, _ = make_actor_critic(env, ModelConfig())
