@@ -46,14 +46,14 @@ def random_stepper(vec: Any, seed: int = 0) -> Callable[[], None]:
     return step
 
 
-def plain_ppo_minibatch(config: Any, net: torch.nn.Module, value: torch.nn.Module, rows: torch.Tensor,
+def plain_ppo_minibatch(config: Any, net: torch.nn.Module, value: torch.nn.Module, rows: Any,
                         parameters: list[torch.Tensor]) -> Callable[[], None]:
     """The floor of one update minibatch: a hand-written PPO step on the same networks, with the loss terms the
     preset asks for (log-prob of stored actions, clipped surrogate, advantage normalization, entropy bonus, clipped
     or plain value loss) on plain tensors, gradient-norm clipping and a fused Adam step. No TensorDicts, no
     diagnostics. ``net`` returns logits, or a (loc, scale) pair for a Gaussian policy."""
     loss, optim = config.loss, config.optim
-    n = rows.shape[0]
+    n = rows.shape[0]  # (rows: a tensor, or a TensorDict of a Dict observation's entries)
     with torch.no_grad():
         out = net(rows)
     gaussian = isinstance(out, tuple)

@@ -152,6 +152,8 @@ def _floors(config: Any, build_pipeline: Callable, per_call: Callable, plain_ppo
     minibatch on fresh networks of the run's shape, eager and compiled), in microseconds per frame."""
     import torch
 
+    from ppo_td import keys
+
     p = build_pipeline(dataclasses.replace(config, eval_episodes=0))
     try:
         vec = p.built.vector
@@ -165,7 +167,9 @@ def _floors(config: Any, build_pipeline: Callable, per_call: Callable, plain_ppo
             return {"env_floor": env_floor, "update_floor": None, "update_floor_eager": None,
                     "update_floor_compiled": None}
         net, value = lean.actor, lean.critic
-        rows = torch.randn(config.minibatch_size, *p.description.observation_shape)
+        # a minibatch of observations the networks read (indices for a Discrete observation, a TensorDict for a
+        # Dict one): drawn from the env's observation spec
+        rows = p.env.observation_spec_unbatched[keys.OBSERVATION].rand(torch.Size([config.minibatch_size]))
         per_frame = 1e6 * config.optim.update_epochs * config.optim.num_minibatches / config.frames_per_batch
         eager = per_frame * _minibatch_seconds(plain_ppo_minibatch(config, net, value, rows, p.parameters), per_call)
         compiled = None
