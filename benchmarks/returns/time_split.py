@@ -2,6 +2,7 @@
 
     python -m benchmarks time_split classic                 # every env of a suite, one process each
     python -m benchmarks time_split classic mujoco --envs Hopper-v5 --frames 50000 --out DIR
+    python -m benchmarks time_split mujoco --compile      # the same runs with compile=True
 
 Each env trains as its returns run does (``ppo_td.train`` on the suite's config, one torch thread, the final
 evaluation of 10 episodes), for about ``--frames`` frames after one warm-up iteration, with clocks around ppo_td's own
@@ -54,7 +55,7 @@ class Clocks:
     def __init__(self) -> None:
         self.clock: dict[str, float] = {}
         self.iterations = self.frames = 0
-        self.started_time = self.last_time = 0.0
+        self.started_time = self.last_time = self.first_iteration = 0.0
         self.ended = 0.0
         self.divided = {"collection": False, "update": False}
         self._forward_end = 0.0
@@ -65,6 +66,7 @@ class Clocks:
         if not self.clock:
             self._install(p)
             self.started_time, self.last_time, self.start_frames = metrics["time"], metrics["time"], metrics["frames"]
+            self.first_iteration = metrics["time"]  # (with compile: the compilation's seconds in it)
             return
         self.iterations += 1
         self.frames = metrics["frames"] - self.start_frames
@@ -106,9 +108,11 @@ class Clocks:
         self.clock["Adam"] += time.perf_counter() - self._step_start
 
 
-def one_env(task: Task, frames: int, seed: int = 1) -> dict[str, Any]:
+def one_env(task: Task, frames: int, seed: int = 1, compile: bool = False) -> dict[str, Any]:
     """Train ``task``'s config for about ``frames`` frames after a warm-up iteration, with :class:`Clocks`; then its
-    floors. Microseconds per frame, and the final evaluation's seconds."""
+    floors. Microseconds per frame, the warm-up iteration's seconds and the final evaluation's. ``compile``: with
+    ``compile=True`` (the loss and the torch policy step through torch.compile; the forward is then not timed apart
+    from the backward)."""
     import torch
 
     from benchmarks.common.floors import per_call, plain_ppo_minibatch, random_stepper
@@ -118,7 +122,7 @@ def one_env(task: Task, frames: int, seed: int = 1) -> dict[str, Any]:
     logging.getLogger("torchrl").setLevel(logging.WARNING)
     base = config_of(task)
     iterations = max(3, -(-frames // base.frames_per_batch))
-    config = dataclasses.replace(base, seed=seed, eval_episodes=EVAL_EPISODES,
+    config = dataclasses.replace(base, seed=seed, eval_episodes=EVAL_EPISODES, compile=compile or base.compile,
                                  total_frames=base.frames_per_batch * (iterations + 1))
     clocks = Clocks()
     train(config, callbacks=[clocks])
@@ -143,7 +147,8 @@ def one_env(task: Task, frames: int, seed: int = 1) -> dict[str, Any]:
             "frames_per_second": 1e6 / total, "us_per_frame": total, "parts": out, **floors,
             "run_over_floors": total / (floors["env_floor"] + floors["update_floor"])
             if floors["update_floor"] is not None else None,
-            "evaluation_seconds": evaluation, "evaluation_episodes": EVAL_EPISODES}
+            "evaluation_seconds": evaluation, "evaluation_episodes": EVAL_EPISODES, "compile": config.compile,
+            "first_iteration_seconds": clocks.first_iteration}
 
 
 def _floors(config: Any, build_pipeline: Callable, per_call: Callable, plain_ppo_minibatch: Callable,
@@ -197,8 +202,8 @@ def _cell(x: float | None) -> str:
 def table(rows: list[dict[str, Any]]) -> list[str]:
     """The markdown table: one row per env."""
     lines = ["| env | envs x steps, epochs x minibatches | frames/s | " + " | ".join(PARTS)
-             + " | env floor | update floor | run / floors | evaluation s |",
-             "|---|---|---:|" + "---:|" * (len(PARTS) + 4)]
+             + " | env floor | update floor | run / floors | evaluation s | warm-up s |",
+             "|---|---|---:|" + "---:|" * (len(PARTS) + 5)]
     for r in rows:
         shape = (f"{r['num_envs']} x {r['frames_per_batch'] // r['num_envs']}, {r['epochs']} x {r['minibatches']} "
                  f"of {r['minibatch_size']}")
@@ -207,7 +212,9 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         ratio = "-" if r["run_over_floors"] is None else f"{r['run_over_floors']:.2f}"
         lines.append(f"| {r['env']} | {shape} | {r['frames_per_second']:,.0f} | "
                      + " | ".join(_cell(r["parts"][k]) for k in PARTS)
-                     + f" | {_cell(r['env_floor'])} | {floor} | {ratio} | {r['evaluation_seconds']:.1f} |")
+                     + f" | {_cell(r['env_floor'])} | {floor} | {ratio} | {r['evaluation_seconds']:.1f} | "
+                     + (f"{r['first_iteration_seconds']:.1f}" if "first_iteration_seconds" in r else "-")
+                     + (" (compiled)" if r.get("compile") else "") + " |")
     return lines
 
 
@@ -219,6 +226,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--frames", type=int, default=50_000, help="frames timed per env after a warm-up (50,000)")
     parser.add_argument("--out", type=Path, default=Path("time_split"))
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per env before it is ended (1800)")
+    parser.add_argument("--compile", action="store_true",
+                        help="train with compile=True (the warm-up iteration's seconds hold the compilation)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # (the child process: one env id, its JSON printed)
     args = parser.parse_args(argv)
     unknown = [s for s in args.suites if s not in SUITES or s == "multiagent"]
@@ -229,13 +238,13 @@ def main(argv: list[str]) -> int:
     if args.envs and len({t.env_id for t in tasks}) != len(set(args.envs)):
         parser.error(f"--envs {sorted(set(args.envs) - {t.env_id for t in tasks})}: not in {args.suites}")
     if args.one is not None:
-        print(json.dumps(one_env(next(t for t in tasks if t.env_id == args.one), args.frames)))
+        print(json.dumps(one_env(next(t for t in tasks if t.env_id == args.one), args.frames, compile=args.compile)))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     rows, failed = [], 0
     for task in tasks:
         command = [sys.executable, "-m", "benchmarks", "time_split", *args.suites, "--frames", str(args.frames),
-                   "--one", task.env_id]
+                   *(["--compile"] if args.compile else []), "--one", task.env_id]
         try:
             proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout)
         except subprocess.TimeoutExpired:
