@@ -102,6 +102,8 @@ CASES = {
     # a uint8 vector observation, normalized (RunningObsNorm casts it to float32), partial resets
     "uint8-vector-normalized": small_config(env=EnvConfig("space_envs:counts", num_envs=4, max_episode_steps=11,
                                                           normalize_observations=True)),
+    # the same uint8 observation without normalization (integers to the network), one copy (stepped directly)
+    "uint8-vector-one-copy": small_config(env=EnvConfig("space_envs:counts", num_envs=1, max_episode_steps=11)),
     # a Tuple observation of Discrete entries
     "blackjack-tuple": small_config(env=EnvConfig("Blackjack-v1", num_envs=4)),
     # a Dict of an image, Discrete, MultiDiscrete and a nested Tuple with a float64 Box (cast inside the Dict)
@@ -444,6 +446,11 @@ def test_numpy_step_only_for_box_observations():
     box = build_pipeline(small_config())  # CartPole: a Box
     assert box.collector.fast_env._array_steps is not None
     box.collector.shutdown()
+    for case in ("uint8-vector-normalized", "uint8-vector-one-copy"):  # integer Boxes too (the cases above)
+        ints = build_pipeline(CASES[case])
+        assert ints.collector.fast_env._array_steps is not None, case
+        assert (ints.collector.fast_env._one_copy is not None) == case.endswith("one-copy")
+        ints.collector.shutdown()
 
 
 def test_minibatches_keep_every_entry_for_another_sampler():

@@ -70,6 +70,11 @@ Values = dict[str, torch.Tensor]
 
 _FLAGS = ("done", "terminated", "truncated")
 _NUMPY = {torch.float64: np.float64, torch.float32: np.float32, torch.float16: np.float16}
+_NUMPY_INTEGERS = {torch.uint8: np.uint8, torch.int8: np.int8, torch.int16: np.int16, torch.int32: np.int32,
+                   torch.int64: np.int64}
+"""Integer observations the numpy step reads too (a flattened grid, a board): the transforms it runs on them keep
+them integers (the finite check, the counters) or cast them to float32 as their tensor forms do (the running
+normalizer)."""
 _COUNTERS = ("step_count", "episode_reward")
 
 
@@ -398,15 +403,17 @@ class FastEnv:
     def _plan_arrays(self) -> list[Callable[[Values, dict[str, np.ndarray]], None]] | None:
         """The step on numpy arrays, or None where it does not apply (the step then runs on tensors).
 
-        Applies when the observation is one floating-point array and every transform has a numpy form below:
+        Applies when the observation is one floating-point or integer array and every transform has a numpy form
+        below (TorchRL's fixed ``ObservationNorm`` on floating-point observations only):
         the env's outputs stay numpy arrays through the transforms (a numpy operation on a small array costs
         a fraction of a tensor operation) and become tensors once, without a copy. The same float operations
         in the same order, so the same bits as the tensor step (``tests/test_fast.py``)."""
         obs_spec, reward_spec = self.base.observation_spec.get(keys.OBSERVATION), self.base.reward_spec
-        if (self.obs_keys != [keys.OBSERVATION] or obs_spec.dtype not in _NUMPY or reward_spec.dtype not in _NUMPY
+        obs_dtype = _NUMPY.get(obs_spec.dtype, _NUMPY_INTEGERS.get(obs_spec.dtype))
+        if (self.obs_keys != [keys.OBSERVATION] or obs_dtype is None or reward_spec.dtype not in _NUMPY
                 or not isinstance(self.vec.single_observation_space, gym.spaces.Box)):  # e.g. a one-entry Dict
             return None
-        self._array_layout = ((_NUMPY[obs_spec.dtype], tuple(obs_spec.shape)),
+        self._array_layout = ((obs_dtype, tuple(obs_spec.shape)),
                               (_NUMPY[reward_spec.dtype], tuple(reward_spec.shape)))
         ops: list[Callable[[Values, dict[str, np.ndarray]], None]] = []
         for t in self.transforms:
@@ -419,7 +426,7 @@ class FastEnv:
                 ops.append(lambda cur, nxt, t=t: nxt.update(
                     {k: nxt[k].astype(np.float32) for k in t.in_keys if k in nxt}))
             elif kind is ObservationNorm:
-                if list(t.in_keys) != [keys.OBSERVATION]:
+                if list(t.in_keys) != [keys.OBSERVATION] or obs_spec.dtype not in _NUMPY:
                     return None
                 ops.append(_entry_op(keys.OBSERVATION, functools.partial(_observation_norm, t)))
             elif kind is RunningObsNorm:  # bound to its buffers' memory for this batch (see begin())
