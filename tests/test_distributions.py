@@ -113,6 +113,13 @@ def test_masked_categorical_sampling_matches_torchrl_bit_for_bit(shape):
     assert mask.gather(-1, action.unsqueeze(-1)).all()
     with pytest.raises(ValueError, match="needs the legal-action mask"):
         closed.sample((logits,))
+    broken = logits.clone()  # NaN at an illegal action: masked away, as MaskedCategorical masks it
+    broken[~mask] = float("nan")
+    torch.manual_seed(0)
+    assert torch.equal(closed.sample((broken,), mask)[0], action)
+    broken[mask] = float("nan")  # at a legal one: refused
+    with pytest.raises(ValueError, match="NaN"):
+        closed.sample((broken,), mask)
 
 
 @pytest.mark.parametrize("shape", [(7, 5), (3, 4, 5)])

@@ -30,8 +30,9 @@ def test_the_mixed_variant_and_settings_change_the_config_and_the_runs_identity(
     spec = {"game": "tictactoe_v3", "variant": "mixed", "seed": 1, "frames": 4096, "envs": 8, "games": 10}
     config = games.config_of(spec)
     assert (config.env.opponent, config.env.anchors) == ("random", ("tictactoe-heuristic",))
-    changed = {**spec, "settings": "generic+loss.entropy_coeff=0.01"}
+    changed = {**spec, "settings": "generic+loss.entropy_coeff=0.01+env.latest_ratio=0.8"}
     assert games.config_of(changed).loss.entropy_coeff == 0.01
+    assert games.config_of(changed).env.latest_ratio == 0.8  # the settings' env fields kept under the variant's
     assert games._key(changed) != games._key(spec) and games.run_name(changed) != games.run_name(spec)
     assert games.run_name(spec) == "tictactoe_v3-mixed-seed1-4096"  # the generic preset's names as before
     with pytest.raises(ValueError, match="rock_paper_scissors_v2 has no win-or-block heuristic"):

@@ -119,6 +119,8 @@ def test_masked_draws_are_the_torch_paths_and_never_illegal():
     assert mask.numpy()[np.arange(64), np_action].all()
     with pytest.raises(ValueError, match="needs the legal-action mask"):
         fast.sample(obs.numpy())
+    with pytest.raises(ValueError, match="the legal-action mask is int8; a masked policy reads a bool mask"):
+        fast.sample(obs.numpy(), mask.numpy().astype(np.int8))
     mask[3] = False
     with pytest.raises(ValueError, match="allows no action"):
         fast.sample(obs.numpy(), mask.numpy())

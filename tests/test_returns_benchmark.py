@@ -240,7 +240,8 @@ def test_sb3_plays_the_games_ppo_td_plays_with_the_same_board_and_legal_moves():
         ours, theirs = gym_env(config.env), sb3_vec_env(config, 1, seed=7).envs[0]
         rng = np.random.default_rng(0)
         for episode in range(3):
-            (mine, _), (board, _) = ours.reset(seed=episode), theirs.reset(seed=episode)
+            (mine, info), (board, their_info) = ours.reset(seed=episode), theirs.reset(seed=episode)
+            assert info["seat"] == their_info["seat"]
             done = False
             while not done:
                 np.testing.assert_array_equal(board, mine["observation"].reshape(-1).astype(np.float32))

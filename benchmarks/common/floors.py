@@ -25,10 +25,25 @@ def per_call(call: Callable[[], Any], n: int) -> float:
 def random_stepper(vec: Any, seed: int = 0) -> Callable[[], None]:
     """One step of every copy of the Gymnasium vector env ``vec`` with a random action each (a legal one where the
     observation carries an ``action_mask``: a turn-based game refuses the others), the ended copies reset as ppo_td's
-    collector resets them (``reset_mask``). ``vec`` is reset first."""
+    collector resets them (``reset_mask``; one copy stepped and reset directly, as the collector does). ``vec`` is
+    reset first."""
     rng = np.random.default_rng(seed)
     vec.action_space.seed(seed)
     observation = [vec.reset(seed=seed)[0]]
+    one = single_copy(vec)
+    if one is not None:  # one copy: stepped directly, as ppo_td's fast collector steps it (no vector bookkeeping)
+        one.action_space.seed(seed)
+        observation = [one.reset(seed=seed)[0]]
+
+        def step_one() -> None:
+            current = observation[0]
+            if isinstance(current, dict) and "action_mask" in current:
+                action = rng.choice(np.flatnonzero(np.asarray(current["action_mask"], dtype=bool)))
+            else:
+                action = one.action_space.sample()
+            current, _, terminated, truncated, _ = one.step(action)
+            observation[0] = one.reset()[0] if terminated or truncated else current
+        return step_one
 
     def step() -> None:
         current = observation[0]
@@ -44,6 +59,17 @@ def random_stepper(vec: Any, seed: int = 0) -> Callable[[], None]:
             current = fresh
         observation[0] = current
     return step
+
+
+def single_copy(vec: Any) -> Any:
+    """The one env of a one-copy Gymnasium ``SyncVectorEnv`` without autoreset (what ppo_td's fast collector steps
+    directly), else None."""
+    import gymnasium as gym
+
+    if (type(vec) is gym.vector.SyncVectorEnv and vec.num_envs == 1
+            and vec.autoreset_mode == gym.vector.AutoresetMode.DISABLED):
+        return vec.envs[0]
+    return None
 
 
 def plain_ppo_minibatch(config: Any, net: torch.nn.Module, value: torch.nn.Module, rows: Any,

@@ -246,6 +246,9 @@ def run_sb3(config: TrainConfig, zoo: bool) -> dict[str, Any]:
     if turn_based(config):  # the legal moves masked: sb3-contrib's MaskablePPO (it has no gSDE)
         from sb3_contrib import MaskablePPO
 
+        if config.model.recurrent != "none":
+            raise ValueError("a turn-based game with a recurrent preset: sb3-contrib's MaskablePPO has no LSTM")
+
         kwargs = {k: v for k, v in kwargs.items() if k not in ("use_sde", "sde_sample_freq")}
         kwargs["policy_kwargs"] = {k: v for k, v in kwargs["policy_kwargs"].items() if k != "log_std_init"}
         model = MaskablePPO("MlpPolicy", env, seed=config.seed, device="cpu", verbose=0, **kwargs)

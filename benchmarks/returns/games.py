@@ -69,14 +69,13 @@ def env_id_of(game: str) -> str:
 
 
 def config_of(spec: dict[str, Any]) -> Any:
-    """The config of one run."""
-    from ppo_td import EnvConfig
-
+    """The config of one run: the settings' preset (its ``env.*`` fields changed there kept) on the game, with the
+    variant's opponents."""
     from .suites import settings_config
 
     base = settings_config(spec.get("settings", "generic"))
-    env = EnvConfig(env_id_of(spec["game"]), num_envs=spec["envs"],
-                    **variant_fields(spec["variant"], spec["game"]))
+    env = dataclasses.replace(base.env, env_id=env_id_of(spec["game"]), num_envs=spec["envs"],
+                              **variant_fields(spec["variant"], spec["game"]))
     return dataclasses.replace(base, env=env, seed=spec["seed"], total_frames=spec["frames"], eval_episodes=0)
 
 
@@ -119,6 +118,11 @@ def _key(run: dict[str, Any]) -> tuple:
             run.get("settings", "generic"))
 
 
+def _suffix(settings: str) -> str:
+    """What the files of runs on other settings than ``generic`` carry in their names (a digest of the settings)."""
+    return "" if settings == "generic" else "_" + hashlib.sha1(settings.encode()).hexdigest()[:8]
+
+
 def run_name(spec: dict[str, Any]) -> str:
     """The folder of a run's checkpoints under ``STORE/runs``."""
     settings = spec.get("settings", "generic")
@@ -153,7 +157,7 @@ def rate_checkpoints(args: argparse.Namespace, runs: list[dict[str, Any]]) -> li
 
     checkpoints = [c for r in runs
                    for c in sorted((args.store / "runs" / run_name(r) / "checkpoints").glob("iter_*.pt"))]
-    stored = args.store / f"arena_{args.game}_{args.frames}.json"
+    stored = args.store / f"arena_{args.game}_{args.frames}{_suffix(args.settings)}.json"
     data = json.loads(stored.read_text()) if stored.exists() else None
     if not checkpoints and data is None:
         return ["(no checkpoints to rate: run with --curves N)"]
@@ -190,7 +194,8 @@ def rate_checkpoints(args: argparse.Namespace, runs: list[dict[str, Any]]) -> li
     bands = {variant: (sorted(curve), [statistics.mean(curve[f]) for f in sorted(curve)],
                        [min(curve[f]) for f in sorted(curve)], [max(curve[f]) for f in sorted(curve)])
              for variant, curve in curves.items()}  # each variant's mean over seeds, the seeds' range shaded
-    draw_curves(bands, {a: by_player[a]["mu"] for a in anchors}, args.store / f"ratings_{args.game}_{args.frames}.png",
+    draw_curves(bands, {a: by_player[a]["mu"] for a in anchors},
+                args.store / f"ratings_{args.game}_{args.frames}{_suffix(args.settings)}.png",
                 f"{args.game}: ratings over training", "OpenSkill rating (mean over seeds)")
     return [*lines, "", *head_to_head(data, variant_of, anchors)]
 
@@ -261,7 +266,6 @@ def main(argv: list[str]) -> int:
         lines += [*rate_checkpoints(args, runs), ""]
     text = "\n".join(lines)
     args.store.mkdir(parents=True, exist_ok=True)
-    suffix = "" if args.settings == "generic" else "_" + hashlib.sha1(args.settings.encode()).hexdigest()[:8]
-    (args.store / f"games_{args.game}{suffix}.md").write_text(text)
+    (args.store / f"games_{args.game}{_suffix(args.settings)}.md").write_text(text)
     print(text)
     return 0

@@ -9,7 +9,8 @@ evaluation of 10 episodes), for about ``--frames`` frames after one warm-up iter
 parts: the fast collector's policy sampling, env step and partial resets, GAE, and in the update each minibatch's
 forward (the loss terms), backward with gradient clipping, and Adam step (torch's public optimizer step hooks); what
 is left of the collection (stores, flags) and of the update (buffer, sampling, metrics) is given as such, and the
-loop's own time (callbacks, weights to workers) is the training time the two halves leave. Beside them, the floors
+loop's own time (the callbacks) is the training time the two halves leave; a forward the lean loss did not time (a
+loss mask, a replaced forward) leaves the update undivided. Beside them, the floors
 measured on the same machine in the same process: **env**, the same Gymnasium vector env stepped with random
 (legal) actions; **update**, the same minibatches through the smallest plain-torch PPO step on the same networks
 (``benchmarks.common.floors``), eager or with ``torch.compile``d networks, whichever is faster (compile time not
@@ -58,8 +59,11 @@ class Clocks:
         self.started_time = self.last_time = self.first_iteration = 0.0
         self.ended = 0.0
         self.divided = {"collection": False, "update": False}
-        self._forward_end = 0.0
+        self._forward_end: float | None = None
         self._step_start = 0.0
+        self.unpaired = 0
+        """Optimizer steps without a timed forward before them (a minibatch the lean loss did not take: a loss mask,
+        a replaced forward): the update's split is then not reported."""
 
     def __call__(self, metrics: dict[str, Any], p: Any) -> None:
         self.ended = time.perf_counter()
@@ -102,7 +106,11 @@ class Clocks:
 
     def _pre(self, *_: Any) -> None:
         self._step_start = time.perf_counter()
+        if self._forward_end is None:
+            self.unpaired += 1
+            return
         self.clock["backward + clip"] += self._step_start - self._forward_end
+        self._forward_end = None
 
     def _post(self, *_: Any) -> None:
         self.clock["Adam"] += time.perf_counter() - self._step_start
@@ -136,7 +144,7 @@ def one_env(task: Task, frames: int, seed: int = 1, compile: bool = False) -> di
            "loop": 1e6 * (clocks.last_time - clocks.started_time) / n - us["collect"] - us["update"]}
     if not clocks.divided["collection"]:
         out.update({"policy": None, "env step": None, "resets": None, "collection other": us["collect"]})
-    if not clocks.divided["update"]:
+    if not clocks.divided["update"] or clocks.unpaired:
         out.update({"forward": None, "backward + clip": None, "Adam": None,
                     "update other": us["update"] - us["GAE"]})
     total = 1e6 * (clocks.last_time - clocks.started_time) / n

@@ -121,7 +121,9 @@ class ClosedForm:
                 raise ValueError("the policy's Gaussian parameters (loc, scale) hold NaN or inf values, or a scale "
                                  "<= 0: the network's parameters or its input overflowed")
             return action, log_prob
-        if bool(params[0].isnan().any()):
+        nan = params[0].isnan()
+        if bool((nan & mask if self.kind == "masked_categorical" and mask is not None else nan).any()):
+            # (a masked policy's NaN at an illegal action is masked away, as MaskedCategorical masks it)
             raise ValueError("the policy's logits hold NaN values: the network's parameters or its input overflowed")
         logits = self._normalized(self._masked(params[0], mask))
         probs = F.softmax(logits, dim=-1)

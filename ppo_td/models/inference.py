@@ -173,7 +173,8 @@ class NumpyPolicy:
 
         Raises:
             ValueError: the parameters hold NaN (or, for the Gaussian, inf) values, as the torch path does; a masked
-                policy without its mask.
+                policy without its bool mask, or a legal action's logit infinite (stricter than the torch path,
+                which draws around a -inf one), or a row with no legal action.
         """
         out = self.forward(obs)
         if self.kind == "normal":
@@ -192,6 +193,8 @@ class NumpyPolicy:
         if self.kind == "masked_categorical":
             if mask is None:
                 raise ValueError("a masked categorical policy needs the legal-action mask (\"action_mask\")")
+            if mask.dtype != np.bool_:  # (the torch path's masked_fill refuses it too; MaskCheck casts env masks)
+                raise ValueError(f"the legal-action mask is {mask.dtype}; a masked policy reads a bool mask")
             scores = np.where(mask, logits, np.float32(-np.inf))  # MaskedCategorical's masked_fill
         legal = scores[mask] if self.kind == "masked_categorical" else scores
         if not np.isfinite(legal).all():  # an overflowed network (torch's multinomial refuses NaN and +inf)
