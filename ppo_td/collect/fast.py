@@ -196,6 +196,16 @@ class FastPolicy:
                                   "collector.inference='auto' or 'torch'")
         self.numpy = None
 
+    def sample_in_torch(self) -> None:
+        """Sample in torch from now on (a resumed run that sampled in torch: the numpy policy rounds differently).
+
+        Raises:
+            FastUnsupported: with ``inference='numpy'``, which asked for numpy.
+        """
+        if self.inference == "numpy":
+            raise FastUnsupported("collector.inference='numpy': this policy samples in numpy")
+        self.numpy = None
+
     @property
     def records_value(self) -> bool:
         """Each step writes V(s) too."""

@@ -108,6 +108,11 @@ def restore_snapshot(pipeline: Pipeline, snapshot: dict[str, Any]) -> bool:
     torch.set_rng_state(snapshot["torch_rng"])
     if snapshot.get("device_rng") is not None and snapshot.get("device") == pipeline.device.type:
         _set_device_rng(pipeline.device, snapshot["device_rng"])
+    if (snapshot.get("sampling", "torch") == "torch" and _sampling(pipeline) == "numpy"
+            and pipeline.config.collector.inference == "auto"):
+        # a run that sampled in torch (an earlier ppo_td's masked policy, say) goes on sampling in torch, so the
+        # resume stays exact; collector.inference='numpy' asked for numpy: then fresh episodes, and the reason said
+        pipeline.collector.fast_policy.sample_in_torch()
     if inexact_reason(pipeline, snapshot):
         return False
     load_state(pipeline.built.vector, snapshot["env"])
