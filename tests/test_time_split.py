@@ -1,5 +1,5 @@
-"""``python -m benchmarks time_split``: the clocks sit on the run's own parts (each part measured, not left at 0),
-the parts add up to the run's training time, the floors are measured beside it, and bad suites are refused."""
+"""``python -m benchmarks time_split``: the clocks sit on the run's own parts (each part measured, not left at 0, and
+none counted twice), the floors are measured beside it, and bad suites are refused."""
 
 import pytest
 import torch
@@ -10,13 +10,16 @@ from benchmarks.returns.suites import SUITES, Task
 torch.set_num_threads(1)
 
 
-def test_every_part_of_a_fast_path_run_is_clocked_and_they_add_up_to_its_time(monkeypatch):
+def test_every_part_of_a_fast_path_run_is_clocked_once(monkeypatch):
     monkeypatch.setitem(SUITES, "tiny", [Task("CartPole-v1", "cartpole", 2048)])
     row = time_split.one_env(SUITES["tiny"][0], frames=2048)
     parts = row["parts"]
     for name in ("policy", "env step", "resets", "GAE", "forward", "backward + clip", "Adam"):
         assert parts[name] > 0, name  # the clock found the part it wraps
-    assert sum(parts.values()) == pytest.approx(row["us_per_frame"], rel=1e-9)
+    # the clocks inside each half count no more than the half (the rest of each is what is left, not negative), and
+    # the loop's own time is the little the two halves leave of the training time
+    assert parts["collection other"] >= 0 and parts["update other"] >= 0
+    assert 0 <= parts["loop"] < 0.1 * row["us_per_frame"]
     assert row["frames"] >= 2048 and row["frames"] % row["frames_per_batch"] == 0
     assert row["env_floor"] > 0 and row["update_floor_eager"] > 0
     assert row["update_floor"] <= row["update_floor_eager"]

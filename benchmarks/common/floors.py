@@ -14,6 +14,17 @@ import numpy as np
 import torch
 
 
+def timed(clock: dict[str, float], name: str, call: Callable) -> Callable:
+    """``call`` with its seconds added to ``clock[name]`` at every call (a clock around a part of a run)."""
+    def run(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            clock[name] += time.perf_counter() - start
+    return run
+
+
 def per_call(call: Callable[[], Any], n: int) -> float:
     """Seconds per call of ``call`` over ``n`` calls."""
     start = time.perf_counter()

@@ -125,9 +125,8 @@ def _suffix(settings: str) -> str:
 
 def run_name(spec: dict[str, Any]) -> str:
     """The folder of a run's checkpoints under ``STORE/runs``."""
-    settings = spec.get("settings", "generic")
-    return f"{spec['game']}-{spec['variant']}-seed{spec['seed']}-{spec['frames']}" + (
-        "" if settings == "generic" else f"-{hashlib.sha1(settings.encode()).hexdigest()[:8]}")
+    suffix = _suffix(spec.get("settings", "generic"))
+    return f"{spec['game']}-{spec['variant']}-seed{spec['seed']}-{spec['frames']}{suffix}"
 
 
 def table(runs: list[dict[str, Any]], variants: list[str]) -> list[str]:

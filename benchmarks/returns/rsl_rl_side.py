@@ -52,12 +52,10 @@ def ppo_td_config(spec: dict[str, Any]) -> Any:
 
 def config_digest(spec: dict[str, Any]) -> str:
     """What identifies ppo_td's config of ``spec`` in the store (a stored ppo_td run is reused only where it trained
-    this config: the preset changes with the library)."""
-    import hashlib
+    this config: the preset changes with the library), as the returns store digests its runs' configs."""
+    from benchmarks.returns.suites import config_digest as digest
 
-    from ppo_td.config import identity_dict
-
-    return hashlib.sha1(json.dumps(identity_dict(ppo_td_config(spec)), sort_keys=True).encode()).hexdigest()[:12]
+    return digest(ppo_td_config(spec))
 
 
 def ppo_td_run(spec: dict[str, Any]) -> dict[str, Any]:

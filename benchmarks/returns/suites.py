@@ -187,10 +187,15 @@ def key_of(task: Task, library: str, seed: int) -> str:
     """A run's identity in the store: the library, the env, the preset, the whole config it trains (a digest of
     ``identity_dict``: a preset changed since is run again, a field added to the config since at its default is
     not a change), the seed."""
+    return f"{library}|{task.env_id}|{task.settings}|{config_digest(config_of(task))}|{seed}"
+
+
+def config_digest(config: Any) -> str:
+    """What identifies a whole config in a store: a digest of its ``identity_dict`` (a field added since at its
+    default is not a change)."""
     from ppo_td.config import identity_dict
 
-    digest = hashlib.sha1(json.dumps(identity_dict(config_of(task)), sort_keys=True).encode()).hexdigest()[:12]
-    return f"{library}|{task.env_id}|{task.settings}|{digest}|{seed}"
+    return hashlib.sha1(json.dumps(identity_dict(config), sort_keys=True).encode()).hexdigest()[:12]
 
 
 EVAL_EPISODES = 10

@@ -32,21 +32,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common.floors import per_call, plain_ppo_minibatch, random_stepper, timed
 from benchmarks.returns.suites import EVAL_EPISODES, ROOT, SUITES, Task, config_of
 
 PARTS = ("policy", "env step", "resets", "collection other", "GAE", "forward", "backward + clip", "Adam",
          "update other", "loop")
 """The columns of the run's time, in microseconds per frame."""
-
-
-def _timed(clock: dict[str, float], name: str, call: Callable) -> Callable:
-    def run(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return call(*args, **kwargs)
-        finally:
-            clock[name] += time.perf_counter() - start
-    return run
 
 
 class Clocks:
@@ -83,11 +74,11 @@ class Clocks:
                                     "Adam", "update"), 0.0)
         collector = p.collector
         if hasattr(collector, "fast_policy"):  # ppo_td's FastCollector: its own policy and env objects
-            collector.fast_policy.sample = _timed(self.clock, "policy", collector.fast_policy.sample)
-            collector.fast_env.step = _timed(self.clock, "env step", collector.fast_env.step)
-            collector.fast_env.reset = _timed(self.clock, "resets", collector.fast_env.reset)
+            collector.fast_policy.sample = timed(self.clock, "policy", collector.fast_policy.sample)
+            collector.fast_env.step = timed(self.clock, "env step", collector.fast_env.step)
+            collector.fast_env.reset = timed(self.clock, "resets", collector.fast_env.reset)
             self.divided["collection"] = True
-        p.advantage = _timed(self.clock, "GAE", p.advantage)  # the Pipeline's field (ppo_td's dataclass)
+        p.advantage = timed(self.clock, "GAE", p.advantage)  # the Pipeline's field (ppo_td's dataclass)
         lean = getattr(p.loss, "fast", None)
         if lean is not None and not p.config.compile:  # ppo_td's lean loss terms, one call a minibatch
             terms = lean.terms
@@ -123,8 +114,7 @@ def one_env(task: Task, frames: int, seed: int = 1, compile: bool = False) -> di
     from the backward)."""
     import torch
 
-    from benchmarks.common.floors import per_call, plain_ppo_minibatch, random_stepper
-    from ppo_td.training import build_pipeline, train
+    from ppo_td.training import train
 
     torch.set_num_threads(1)
     logging.getLogger("torchrl").setLevel(logging.WARNING)
@@ -148,7 +138,7 @@ def one_env(task: Task, frames: int, seed: int = 1, compile: bool = False) -> di
         out.update({"forward": None, "backward + clip": None, "Adam": None,
                     "update other": us["update"] - us["GAE"]})
     total = 1e6 * (clocks.last_time - clocks.started_time) / n
-    floors = _floors(config, build_pipeline, per_call, plain_ppo_minibatch, random_stepper)
+    floors = _floors(config)
     return {"env": task.env_id, "settings": task.settings, "num_envs": config.env.num_envs,
             "frames_per_batch": config.frames_per_batch, "epochs": config.optim.update_epochs,
             "minibatches": config.optim.num_minibatches, "minibatch_size": config.minibatch_size, "frames": n,
@@ -159,13 +149,13 @@ def one_env(task: Task, frames: int, seed: int = 1, compile: bool = False) -> di
             "first_iteration_seconds": clocks.first_iteration}
 
 
-def _floors(config: Any, build_pipeline: Callable, per_call: Callable, plain_ppo_minibatch: Callable,
-            random_stepper: Callable) -> dict[str, Any]:
+def _floors(config: Any) -> dict[str, Any]:
     """The env floor (random actions in a fresh copy of the run's vector env) and the update floor (the plain PPO
     minibatch on fresh networks of the run's shape, eager and compiled), in microseconds per frame."""
     import torch
 
     from ppo_td import keys
+    from ppo_td.training import build_pipeline
 
     p = build_pipeline(dataclasses.replace(config, eval_episodes=0))
     try:
@@ -184,11 +174,11 @@ def _floors(config: Any, build_pipeline: Callable, per_call: Callable, plain_ppo
         # Dict one): drawn from the env's observation spec
         rows = p.env.observation_spec_unbatched[keys.OBSERVATION].rand(torch.Size([config.minibatch_size]))
         per_frame = 1e6 * config.optim.update_epochs * config.optim.num_minibatches / config.frames_per_batch
-        eager = per_frame * _minibatch_seconds(plain_ppo_minibatch(config, net, value, rows, p.parameters), per_call)
+        eager = per_frame * _minibatch_seconds(plain_ppo_minibatch(config, net, value, rows, p.parameters))
         compiled = None
         try:
             step_c = plain_ppo_minibatch(config, torch.compile(net), torch.compile(value), rows, p.parameters)
-            compiled = per_frame * _minibatch_seconds(step_c, per_call)
+            compiled = per_frame * _minibatch_seconds(step_c)
         except Exception as err:  # noqa: BLE001 (no compiler here: the eager floor stands, and says why)
             print(f"compiled floor not measured: {type(err).__name__}: {str(err)[:200]}", file=sys.stderr)
         return {"env_floor": env_floor, "update_floor": min(x for x in (eager, compiled) if x is not None),
@@ -197,7 +187,7 @@ def _floors(config: Any, build_pipeline: Callable, per_call: Callable, plain_ppo
         p.collector.shutdown()
 
 
-def _minibatch_seconds(step: Callable[[], None], per_call: Callable) -> float:
+def _minibatch_seconds(step: Callable[[], None]) -> float:
     for _ in range(5):  # warm-up (a compiled step compiles here)
         step()
     return per_call(step, 300)

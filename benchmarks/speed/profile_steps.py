@@ -17,25 +17,13 @@ import argparse
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
-from typing import Any
 
 import torch
 
-from benchmarks.common.floors import per_call, plain_ppo_minibatch
+from benchmarks.common.floors import per_call, plain_ppo_minibatch, timed
 from ppo_td.presets import get_preset
 from ppo_td.training import build_pipeline
 from ppo_td.training.loop import update
-
-
-def _timed(clock: dict[str, float], name: str, call: Callable) -> Callable:
-    def run(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return call(*args, **kwargs)
-        finally:
-            clock[name] += time.perf_counter() - start
-    return run
 
 
 def main() -> None:
@@ -52,9 +40,9 @@ def main() -> None:
     collector = p.collector
     policy, env = collector.fast_policy, collector.fast_env  # ppo_td's FastCollector parts (refuses otherwise)
     clock = dict.fromkeys(("policy", "env step", "resets", "collect", "gae", "update"), 0.0)
-    policy.sample = _timed(clock, "policy", policy.sample)
-    env.step = _timed(clock, "env step", env.step)
-    env.reset = _timed(clock, "resets", env.reset)
+    policy.sample = timed(clock, "policy", policy.sample)
+    env.step = timed(clock, "env step", env.step)
+    env.reset = timed(clock, "resets", env.reset)
     batches = iter(collector)
     for i in range(args.iterations + 1):
         if i == 1:  # the first iteration warms up; the clocks start after it

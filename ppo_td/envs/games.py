@@ -103,7 +103,8 @@ class TicTacToePerfect:
         return int(rng.choice(best))
 
 
-_TICTACTOE_LINES = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
+_TICTACTOE_LINES = [tuple(r * 3 + c for r, c in line) for line in TicTacToeWinOrBlock.LINES]
+"""The eight lines as cell numbers, row by row."""
 
 
 def _played(cells: tuple[int, ...], move: int) -> tuple[int, ...]:
@@ -224,6 +225,14 @@ def fixed_opponents(config: Any) -> Opponent | OpponentPool | None:
     if not config.anchors:
         return opponent
     return OpponentPool(opponent, [make_opponent(a) for a in config.anchors], latest_ratio=config.latest_ratio)
+
+
+def opponents_named(config: Any) -> str | None:
+    """How ``config`` (an :class:`~ppo_td.config.EnvConfig`) names players for a turn-based game's other seats
+    (``env.opponent=...`` or ``env.anchors=...``, for a refusal's message), or None where it leaves the default."""
+    if config.opponent != "random":
+        return f"env.opponent={config.opponent!r}"
+    return f"env.anchors={config.anchors!r}" if config.anchors else None
 
 
 def legal_actions(observation: Any, n: int | None = None) -> np.ndarray:

@@ -21,7 +21,7 @@ from torchrl.envs import ActionMask, DoubleToFloat, EnvBase, GymWrapper
 from ppo_td import keys
 from ppo_td.config import EnvConfig
 from ppo_td.envs.atari import atari_wrappers
-from ppo_td.envs.games import TurnBased, fixed_opponents, is_turn_based
+from ppo_td.envs.games import TurnBased, fixed_opponents, is_turn_based, opponents_named
 from ppo_td.envs.ids import EnvId, env_factory, resolve
 from ppo_td.envs.imports import env_kwargs_of, import_attr, split_entry
 from ppo_td.envs.info import InfoReader
@@ -49,8 +49,7 @@ def check(config: EnvConfig) -> None:
     if config.observation_dict:
         raise ValueError(f"env.observation_dict keeps a TorchRL env's entries apart; {config.env_id!r} is a Gymnasium "
                          "env, whose Dict observation stays a Dict already: leave env.observation_dict off")
-    if config.opponent != "random" or config.anchors:  # one copy made to see that it is a turn-based game
-        # (copy_maker refuses others)
+    if opponents_named(config):  # one copy made to see that it is a turn-based game (copy_maker refuses others)
         copy_maker(config)().close()
 
 
@@ -220,10 +219,9 @@ def copy_maker(config: EnvConfig, render_mode: str | None = None, env_id: EnvId 
             if not isinstance(env, gym.Env):
                 raise TypeError(f"env factory {config.env_id} returned a {type(env).__name__}; it must return one "
                                 "gymnasium.Env (ppo_td makes env.num_envs copies) or a PettingZoo AEC game")
-        if (config.opponent != "random" or config.anchors) and not isinstance(env.unwrapped, TurnBased):
+        named = opponents_named(config)
+        if named and not isinstance(env.unwrapped, TurnBased):
             env.close()
-            named = f"env.opponent={config.opponent!r}" if config.opponent != "random" else \
-                f"env.anchors={config.anchors!r}"
             raise ValueError(f"{named} plays the other seats of a turn-based game; env {config.env_id} is not one (a "
                              "PettingZoo AEC game, or ppo_td.envs.games.TurnBased): leave env.opponent at 'random' "
                              "and env.anchors empty")

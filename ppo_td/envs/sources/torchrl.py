@@ -12,6 +12,7 @@ from torchrl.envs import EnvBase
 
 from ppo_td.config import EnvConfig
 from ppo_td.envs.custom import with_statistics
+from ppo_td.envs.games import opponents_named
 from ppo_td.envs.ids import EnvId
 from ppo_td.envs.sources.base import Base
 from ppo_td.envs.torchrl_envs import batched, close, observation_transforms, takes_num_envs
@@ -28,9 +29,8 @@ def build(config: EnvConfig, env_id: EnvId, seed: int | None) -> Base:
         raise ValueError(f"env.info_keys={list(config.info_keys)} reads a Gymnasium env's info; {config.env_id} is a "
                          "TorchRL env, whose values are in its TensorDict: write them with a transform, or leave "
                          "env.info_keys empty")
-    if config.opponent != "random" or config.anchors:
-        named = f"env.opponent={config.opponent!r}" if config.opponent != "random" else \
-            f"env.anchors={config.anchors!r}"
+    named = opponents_named(config)
+    if named:
         raise ValueError(f"{named} plays the other seats of a turn-based game; {config.env_id} is a TorchRL env, not "
                          "one (a PettingZoo AEC game): leave env.opponent at 'random' and env.anchors empty")
     if takes_num_envs(factory):  # a batched simulator: it makes the whole batch
