@@ -36,38 +36,26 @@ def per_call(call: Callable[[], Any], n: int) -> float:
 def random_stepper(vec: Any, seed: int = 0) -> Callable[[], None]:
     """One step of every copy of the Gymnasium vector env ``vec`` with a random action each (a legal one where the
     observation carries an ``action_mask``: a turn-based game refuses the others), the ended copies reset as ppo_td's
-    collector resets them (``reset_mask``; one copy stepped and reset directly, as the collector does). ``vec`` is
-    reset first."""
+    collector resets them (``reset_mask``; one copy stepped and reset directly, as the collector's numpy step does,
+    the lower floor). ``vec`` is reset first."""
     rng = np.random.default_rng(seed)
-    vec.action_space.seed(seed)
-    observation = [vec.reset(seed=seed)[0]]
     one = single_copy(vec)
-    if one is not None:  # one copy: stepped directly, as ppo_td's fast collector steps it (no vector bookkeeping)
-        one.action_space.seed(seed)
-        observation = [one.reset(seed=seed)[0]]
+    env = one if one is not None else vec  # one copy: stepped directly, as ppo_td's numpy step steps it
+    env.action_space.seed(seed)
+    observation = [env.reset(seed=seed)[0]]
 
-        def step_one() -> None:
-            current = observation[0]
-            if isinstance(current, dict) and "action_mask" in current:
-                action = rng.choice(np.flatnonzero(np.asarray(current["action_mask"], dtype=bool)))
-            else:
-                action = one.action_space.sample()
-            current, _, terminated, truncated, _ = one.step(action)
-            observation[0] = one.reset()[0] if terminated or truncated else current
-        return step_one
-
-    def step() -> None:
-        current = observation[0]
+    def action(current: Any) -> Any:
         if isinstance(current, dict) and "action_mask" in current:
             mask = np.asarray(current["action_mask"], dtype=bool)
-            action = np.array([rng.choice(np.flatnonzero(row)) for row in mask])
-        else:
-            action = vec.action_space.sample()
-        current, _, terminated, truncated, _ = vec.step(action)
-        ended = terminated | truncated
+            legal = [rng.choice(np.flatnonzero(row)) for row in mask.reshape(-1, mask.shape[-1])]
+            return legal[0] if one is not None else np.array(legal)
+        return env.action_space.sample()
+
+    def step() -> None:
+        current, _, terminated, truncated, _ = env.step(action(observation[0]))
+        ended = np.asarray(terminated | truncated)
         if ended.any():
-            fresh, _ = vec.reset(options={"reset_mask": ended})
-            current = fresh
+            current = env.reset()[0] if one is not None else env.reset(options={"reset_mask": ended})[0]
         observation[0] = current
     return step
 
