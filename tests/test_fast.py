@@ -113,8 +113,17 @@ CASES = {
     "reach-infos-one-copy": small_config(env=EnvConfig("info_envs:reach", num_envs=1)),
     # copies ending at different steps, is_success in the reset's info too: the root's infos after partial resets
     "varied-infos": small_config(env=EnvConfig("info_envs:varied", num_envs=4)),
+    # one copy stepped and reset directly (FastEnv._one_copy), is_success in the reset's info too
+    "varied-infos-one-copy": small_config(env=EnvConfig("info_envs:varied", num_envs=1)),
     # a Discrete observation with the action mask in info
     "taxi-info-mask": small_config(env=EnvConfig("Taxi-v4", num_envs=4, max_episode_steps=15)),
+    # turn-based games: a Dict of an int8 board and its int8 mask (the numpy step: the mask checked and cast there,
+    # the action spec's mask updated), one game stepped directly and several in the vector env; a finished board's
+    # all-masked last state
+    "tictactoe-one-copy": small_config(env=EnvConfig("pettingzoo.classic.tictactoe_v3:env", num_envs=1),
+                                       frames_per_batch=32, total_frames=160),
+    "connect-four-copies": small_config(env=EnvConfig("pettingzoo.classic.connect_four_v3:env", num_envs=3),
+                                        frames_per_batch=48, total_frames=240),
 }
 
 
@@ -432,12 +441,12 @@ class OneEntryDict(gym.Env):
         return obs, float(action), self.t >= 5, False, {}
 
 
-def test_numpy_step_only_for_box_observations():
-    # a one-entry Dict keeps the tensor step (its outputs are dicts); the same batches as TorchRL's Collector
+def test_numpy_step_for_box_observations_and_dicts_of_them():
+    # a one-entry Dict (Gymnasium hands out dicts) takes the numpy step too; the same batches as TorchRL's Collector
     config = dataclasses.replace(small_config(), env=EnvConfig("test_fast:OneEntryDict", num_envs=2),
                                  frames_per_batch=16, total_frames=32, collector=CollectorConfig(inference="torch"))
     fast = build_pipeline(config)
-    assert isinstance(fast.collector, FastCollector) and fast.collector.fast_env._array_steps is None
+    assert isinstance(fast.collector, FastCollector) and fast.collector.fast_env._array_steps is not None
     batch = next(iter(fast.collector))
     fast.collector.shutdown()
     reference = build_pipeline(dataclasses.replace(config, collector=CollectorConfig(step_loop="torchrl")))
@@ -446,11 +455,15 @@ def test_numpy_step_only_for_box_observations():
     box = build_pipeline(small_config())  # CartPole: a Box
     assert box.collector.fast_env._array_steps is not None
     box.collector.shutdown()
-    for case in ("uint8-vector-normalized", "uint8-vector-one-copy"):  # integer Boxes too (the cases above)
-        ints = build_pipeline(CASES[case])
-        assert ints.collector.fast_env._array_steps is not None, case
-        assert (ints.collector.fast_env._one_copy is not None) == case.endswith("one-copy")
-        ints.collector.shutdown()
+    # integer Boxes and games' Dicts of a board and its mask too (the cases above); a Dict with a Discrete entry or
+    # nested entries (read by TorchRL's readers as one-hot or nested TensorDicts) keeps the tensor step
+    for case, numpy_step in (("uint8-vector-normalized", True), ("uint8-vector-one-copy", True),
+                             ("tictactoe-one-copy", True), ("connect-four-copies", True), ("taxi-info-mask", False),
+                             ("seek-dict", False), ("blackjack-tuple", False)):
+        p = build_pipeline(CASES[case])
+        assert (p.collector.fast_env._array_steps is not None) == numpy_step, case
+        assert (p.collector.fast_env._one_copy is not None) == case.endswith("one-copy")
+        p.collector.shutdown()
 
 
 def test_minibatches_keep_every_entry_for_another_sampler():

@@ -90,6 +90,14 @@ def _reward_op(step: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable
     return op
 
 
+def _mask_check(t: MaskCheck) -> Callable[[Values, dict], None]:
+    """``t``'s step on numpy arrays: count the step, check the mask (an ended episode's last state may be all
+    masked) and cast it to bool, by its own code."""
+    def op(cur: Values, nxt: dict) -> None:
+        nxt[t.mask_key] = t.checked_array(nxt[t.mask_key], nxt["done"], f"at step {t.count_step()}")
+    return op
+
+
 def _observation_norm(t: ObservationNorm, obs: np.ndarray) -> np.ndarray:
     """TorchRL's ``ObservationNorm`` on a numpy observation: its operations in its order, on views of its own
     ``loc`` and ``scale`` (elementwise float operations: the tensor step's bits)."""
@@ -410,33 +418,61 @@ class FastEnv:
         else:
             raise FastUnsupported(f"the env has a {kind.__name__} transform, which the fast collector does not run")
 
+    def _observation_layout(self) -> dict[str, tuple[type, tuple[int, ...]]] | None:
+        """Each observation entry's numpy dtype and shape (one per copy), where the observation is one numeric
+        array (a ``Box``) or a ``Dict`` of them read as top-level entries (a board and its action mask): else None
+        (the step then reads the observation with TorchRL's readers)."""
+        space = self.vec.single_observation_space
+        spaces = (dict(space.spaces) if isinstance(space, gym.spaces.Dict)
+                  else {keys.OBSERVATION: space} if isinstance(space, gym.spaces.Box) else None)
+        if spaces is None or self.nested or sorted(spaces) != sorted(self.obs_keys):
+            return None
+        layout: dict[str, tuple[type, tuple[int, ...]]] = {}
+        for key, sub in spaces.items():
+            spec = self.base.observation_spec.get(key)
+            dtype = _NUMPY.get(spec.dtype, _NUMPY_INTEGERS.get(spec.dtype))
+            if not isinstance(sub, gym.spaces.Box | gym.spaces.MultiBinary) or dtype is None:
+                return None  # e.g. a Discrete entry, read as TorchRL's one-hot or categorical
+            layout[key] = (dtype, tuple(spec.shape))
+        return layout
+
     def _plan_arrays(self) -> list[Callable[[Values, dict[str, np.ndarray]], None]] | None:
         """The step on numpy arrays, or None where it does not apply (the step then runs on tensors).
 
-        Applies when the observation is one floating-point or integer array and every transform has a numpy form
-        below (TorchRL's fixed ``ObservationNorm`` on floating-point observations only):
+        Applies when the observation is one floating-point or integer array, or a ``Dict`` of them (a game's board
+        and its action mask), and every transform has a numpy form below (TorchRL's fixed ``ObservationNorm`` on
+        floating-point observations only):
         the env's outputs stay numpy arrays through the transforms (a numpy operation on a small array costs
         a fraction of a tensor operation) and become tensors once, without a copy. The same float operations
         in the same order, so the same bits as the tensor step (``tests/test_fast.py``)."""
-        obs_spec, reward_spec = self.base.observation_spec.get(keys.OBSERVATION), self.base.reward_spec
-        obs_dtype = _NUMPY.get(obs_spec.dtype, _NUMPY_INTEGERS.get(obs_spec.dtype))
-        if (self.obs_keys != [keys.OBSERVATION] or obs_dtype is None or reward_spec.dtype not in _NUMPY
-                or not isinstance(self.vec.single_observation_space, gym.spaces.Box)):  # e.g. a one-entry Dict
+        obs_spec, reward_spec = self.base.observation_spec.get(keys.OBSERVATION, None), self.base.reward_spec
+        layout = self._observation_layout()
+        if layout is None or reward_spec.dtype not in _NUMPY:
             return None
-        self._array_layout = ((obs_dtype, tuple(obs_spec.shape)),
-                              (_NUMPY[reward_spec.dtype], tuple(reward_spec.shape)))
+        self._array_layout = (layout, (_NUMPY[reward_spec.dtype], tuple(reward_spec.shape)))
         ops: list[Callable[[Values, dict[str, np.ndarray]], None]] = []
         for t in self.transforms:
             kind = type(t)
             if kind is FiniteCheck:
-                if not set(t.in_keys) <= {keys.OBSERVATION, "reward"}:
+                if not set(t.in_keys) <= {*layout, "reward"}:
                     return None
                 ops.append(self._finite_check(t))
+            elif kind is MaskCheck:
+                if t.mask_key not in layout:
+                    return None
+                ops.append(_mask_check(t))
+            elif kind is ActionMask:  # the action spec's mask updated from the checked one, as its step does
+                if t.in_keys[1] not in layout:
+                    return None
+                spec, mask_key = t.action_spec, t.in_keys[1]  # the env's spec, looked up once a batch (begin())
+                ops.append(lambda cur, nxt, spec=spec, key=mask_key: spec.update_mask(torch.from_numpy(nxt[key])))
             elif kind is DoubleToFloat:
+                if not set(t.in_keys) <= {*layout, "reward"}:  # an entry inside a Dict: the tensor step
+                    return None
                 ops.append(lambda cur, nxt, t=t: nxt.update(
                     {k: nxt[k].astype(np.float32) for k in t.in_keys if k in nxt}))
             elif kind is ObservationNorm:
-                if list(t.in_keys) != [keys.OBSERVATION] or obs_spec.dtype not in _NUMPY:
+                if list(t.in_keys) != [keys.OBSERVATION] or obs_spec is None or obs_spec.dtype not in _NUMPY:
                     return None
                 ops.append(_entry_op(keys.OBSERVATION, functools.partial(_observation_norm, t)))
             elif kind is RunningObsNorm:  # bound to its buffers' memory for this batch (see begin())
@@ -454,7 +490,7 @@ class FastEnv:
                 continue  # the policy writes the next states
             elif kind is ExplorationNoise:  # torch's draws: a tensor, its memory shared with the array
                 ops.append(lambda cur, nxt, t=t: nxt.__setitem__(NOISE_KEY, t.stepped(cur[NOISE_KEY]).numpy()))
-            else:  # RewardClipping's tensor bounds, masks, index observations: the tensor step
+            else:  # RewardClipping's tensor bounds, index observations: the tensor step
                 return None
         return ops
 
@@ -496,15 +532,25 @@ class FastEnv:
             out.update(self._unreported)
         return out
 
-    def _step_arrays(self, obs: Any, reward: Any, terminated: Any, truncated: Any, cur: Values) -> Values:
+    def _observation_arrays(self, obs: Any, copy: bool) -> dict[str, np.ndarray]:
+        """The observation's entries as arrays of the spec's dtypes and shapes (TorchRL's readers' values)."""
+        read = np.array if copy else np.asarray
+        if not isinstance(obs, dict):
+            obs = {keys.OBSERVATION: obs}
+        layout = self._array_layout[0]
+        return {key: read(obs[key], dtype=dtype).reshape(shape) for key, (dtype, shape) in layout.items()}
+
+    def _step_arrays(self, obs: Any, reward: Any, terminated: Any, truncated: Any, cur: Values,
+                     copy: bool = False) -> Values:
+        """The step's outputs through the numpy transforms; ``copy``: the observation copied (one copy stepped
+        directly, whose env may hand out one array it updates in place, as the vector env copies it)."""
         shape = (self.num_envs, 1)
-        (obs_dtype, obs_shape), (reward_dtype, reward_shape) = self._array_layout
+        _, (reward_dtype, reward_shape) = self._array_layout
         terminated = np.asarray(terminated, dtype=bool).reshape(shape)
         truncated = np.asarray(truncated, dtype=bool).reshape(shape)
-        nxt: dict[str, np.ndarray] = {
-            keys.OBSERVATION: np.asarray(obs, dtype=obs_dtype).reshape(obs_shape),
-            "reward": np.asarray(reward, dtype=reward_dtype).reshape(reward_shape),
-            "done": terminated | truncated, "terminated": terminated, "truncated": truncated}
+        nxt = self._observation_arrays(obs, copy)
+        nxt.update({"reward": np.asarray(reward, dtype=reward_dtype).reshape(reward_shape),
+                    "done": terminated | truncated, "terminated": terminated, "truncated": truncated})
         for op in self._array_steps:
             op(cur, nxt)
         return _Values({k: torch.from_numpy(v) for k, v in nxt.items()})
@@ -524,9 +570,8 @@ class FastEnv:
         actions = self.action_spec.to_numpy(action, safe=False)
         if self._one_copy is not None:  # the vector env's step for one copy in DISABLED mode, without its bookkeeping
             obs, reward, terminated, truncated, info = self._one_copy.step(actions[0])
-            return self._read_info(info, self._step_arrays(np.array(obs, dtype=self._array_layout[0][0]),
-                                                           np.float64(reward), terminated, truncated, cur))
-            # (the vector env stores rewards as float64 first)
+            return self._read_info(info, self._step_arrays(obs, np.float64(reward), terminated, truncated, cur,
+                                                           copy=True))  # (the vector env stores rewards as float64)
         obs, reward, terminated, truncated, info = self.vec.step(actions)
         if self._array_steps is not None:
             return self._read_info(info, self._step_arrays(obs, reward, terminated, truncated, cur))
@@ -542,11 +587,18 @@ class FastEnv:
 
     def reset(self, reset: torch.Tensor, cur: Values) -> Values:
         """Reset the copies where ``reset`` (``[num_envs, 1]``) is True; ``cur`` updated in place and returned."""
-        obs, info = self.vec.reset(options={"reset_mask": reset.view(self.num_envs).numpy()})
-        out = _Values(self.base.read_obs(obs))
+        if self._one_copy is not None:  # the vector env's reset of its one copy, without its bookkeeping
+            obs, info = self._one_copy.reset(seed=None, options={})  # (the vector env's call, reset_mask popped)
+            out = _Values({k: torch.from_numpy(v) for k, v in self._observation_arrays(obs, copy=True).items()})
+        else:
+            obs, info = self.vec.reset(options={"reset_mask": reset.view(self.num_envs).numpy()})
+            out = _Values(self.base.read_obs(obs))
         for op in self._resets:
             op(cur, out, reset)
         self._read_info(info, out)
+        if self._one_copy is not None:  # the one copy restarts: its values are the reset's (fresh arrays)
+            cur.update(out)
+            return cur
         rows = reset.view(self.num_envs)
         for key, value in out.items():
             if isinstance(value, TensorDictBase):  # a Dict or Tuple observation: entry by entry

@@ -76,7 +76,7 @@ class MaskCheck(StepCheck):
         if mask.device.type == "cpu" and (done is None or done.device.type == "cpu"):
             # the same checks in numpy, on views of the same memory: a tenth of torch's per-call cost on the small
             # masks of a few env copies (7 torch calls a step were about 90 us on a tic-tac-toe game)
-            mask = self._checked(mask.numpy(), None if done is None else done.numpy(), where)
+            mask = self.checked_array(mask.numpy(), None if done is None else done.numpy(), where)
             td.set(self.mask_key, torch.from_numpy(mask))
             return
         if mask.dtype != torch.bool:
@@ -90,8 +90,9 @@ class MaskCheck(StepCheck):
                 self._refuse_empty(i, empty.nonzero()[0].tolist(), where)
         td.set(self.mask_key, mask)
 
-    def _checked(self, mask: np.ndarray, done: np.ndarray | None, where: str) -> np.ndarray:
-        """:meth:`check`'s checks on numpy arrays; the mask as bool (a copy where it was not)."""
+    def checked_array(self, mask: np.ndarray, done: np.ndarray | None, where: str) -> np.ndarray:
+        """:meth:`check`'s checks on numpy arrays (the fast collector's numpy step calls it too); the mask as
+        bool (a copy where it was not)."""
         if mask.dtype != np.bool_:
             if ((mask != 0) & (mask != 1)).any():
                 raise ValueError(f"env {self.env_id!r}: action mask holds values other than 0/1 {where}")
