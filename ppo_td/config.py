@@ -199,7 +199,9 @@ class EnvConfig:
     act(observation, seat, rng)), or 'self': self-play against the learner's own snapshots
     (ppo_td.training.selfplay; snapshot_frames, pool_size, latest_ratio, anchors). With env.anchors beside a fixed
     opponent each game draws one: this opponent with probability latest_ratio, else an anchor.
-    Evaluation plays 'random' with 'self', else the same opponents as training."""
+    Evaluation plays 'random' with 'self', else the same opponents as training. On a multi-agent env with several
+    agent groups (teams: VMAS or MPE simple_tag), 'self' is team self-play: one group learns at a time (team_change),
+    the others play their own past snapshots or latest policy (ppo_td.training.selfplay.TeamSelfPlay)."""
     snapshot_frames: int = 20_000
     """Self-play: frames (the learner's steps) between snapshots of its policy into the pool (ML-Agents'
     save_steps, 20,000)."""
@@ -209,6 +211,9 @@ class EnvConfig:
     """Self-play: the share of games against the latest policy, the rest against a past snapshot or an anchor drawn
     uniformly (ML-Agents' play_against_latest_model_ratio, 0.5). A fixed opponent with env.anchors: the share of
     games against env.opponent, the rest against an anchor drawn uniformly."""
+    team_change: int = 100_000
+    """Team self-play: frames between changes of the learning group, the groups taking turns in their order
+    (ML-Agents' team_change, whose default is 5 x save_steps: 100,000)."""
     anchors: tuple[str, ...] = ()
     """Fixed opponents named as env.opponent (e.g. random connect-four-heuristic): in self-play's pool beside the
     snapshots; beside a fixed env.opponent, a mixture (env.opponent random --env.anchors tictactoe-heuristic: half
@@ -246,8 +251,10 @@ class EnvConfig:
         for anchor in self.anchors:
             _check(anchor in SCRIPTED_OPPONENTS or ":" in anchor, "env.anchors", anchor,
                    f"{named} or 'module:Name' entries")
-        _check(self.opponent == "random" or not self.multiagent, "env.opponent", self.opponent,
-               f"'random' with env.suite={self.suite!r} (opponents play turn-based games' other seats)")
+        _check(self.team_change >= 1, "env.team_change", self.team_change, ">= 1")
+        _check(self.opponent in ("random", "self") or not self.multiagent, "env.opponent", self.opponent,
+               f"'random' or 'self' (team self-play) with env.suite={self.suite!r} (scripted opponents play "
+               "turn-based games' other seats)")
         _check(not self.anchors or not self.multiagent, "env.anchors", self.anchors,
                f"() with env.suite={self.suite!r} (opponents play turn-based games' other seats)")
         _check(not self.info_keys or not self.multiagent, "env.info_keys", self.info_keys,
@@ -766,6 +773,7 @@ ADDED_FIELDS: dict[str, dict[str, Any]] = {"model": {"scale_images": True, "orth
                                             "env": {"limit_under_wrappers": True, "clip_torchrl_actions": True,
                                                     "observation_dict": False, "opponent": "random",
                                                     "snapshot_frames": 20_000, "pool_size": 10, "latest_ratio": 0.5,
+                                                    "team_change": 100_000,
                                                     "anchors": ()},
                                             "loss": {"mirror": "", "mirror_augment": False,
                                                      "mirror_loss_coeff": 0.0},

@@ -11,6 +11,7 @@ policy weights and those statistics to all workers; a worker that dies becomes a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -18,7 +19,8 @@ import os
 import shutil
 import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -330,13 +332,16 @@ def push_to_workers(collector: Any, env: EnvBase) -> None:
         watched(collector, "pushing the policy weights", collector.update_policy_weights_)
 
 
-def batches(collector: Any) -> Iterator[TensorDictBase]:
-    """Iterate ``collector``; a worker death or failure is raised as :class:`WorkerError`."""
+def batches(collector: Any, around: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
+            ) -> Iterator[TensorDictBase]:
+    """Iterate ``collector``; a worker death or failure is raised as :class:`WorkerError`. Each batch is collected
+    inside ``around()`` (team self-play's opponents play only there: their weights come back however it ends)."""
     iterator = iter(collector)
     while True:
         with reported_failures(collector):
             try:
-                batch = next(iterator)
+                with around():
+                    batch = next(iterator)
             except StopIteration:
                 return
         yield batch

@@ -167,7 +167,8 @@ def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iterati
     start = last = time.perf_counter()
     start_frames = frames
     try:
-        for batch in batches(p.collector):  # a dead worker surfaces as WorkerError
+        playing = p.selfplay.playing if p.selfplay is not None else contextlib.nullcontext
+        for batch in batches(p.collector, playing):  # a dead worker surfaces as WorkerError
             collected = time.perf_counter()
             gather_statistics(p.collector, p.env)  # worker collectors: their normalization data, merged
             if p.ranks is not None:  # every rank's, merged: every rank normalizes alike
@@ -200,6 +201,7 @@ def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iterati
                 metrics.update(zip(averaged, means.tolist(), strict=True))
             p.scheduler.step()
             if p.selfplay is not None:  # the opponents: the updated policy, a snapshot at its frames
+                metrics.update(p.selfplay.metrics())
                 p.selfplay.after_update(frames)
             now = time.perf_counter()
             metrics.update(time=elapsed + now - start, sps=(frames - start_frames) / (now - start),

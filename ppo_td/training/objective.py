@@ -729,6 +729,10 @@ class TeamLoss(LossModule):
         super().__init__()
         self.losses = nn.ModuleDict(losses)
         self._sets: list[list[nn.Parameter]] | None = None
+        self.learning: tuple[str, ...] | None = None
+        """The groups whose losses are computed (team self-play's learning group, set by
+        :class:`~ppo_td.training.selfplay.TeamSelfPlay`: the others' steps were played by past snapshots, so their
+        parameters get no gradient and no optimizer step); None: every group."""
 
     def parameter_sets(self) -> list[list[nn.Parameter]]:
         """Each group's trained parameters (its gradient norm is clipped on its own); found once."""
@@ -738,7 +742,8 @@ class TeamLoss(LossModule):
         return self._sets
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
-        outs = {g: loss(tensordict) for g, loss in self.losses.items()}
+        names = list(self.losses) if self.learning is None else self.learning
+        outs = {g: self.losses[g](tensordict) for g in names}
         first = next(iter(outs.values()))
         total: dict[str, Any] = {k: sum(out.get(k) for out in outs.values())
                                  for k in first.keys() if isinstance(k, str) and k.startswith("loss_")}

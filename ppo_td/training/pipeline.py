@@ -65,7 +65,7 @@ from ppo_td.training.objective import (
 )
 from ppo_td.training.ranks import Ranks, launched
 from ppo_td.training.schedules import KLAdaptiveLR
-from ppo_td.training.selfplay import SelfPlay
+from ppo_td.training.selfplay import SelfPlay, TeamSelfPlay
 from ppo_td.training.symmetry import Mirror
 from ppo_td.training.threads import check_threads, choose_threads, using_threads
 
@@ -145,7 +145,8 @@ class Pipeline:
     """A run over several ranks (torchrun): this process's place and the collectives; the env, collector and buffer
     are this rank's share (:mod:`ppo_td.training.ranks`), ``config`` the whole run's. None: one process."""
     selfplay: Any = None
-    """Self-play's pool (``env.opponent='self'``: :class:`~ppo_td.training.selfplay.SelfPlay`), else None."""
+    """Self-play's pool (``env.opponent='self'``: :class:`~ppo_td.training.selfplay.SelfPlay`, or
+    :class:`~ppo_td.training.selfplay.TeamSelfPlay` on agent groups), else None."""
     synced: list[dict[str, torch.Tensor]] | None = None
     """Over ranks: the normalizers' statistics as every rank last held them alike, which each rank's additions since
     are counted from (:meth:`~ppo_td.training.ranks.Ranks.merge_statistics`): the statistics before any data in a
@@ -494,7 +495,8 @@ def _build(config: TrainConfig, env: Any, actor: TensorDictModule | None, critic
     if config.env.opponent == "self":
         if ranks is not None:
             raise ValueError("env.opponent='self' (self-play) runs in one process: its pool is not shared over ranks")
-        selfplay = SelfPlay(config, actor, built, torchrl_env(env))
+        selfplay = (TeamSelfPlay(config, actor, loss, teams) if config.env.multiagent else
+                    SelfPlay(config, actor, built, torchrl_env(env)))
     return Pipeline(
         config=config,
         env=torchrl_env(env),

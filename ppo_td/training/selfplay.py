@@ -12,19 +12,33 @@ same games). The pool is saved in the checkpoint and comes back on resume.
 
 ML-Agents swaps its opponent every ``swap_steps``; here each game draws one (a game is short and copies play many
 at once).
+
+On a multi-agent env with several agent groups (teams, e.g. VMAS or MPE ``simple_tag``'s adversaries and agent),
+:class:`TeamSelfPlay` is ML-Agents' self-play for teams (its ``GhostTrainer``): one group learns at a time, the
+groups taking turns every ``env.team_change`` frames; every other group plays, batch by batch, its own latest
+policy (probability ``env.latest_ratio``) or one of its own past snapshots (taken every ``env.snapshot_frames``
+frames while it learned, the newest ``env.pool_size`` kept). Only the learning group's loss is computed: the
+others' steps came from the weights they played, so they take no optimizer step. The same fields and defaults as
+the turn-based pool; what differs: a team game has no seats for scripted anchors (``env.anchors`` is refused), and
+one draw serves a whole batch (its copies step together).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
 from tensordict import TensorDict
 
+from ppo_td import keys
 from ppo_td.config import TrainConfig
 from ppo_td.envs.games import OpponentPool, make_opponent
+from ppo_td.models.multiagent import team_members
+from ppo_td.training.objective import TeamLoss
 
 
 class PolicyOpponent:
@@ -82,6 +96,14 @@ class SelfPlay:
         self.pool = OpponentPool(self.latest, latest_ratio=env_config.latest_ratio)
         self.after_update(0)
 
+    def playing(self) -> contextlib.AbstractContextManager[None]:
+        """What a batch is collected inside: nothing here (the opponents play inside the games' steps)."""
+        return contextlib.nullcontext()
+
+    def metrics(self) -> dict[str, float]:
+        """The iteration's self-play metrics: none here."""
+        return {}
+
     def _opponent(self) -> PolicyOpponent:
         twin = copy.deepcopy(self.actor).eval()
         for p in twin.parameters():
@@ -114,3 +136,110 @@ class SelfPlay:
         self.latest.actor.load_state_dict(self.actor.state_dict())
         self.pool.others = [*self.snapshots, *self.anchors]
         self.vector.call("set_opponent", self.pool)
+
+
+class TeamSelfPlay:
+    """Team self-play on several agent groups (see the module): the learning group, each group's pool of past
+    snapshots, and each batch's draws.
+
+    Raises:
+        ValueError: what it cannot run with, in one line (one group, anchors, a loss other than ppo_td's team loss,
+            worker processes or ranks).
+    """
+
+    def __init__(self, config: TrainConfig, actor: torch.nn.Module, loss: Any, groups: list[str]) -> None:
+        env_config = config.env
+        why = None
+        if len(groups) < 2:
+            why = "the env has one agent group: there is no other team to play"
+        elif env_config.anchors:
+            why = f"env.anchors {list(env_config.anchors)} play turn-based games' seats, not a team's agents"
+        elif not isinstance(loss, TeamLoss):
+            why = (f"the loss is a {type(loss).__name__}; one group learns at a time through ppo_td's team loss "
+                   "(ppo_td.training.objective.TeamLoss, the default for agent groups)")
+        elif config.collector.backend != "inprocess" or (config.collector.num_workers or 1) > 1:
+            why = f"collector.backend={config.collector.backend!r} steps copies in other processes"
+        if why is not None:
+            raise ValueError(f"env.opponent='self' (team self-play): {why}; leave env.opponent at 'random' to train "
+                             "every group at once")
+        self.config, self.groups, self.loss = env_config, list(groups), loss
+        members = team_members(actor, groups, keys.ACTION)
+        self.parameters = {g: list(member.parameters()) for g, member in members.items()}
+        """Each group's actor parameters, in their order (a snapshot is a copy of them)."""
+        self.pools: dict[str, list[list[torch.Tensor]]] = {g: [] for g in groups}
+        """Each group's past snapshots, oldest first (at most ``env.pool_size``)."""
+        self.rng = np.random.default_rng([config.seed, 0x7EA5])
+        """The draws of the opponents (a stream of its own: the run's other random numbers are unchanged)."""
+        self.learning = self.groups[0]
+        self.played: dict[str, int] = {}
+        """What each other group played in the last batch: the index of its snapshot in its pool, -1 its latest."""
+        self.next_at = 0
+        self.after_update(0)
+
+    def _learning_at(self, frames: int) -> str:
+        return self.groups[(frames // self.config.team_change) % len(self.groups)]
+
+    @contextlib.contextmanager
+    def playing(self) -> Iterator[None]:
+        """Collect a batch with each other group's drawn weights in its actor; its own come back however the
+        collection ends (an error, Ctrl-C)."""
+        own: dict[str, list[torch.Tensor]] = {}
+        try:
+            with torch.no_grad():
+                for group in self.groups:
+                    if group == self.learning:
+                        continue
+                    pool = self.pools[group]
+                    latest = not pool or self.rng.random() < self.config.latest_ratio
+                    index = -1 if latest else int(self.rng.integers(len(pool)))
+                    self.played[group] = index
+                    if index >= 0:
+                        own[group] = [p.detach().clone() for p in self.parameters[group]]
+                        for param, weight in zip(self.parameters[group], pool[index], strict=True):
+                            param.copy_(weight)
+            yield
+        finally:
+            with torch.no_grad():
+                for group, weights in own.items():
+                    for param, weight in zip(self.parameters[group], weights, strict=True):
+                        param.copy_(weight)
+
+    def metrics(self) -> dict[str, float]:
+        """The iteration's learning group (its index in the groups' order) and what each other group played (its
+        snapshot's index in its pool, -1 its latest policy)."""
+        return {"selfplay_learning": float(self.groups.index(self.learning)),
+                **{f"selfplay_played/{g}": float(i) for g, i in self.played.items()}}
+
+    def after_update(self, frames: int) -> None:
+        """A snapshot of the learning group at each ``snapshot_frames`` boundary crossed (at the start, of every
+        group); then the group that learns from the next batch on."""
+        if frames == 0 and not any(self.pools.values()):
+            for group in self.groups:
+                self._snapshot(group)
+            self.next_at = self.config.snapshot_frames
+        elif frames >= self.next_at:
+            self._snapshot(self.learning)
+            self.next_at = (frames // self.config.snapshot_frames + 1) * self.config.snapshot_frames
+        self.learning = self._learning_at(frames)
+        self.played = {}
+        self.loss.learning = (self.learning,)
+
+    def _snapshot(self, group: str) -> None:
+        weights = [p.detach().clone() for p in self.parameters[group]]
+        self.pools[group] = [*self.pools[group], weights][-self.config.pool_size:]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The pools, the learning group, the next snapshot's frame and the draws' generator (for the checkpoint)."""
+        return {"pools": {g: [list(w) for w in pool] for g, pool in self.pools.items()}, "learning": self.learning,
+                "next_at": self.next_at, "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Self-play as the checkpoint had it."""
+        if set(state.get("pools", {})) != set(self.groups):
+            raise ValueError(f"the checkpoint's team self-play holds the groups {sorted(state.get('pools', {}))}, "
+                             f"this run has {sorted(self.groups)}")
+        self.pools = {g: [[t.clone() for t in w] for w in state["pools"][g]] for g in self.groups}
+        self.learning, self.next_at = state["learning"], int(state["next_at"])
+        self.rng.bit_generator.state = state["rng"]
+        self.played = {}
+        self.loss.learning = (self.learning,)
