@@ -166,8 +166,10 @@ def test_refusals(run, tmp_path):
     from pathlib import Path
 
     agents = Path(__file__).parent / "old_runs" / "pettingzoo"  # a stored multi-agent run (agents acting at once)
-    with pytest.raises(ValueError, match=r"agents acting at once\); the arena plays two-seat turn-based games"):
-        arena([agents, run])
+    with pytest.raises(ValueError, match=r"whose agents form one group: the team arena plays groups against each"):
+        arena([agents, run])  # a multi-agent run first: the team arena's, which needs two groups
+    with pytest.raises(ValueError, match=r"agents acting at once\), the arena's first player a turn-based game"):
+        arena([run, agents])
     recurrent = Path(__file__).parent / "old_runs" / "factory-recurrent"
     with pytest.raises(ValueError, match=r"a recurrent policy; the arena plays feed-forward ones"):
         arena([run, recurrent])

@@ -154,3 +154,64 @@ def test_the_cli_builds_the_same_team_self_play_config():
     env = dataclasses.replace(base.env, env_id=TAG, kwargs=(), opponent="self", team_change=50_000)  # (the
     # preset's kwargs are simple_spread's: another env id starts from its own)
     assert command.config == dataclasses.replace(base, env=env)
+
+
+# --- the team arena (ppo_td.deploy.team_arena): every run's groups against every run's
+
+
+@pytest.fixture(scope="module")
+def two_team_runs(tmp_path_factory):
+    """Two short MPE simple_tag runs of different seeds (one with team self-play): their groups differ."""
+    folder = tmp_path_factory.mktemp("team_arena")
+    for name, seed, opponent in (("a", 1, "self"), ("b", 2, "random")):
+        config = dataclasses.replace(tiny_team(opponent=opponent, team_change=80, snapshot_frames=80), seed=seed,
+                                     total_frames=160, eval_episodes=0)
+        ppo_td.train(config, run_dir=str(folder / name), progress=False)
+    return folder
+
+
+def test_the_team_arena_plays_every_assignment_of_the_runs_to_the_groups(two_team_runs):
+    from tensordict.nn import TensorDictSequential
+
+    from ppo_td.persist import load_for_evaluation
+    from ppo_td.training.evaluation import evaluate
+
+    a, b = str(two_team_runs / "a"), str(two_team_runs / "b")
+    # the Python API (the same dispatch as ppo-td arena); each policy's mode: the short runs' near-uniform policies
+    # sample alike from the same random numbers
+    result = ppo_td.arena([a, b], episodes=6, seed=3, sampled=False)
+    assert result.groups == ["adversary", "agent"] and result.runs == ["a", "b"]
+    assert [m.players for m in result.matches] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    # the oracle: a's adversaries with b's agent, assembled by hand and evaluated on the same seeded episodes
+    ours, theirs = load_for_evaluation(two_team_runs / "a" / "checkpoint.pt"), load_for_evaluation(
+        two_team_runs / "b" / "checkpoint.pt")
+    team = TensorDictSequential(team_members(ours.actor, result.groups, "action")["adversary"],
+                                team_members(theirs.actor, result.groups, "action")["agent"])
+    by_hand = evaluate(team, ours.config.env, 6, 3)
+    assert result.matches[1].returns == {g: by_hand.groups[g] for g in result.groups}
+    alone = evaluate(ours.actor, ours.config.env, 6, 3)  # a's own team: a's evaluation
+    assert result.matches[0].returns == {g: alone.groups[g] for g in result.groups}
+    assert result.matches[0].returns["agent"] != result.matches[1].returns["agent"]
+    standing = {s.run: s for s in result.standings("agent")}
+    assert standing["b"].episodes == 12  # b's agent against a's and b's adversaries
+    values = result.matches[1].returns["agent"] + result.matches[3].returns["agent"]
+    assert standing["b"].mean == pytest.approx(sum(values) / len(values))
+    assert "comparable within agent only" in result.table()
+
+
+def test_the_team_arena_from_the_command_line(two_team_runs, tmp_path, capsys):
+    import json
+
+    from ppo_td.cli.main import main
+
+    out = tmp_path / "arena.json"
+    a, b = str(two_team_runs / "a"), str(two_team_runs / "b")
+    assert main(["arena", a, b, "--episodes", "2", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "4 of 4 matches played, 2 episodes each" in printed and "adversary: a, agent: b" in printed
+    saved = json.loads(out.read_text())
+    assert saved["matches"][1]["players"] == {"adversary": "a", "agent": "b"}
+    assert main(["arena", a, b, "--anchors", "random"]) == 2
+    assert "without anchors or rating curves" in capsys.readouterr().err
+    assert main(["arena", a, b, "--episodes", "0"]) == 2
+    assert "--episodes 0" in capsys.readouterr().err

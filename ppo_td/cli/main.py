@@ -25,7 +25,8 @@ commands:
   eval    run deterministic (or --sampled) episodes of a checkpoint and print mean +- std; --video records them
   export  write a trained policy as a file that runs without ppo_td (--format torchscript|export|onnx)
   play    play a turn-based game (connect four, tic-tac-toe) against a trained policy in the terminal
-  arena   a round robin of trained policies of a turn-based game and fixed anchors: results and ratings
+  arena   a round robin of trained policies of a turn-based game and fixed anchors: results and ratings;
+          of a team game's runs: every run's groups against every run's
   doctor  audit your PPO script or notebook (SCRIPT.py|NOTEBOOK.ipynb [ARGS] [--steps N] [--json]), or one
           update of a pipeline, for autograd mistakes
 
@@ -164,15 +165,24 @@ def _arena(args: list[str]) -> int:
                         help="also write every game, the pairs and the ratings to FILE")
     parser.add_argument("--plot", type=Path, default=None, metavar="FILE",
                         help="also draw the runs' rating curves (their checkpoints' ratings against frames) to FILE")
+    parser.add_argument("--episodes", type=int, default=20,
+                        help="team games (several agent groups: VMAS or MPE simple_tag): episodes of every "
+                             "assignment of the runs to the groups (default 20)")
     ns = parser.parse_args(args)
     if ns.games < 1:
         raise ValueError(f"--games {ns.games}: give the games every pair plays (>= 1)")
+    if ns.episodes < 1:
+        raise ValueError(f"--episodes {ns.episodes}: give the episodes every match plays (>= 1)")
     for out in (ns.json, ns.plot):
         if out is not None and not out.parent.is_dir():
             raise ValueError(f"{out}: its folder {out.parent} does not exist")
     if any(_no_checkpoint(player, "arena", ns.which) for player in ns.players):
         return 2
     _quiet_torchrl()
+    from ppo_td.deploy.team_arena import is_team_run
+
+    if is_team_run(ns.players[0], ns.which):
+        return _team_arena(ns)
     from ppo_td.deploy.arena import ArenaInterrupted, arena, write_json
 
     def on_round(done: int, rounds: int) -> None:
@@ -196,6 +206,31 @@ def _arena(args: list[str]) -> int:
                   file=sys.stderr)
         else:
             print(f"wrote {result.plot(ns.plot)}")
+    return 0
+
+
+def _team_arena(ns: argparse.Namespace) -> int:
+    """``ppo-td arena`` on runs of a team game (:mod:`ppo_td.deploy.team_arena`)."""
+    from ppo_td.deploy.team_arena import TeamArenaInterrupted, team_arena, write_json
+
+    if ns.anchors is not None or ns.plot is not None:
+        raise ValueError(f"{ns.players[0]} trained a team game: its arena plays the runs' groups against each other, "
+                         "without anchors or rating curves (drop --anchors and --plot; docs/games.md)")
+
+    def on_match(done: int, planned: int) -> None:
+        print(f"match {done} of {planned}", file=sys.stderr, flush=True)
+
+    try:
+        result = team_arena(ns.players, episodes=ns.episodes, sampled=not ns.mode, seed=ns.seed, which=ns.which,
+                            on_match=on_match)
+    except TeamArenaInterrupted as err:  # what was played is kept: shown, and written where asked
+        print(err.result.table())
+        if ns.json is not None:
+            print(f"wrote {write_json(err.result, ns.json)}")
+        raise
+    print(result.table())
+    if ns.json is not None:
+        print(f"wrote {write_json(result, ns.json)}")
     return 0
 
 

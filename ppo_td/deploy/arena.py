@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ppo_td.deploy.play import PolicyPlayer
+from ppo_td.deploy.team_arena import TeamArenaResult, is_team_run, team_arena
 from ppo_td.envs.games import TurnBased, check_fits, heuristic_for, make_opponent, turn_based
 
 MU, SIGMA = 25.0, 25.0 / 3.0
@@ -245,8 +246,9 @@ def _load(source: str, sampled: bool, which: str) -> tuple[Player, Any, Any]:
     state = load_checkpoint(path)
     env = checkpoint_config(state).env
     if env.multiagent:
-        raise ValueError(f"{source} trained {env.env_id} (env.suite={env.suite!r}, agents acting at once); the arena "
-                         "plays two-seat turn-based games (PettingZoo AEC envs), one policy a seat")
+        raise ValueError(f"{source} trained {env.env_id} (env.suite={env.suite!r}, agents acting at once), the "
+                         "arena's first player a turn-based game: give runs of one game (a team game's runs are "
+                         "played against each other when they come first)")
     policy = load_policy(path, deterministic=not sampled)
     if policy.recurrent:
         raise ValueError(f"{source}: a recurrent policy; the arena plays feed-forward ones (a game's opponent "
@@ -278,11 +280,13 @@ def default_anchors(env_id: str) -> list[str]:
 
 def arena(players: Sequence[str | os.PathLike], *, games: int = 100, anchors: Sequence[str] | None = None,
           sampled: bool = True, seed: int = 0, which: str = "last",
-          on_round: Callable[[int, int], None] | None = None) -> ArenaResult:
+          on_round: Callable[[int, int], None] | None = None, episodes: int = 20) -> ArenaResult | TeamArenaResult:
     """A round robin of ``players`` (run folders or checkpoint files of one two-seat turn-based game) and
     ``anchors`` (default :func:`default_anchors`; ``[]`` for none): ``games`` games for every pair (see the module).
     ``seed`` fixes every game (the seats' order, the anchors' and the policies' random moves); ``which`` a run
-    folder's ``last`` or ``best`` checkpoint; ``on_round(done, rounds)`` after each round.
+    folder's ``last`` or ``best`` checkpoint; ``on_round(done, rounds)`` after each round. Runs of a team game
+    (several agent groups) are played by :func:`~ppo_td.deploy.team_arena.team_arena` instead (``episodes`` a match;
+    ``games``, ``anchors`` and ``on_round`` unused), as ``ppo-td arena`` plays them.
 
     Raises:
         ValueError: fewer than two players, one given twice, players of different games, a game that is not a
@@ -291,6 +295,14 @@ def arena(players: Sequence[str | os.PathLike], *, games: int = 100, anchors: Se
     """
     import torch
 
+    from ppo_td.persist import checkpoint_in
+
+    first = players if isinstance(players, (str, os.PathLike)) else (list(players) or [None])[0]
+    if first is not None and checkpoint_in(first, which).is_file() and is_team_run(first, which):
+        if anchors:
+            raise ValueError(f"{first} trained a team game: its arena plays the runs' groups against each other, "
+                             "without anchors")
+        return team_arena(players, episodes=episodes, sampled=sampled, seed=seed, which=which)
     try:  # before any game is played: the ratings need it
         import openskill  # noqa: F401
     except ImportError as err:
