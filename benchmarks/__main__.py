@@ -36,6 +36,8 @@ options, ``python -m benchmarks SUITE [--seeds 1 2 3] [--out DIR]`` (``python -m
           (``--num-envs``, ``--iterations``, ``--device cuda`` on a GPU).  About 10 minutes here.
   games   PPO on a PettingZoo classic game (connect four) against a random player and in self-play, 3 seeds,
           played against a random player and a win-or-block heuristic (``--help``).  About an hour.
+  team_selfplay  team self-play against every group learning at once on VMAS simple_tag, 3 seeds, then every
+          run's adversaries against every run's agent in the team arena (``--help``).  About an hour.
   soak    RSS over a long CartPole run and its slope after warm-up (``--minutes 5``).
   gpu     VMAS navigation at 4,096 and 32,768 envs (ppo_td beside TorchRL's own MAPPO parts) and Atari Pong with 16
           env processes (ppo_td beside SB3's SubprocVecEnv), on ``--device cuda``: frames/s, collection and update
@@ -123,6 +125,8 @@ COMMANDS: dict[str, Command] = {
                       "ppo_td beside rsl_rl on Brax ant at rsl_rl's settings"),
     "games": Command("benchmarks.returns.games", "argv",
                      "PPO on a PettingZoo classic game against a random player and in self-play"),
+    "team_selfplay": Command("benchmarks.returns.team_selfplay", "argv",
+                             "team self-play against every group learning at once, VMAS simple_tag, in the team arena"),
     "asymmetric": Command("benchmarks.returns.robot_parts", "named",
                           "the asymmetric actor-critic against the critic reading the actor's observation, paired"),
     "symmetry": Command("benchmarks.returns.robot_parts", "named",
