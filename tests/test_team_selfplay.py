@@ -28,9 +28,12 @@ def _same(a, b):
     return all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
 
 
-def test_the_other_group_plays_its_drawn_snapshot_and_gets_its_own_weights_back():
-    p = build_pipeline(tiny_team(opponent="self", latest_ratio=0.0))
+@pytest.mark.parametrize("env", ["mpe", "vmas"])  # TorchRL's Collector over PettingZoo; ppo_td's AgentsCollector
+def test_the_other_group_plays_its_drawn_snapshot_and_gets_its_own_weights_back(env):
+    where = {"env_id": "simple_tag", "suite": "vmas"} if env == "vmas" else {}
+    p = build_pipeline(tiny_team(**where, opponent="self", latest_ratio=0.0))
     try:
+        assert type(p.collector).__name__ == ("AgentsCollector" if env == "vmas" else "Collector")
         selfplay = p.selfplay
         assert selfplay.learning == "adversary" and p.loss.learning == ("adversary",)
         agent = selfplay.parameters["agent"]
