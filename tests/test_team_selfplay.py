@@ -218,3 +218,17 @@ def test_the_team_arena_from_the_command_line(two_team_runs, tmp_path, capsys):
     assert "without anchors or rating curves" in capsys.readouterr().err
     assert main(["arena", a, b, "--episodes", "0"]) == 2
     assert "--episodes 0" in capsys.readouterr().err
+
+
+def test_a_team_self_play_run_from_the_command_line_says_which_group_learns(tmp_path, capsys):
+    from ppo_td.cli.main import main
+
+    rc = main(["train", "--preset", "mpe-spread", "--env.env-id", TAG, "--env.num-envs", "4", "--env.opponent", "self",
+               "--env.team-change", "80", "--frames-per-batch", "80", "--total-frames", "240", "--model.hidden-sizes",
+               "16", "16", "--optim.num-minibatches", "2", "--optim.update-epochs", "2", "--eval-episodes", "0",
+               "--run-dir", str(tmp_path / "run")])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "learning agent" in printed and "learning adversary" in printed  # iterations 2 and 3 (episodes ended)
+    header = (tmp_path / "run" / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert {"selfplay_learning", "selfplay_played/agent", "selfplay_played/adversary"} <= set(header)

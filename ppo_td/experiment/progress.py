@@ -92,6 +92,9 @@ class Progress:
                f"{self.last_return:.3g}" if self.label != "return" else f"{self.last_return:.1f}")
         if self.last_groups:
             ret += " (" + ", ".join(f"{g} {v:.3g}" for g, v in self.last_groups.items()) + ")"
+            learning = metrics.get("selfplay_learning")  # team self-play: the group this iteration trained
+            if learning is not None and int(learning) < len(self.last_groups):
+                ret += f"  learning {list(self.last_groups)[int(learning)]}"
         shown = (*self.info_keys, *(k for k in UNASKED if k in self.last_info and k not in self.info_keys))
         ret += "".join(f"  {k} {self.last_info[k]:.3g}" if k in self.last_info else f"  {k} -" for k in shown)
         if not math.isnan(metrics.get("eval_return", math.nan)):
