@@ -94,6 +94,8 @@ def test_one_group_learns_at_a_time_and_the_groups_take_turns():
         assert f"loss_policy/{name}" in metrics and f"loss_policy/{other}" not in metrics
         assert metrics[f"selfplay_played/{other}"] in (0.0, 1.0, 2.0)  # latest_ratio 0: a snapshot of its pool
         previous = nets
+        # the other group's GAE is not run (its value statistics stay), its explained variance not reported
+        assert f"explained_variance/{name}" in metrics and f"explained_variance/{other}" not in metrics
     pools = result.pipeline.selfplay.pools
     assert [len(pools[g]) for g in p.groups] == [3, 3]  # the window keeps the newest 3
     # the agent's turn ended at 320 frames (its own weights then its newest snapshot, index 2); in the adversary's
@@ -135,6 +137,25 @@ def test_a_team_self_play_run_resumes_with_its_pools_turn_and_draws(tmp_path):
         len(p) for p in whole.pipeline.selfplay.pools.values()]
 
 
+def test_only_the_learning_groups_gradients_are_clipped_and_its_advantages_estimated():
+    """The update clips each learning group's gradient norm (a group without gradients, on another device than
+    torch's empty norm, is not in the sets) and the estimator runs the learning group's GAE only."""
+    p = build_pipeline(tiny_team(opponent="self"))
+    try:
+        assert p.loss.learning == p.advantage.learning == ("adversary",)
+        adversary = {id(q) for q in p.loss.losses["adversary"].parameters()}
+        assert [{id(q) for q in s} <= adversary for s in p.loss.parameter_sets()] == [True]
+        with p.selfplay.playing():
+            batch = next(iter(p.collector))
+        with torch.no_grad():
+            p.advantage(batch)
+        assert ("adversary", "advantage") in batch.keys(True) and ("agent", "advantage") not in batch.keys(True)
+        with pytest.raises(ValueError, match=r"a object collects with copies of it: let ppo_td build the collector"):
+            p.selfplay.check_collector(object())
+    finally:
+        p.collector.shutdown()
+
+
 def test_team_self_play_is_refused_where_it_cannot_run():
     spread = dataclasses.replace(get_preset("mpe-spread"), env=EnvConfig("mpe2.simple_spread_v3", suite="pettingzoo",
                                                                          num_envs=2, opponent="self"))
@@ -146,6 +167,7 @@ def test_team_self_play_is_refused_where_it_cannot_run():
         EnvConfig(TAG, suite="pettingzoo", opponent="connect-four-heuristic")
     with pytest.raises(ValueError, match="env.team_change"):
         EnvConfig(TAG, suite="pettingzoo", opponent="self", team_change=0)
+
 
 
 def test_the_cli_builds_the_same_team_self_play_config():
@@ -218,6 +240,8 @@ def test_the_team_arena_from_the_command_line(two_team_runs, tmp_path, capsys):
     assert "without anchors or rating curves" in capsys.readouterr().err
     assert main(["arena", a, b, "--episodes", "0"]) == 2
     assert "--episodes 0" in capsys.readouterr().err
+    assert main(["arena", a, str(two_team_runs / "a" / "checkpoint.pt")]) == 2  # one run twice
+    assert "are the same checkpoint: give each run once" in capsys.readouterr().err
 
 
 def test_a_team_self_play_run_from_the_command_line_says_which_group_learns(tmp_path, capsys):

@@ -289,8 +289,9 @@ def arena(players: Sequence[str | os.PathLike], *, games: int = 100, anchors: Se
     ``games``, ``anchors`` and ``on_round`` unused), as ``ppo-td arena`` plays them.
 
     Raises:
-        ValueError: fewer than two players, one given twice, players of different games, a game that is not a
-            two-seat turn-based one, an anchor made for another game, a recurrent policy, ``games`` < 1.
+        ValueError: fewer than two players (a team game's runs: one may play alone), one given twice, players of
+            different games, a game that is not a two-seat turn-based one, an anchor made for another game, a
+            recurrent policy, ``games`` < 1.
         ArenaInterrupted: Ctrl-C; its ``result`` holds the games played.
     """
     import torch

@@ -154,16 +154,27 @@ def team_arena(players: Sequence[str | os.PathLike], *, episodes: int = 20, samp
     played for ``episodes`` episodes seeded by ``seed`` (the same episodes for every assignment); see the module.
     ``on_match(done, planned)`` after each match.
 
+    One run alone plays its own team (its evaluation on these episodes).
+
     Raises:
-        ValueError: runs of different envs or groups, an env with one group, observation normalization or
-            transforms in a run, ``episodes`` < 1.
+        ValueError: runs of different envs or groups, a run given twice, an env with one group, observation
+            normalization or transforms in a run, ``episodes`` < 1.
         TeamArenaInterrupted: Ctrl-C; its ``result`` holds the matches played.
     """
+    from ppo_td.persist import checkpoint_in
+
     if episodes < 1:
         raise ValueError(f"episodes={episodes}: give the episodes every match plays (>= 1)")
     sources = [str(players)] if isinstance(players, (str, os.PathLike)) else [str(p) for p in players]
     if not sources:
         raise ValueError("the arena needs at least one run folder or checkpoint")
+    seen: dict[tuple[int, int], str] = {}
+    for source in sources:  # a run folder's checkpoint.pt is a link to its newest checkpoints/iter_N.pt
+        stat = checkpoint_in(source, which).stat()
+        if (stat.st_dev, stat.st_ino) in seen:
+            raise ValueError(f"{seen[stat.st_dev, stat.st_ino]} and {source} are the same checkpoint: give each run "
+                             "once (a run given twice would count twice in the others' means)")
+        seen[stat.st_dev, stat.st_ino] = source
     loaded = [_load(source, which) for source in sources]
     first = loaded[0][1].config.env
     actor = loaded[0][1].actor
@@ -173,10 +184,11 @@ def team_arena(players: Sequence[str | os.PathLike], *, episodes: int = 20, samp
                          "groups against each other (use ppo-td eval for one group)")
     for (_, other), source in zip(loaded[1:], sources[1:], strict=True):
         env = other.config.env
-        if (env.env_id, env.suite, sorted(env.kwargs), env.groups) != (first.env_id, first.suite,
-                                                                         sorted(first.kwargs), first.groups):
-            raise ValueError(f"{source} trained {env.env_id} {list(env.kwargs)}, the arena's first run "
-                             f"{first.env_id} {list(first.kwargs)}: every run must play the same game")
+        if (env.env_id, env.suite, sorted(env.kwargs), env.groups, env.max_episode_steps) != (
+                first.env_id, first.suite, sorted(first.kwargs), first.groups, first.max_episode_steps):
+            raise ValueError(f"{source} trained {env.env_id} {list(env.kwargs)} (episodes of {env.max_episode_steps} "
+                             f"steps), the arena's first run {first.env_id} {list(first.kwargs)} (of "
+                             f"{first.max_episode_steps}): every run must play the same game")
     names = [name for name, _ in loaded]
     if len(set(names)) < len(names):
         names = sources

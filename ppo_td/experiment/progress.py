@@ -93,8 +93,9 @@ class Progress:
         if self.last_groups:
             ret += " (" + ", ".join(f"{g} {v:.3g}" for g, v in self.last_groups.items()) + ")"
             learning = metrics.get("selfplay_learning")  # team self-play: the group this iteration trained
-            if learning is not None and int(learning) < len(self.last_groups):
-                ret += f"  learning {list(self.last_groups)[int(learning)]}"
+            groups = getattr(getattr(pipeline, "selfplay", None), "groups", None)
+            if learning is not None and groups:
+                ret += f"  learning {groups[int(learning)]}"
         shown = (*self.info_keys, *(k for k in UNASKED if k in self.last_info and k not in self.info_keys))
         ret += "".join(f"  {k} {self.last_info[k]:.3g}" if k in self.last_info else f"  {k} -" for k in shown)
         if not math.isnan(metrics.get("eval_return", math.nan)):

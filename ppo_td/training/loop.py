@@ -185,8 +185,9 @@ def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iterati
                                        "lr": p.optimizer.param_groups[0]["lr"]}
             metrics.update(_episode_stats(batch, iteration, frames, result.episodes, p.description.group,
                                           p.groups, p.config.env.info_keys, p.ranks))
-            if p.groups:  # several agent groups: each group's own, and their mean
-                explained = {f"explained_variance/{g}": explained_variance(batch, g) for g in p.groups}
+            if p.groups:  # several agent groups: each group's own, and their mean (team self-play: the learning one's)
+                explained = {f"explained_variance/{g}": explained_variance(batch, g) for g in p.groups
+                             if (g, keys.VALUE_TARGET) in batch.keys(True)}
                 metrics["explained_variance"] = sum(explained.values()) / len(explained)
                 metrics.update(explained)
             else:

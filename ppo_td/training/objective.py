@@ -66,10 +66,15 @@ class TeamAdvantage(nn.Module):
         self.estimators = nn.ModuleDict(estimators)
         norms = {g: e.value_norm for g, e in estimators.items() if getattr(e, "value_norm", None) is not None}
         self.value_norm = nn.ModuleDict(norms) if norms else None
+        self.learning: tuple[str, ...] | None = None
+        """The groups whose advantages are estimated (team self-play's learning group, as :attr:`TeamLoss.learning`:
+        the others' steps came from past snapshots, and their value statistics are left as they are); None: every
+        group."""
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        for estimator in self.estimators.values():
-            estimator(tensordict)
+        for group, estimator in self.estimators.items():
+            if self.learning is None or group in self.learning:
+                estimator(tensordict)
         return tensordict
 
 
@@ -730,16 +735,16 @@ class TeamLoss(LossModule):
         self.losses = nn.ModuleDict(losses)
         self._sets: list[list[nn.Parameter]] | None = None
         self.learning: tuple[str, ...] | None = None
-        """The groups whose losses are computed (team self-play's learning group, set by
-        :class:`~ppo_td.training.selfplay.TeamSelfPlay`: the others' steps were played by past snapshots, so their
-        parameters get no gradient and no optimizer step); None: every group."""
+        """The groups whose losses are computed and whose gradients are clipped (team self-play's learning group,
+        set by :class:`~ppo_td.training.selfplay.TeamSelfPlay` before each batch: the others' steps were played by
+        past snapshots, so their parameters get no gradient and no optimizer step); None: every group."""
 
     def parameter_sets(self) -> list[list[nn.Parameter]]:
-        """Each group's trained parameters (its gradient norm is clipped on its own); found once."""
+        """Each learning group's trained parameters (its gradient norm is clipped on its own); found once."""
         if self._sets is None:
             self._sets = [list({id(q): q for q in loss.parameters() if q.requires_grad}.values())
                           for loss in self.losses.values()]
-        return self._sets
+        return [s for g, s in zip(self.losses, self._sets, strict=True) if self.learning is None or g in self.learning]
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         names = list(self.losses) if self.learning is None else self.learning

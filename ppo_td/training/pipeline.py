@@ -495,8 +495,15 @@ def _build(config: TrainConfig, env: Any, actor: TensorDictModule | None, critic
     if config.env.opponent == "self":
         if ranks is not None:
             raise ValueError("env.opponent='self' (self-play) runs in one process: its pool is not shared over ranks")
-        selfplay = (TeamSelfPlay(config, actor, loss, teams) if config.env.multiagent else
+        selfplay = (TeamSelfPlay(config, actor, loss, teams, advantage) if config.env.multiagent else
                     SelfPlay(config, actor, built, torchrl_env(env)))
+    collector = _collector(collector, env, actor, critic, local, device, threads)
+    if isinstance(selfplay, TeamSelfPlay):
+        try:
+            selfplay.check_collector(collector)
+        except ValueError:
+            collector.shutdown()
+            raise
     return Pipeline(
         config=config,
         env=torchrl_env(env),
@@ -504,7 +511,7 @@ def _build(config: TrainConfig, env: Any, actor: TensorDictModule | None, critic
         built=built,
         actor=actor,
         critic=critic,
-        collector=_collector(collector, env, actor, critic, local, device, threads),
+        collector=collector,
         buffer=buffer if buffer is not None else make_buffer(local, device, sequences=recurrent),
         advantage=advantage,
         loss=loss,

@@ -35,10 +35,11 @@ import torch
 from tensordict import TensorDict
 
 from ppo_td import keys
+from ppo_td.collect.fast import InProcessCollector
 from ppo_td.config import TrainConfig
 from ppo_td.envs.games import OpponentPool, make_opponent
 from ppo_td.models.multiagent import team_members
-from ppo_td.training.objective import TeamLoss
+from ppo_td.training.objective import TeamAdvantage, TeamLoss
 
 
 class PolicyOpponent:
@@ -143,11 +144,12 @@ class TeamSelfPlay:
     snapshots, and each batch's draws.
 
     Raises:
-        ValueError: what it cannot run with, in one line (one group, anchors, a loss other than ppo_td's team loss,
-            worker processes or ranks).
+        ValueError: what it cannot run with, in one line (one group, anchors, a loss other than ppo_td's team loss;
+            ranks and a collector with copies of the actor: :meth:`check_collector`).
     """
 
-    def __init__(self, config: TrainConfig, actor: torch.nn.Module, loss: Any, groups: list[str]) -> None:
+    def __init__(self, config: TrainConfig, actor: torch.nn.Module, loss: Any, groups: list[str],
+                 advantage: Any = None) -> None:
         env_config = config.env
         why = None
         if len(groups) < 2:
@@ -157,12 +159,12 @@ class TeamSelfPlay:
         elif not isinstance(loss, TeamLoss):
             why = (f"the loss is a {type(loss).__name__}; one group learns at a time through ppo_td's team loss "
                    "(ppo_td.training.objective.TeamLoss, the default for agent groups)")
-        elif config.collector.backend != "inprocess" or (config.collector.num_workers or 1) > 1:
-            why = f"collector.backend={config.collector.backend!r} steps copies in other processes"
         if why is not None:
             raise ValueError(f"env.opponent='self' (team self-play): {why}; leave env.opponent at 'random' to train "
                              "every group at once")
         self.config, self.groups, self.loss = env_config, list(groups), loss
+        self.advantage = advantage if isinstance(advantage, TeamAdvantage) else None
+        """The groups' advantage estimator, told the learning group too (the others' value statistics stay)."""
         members = team_members(actor, groups, keys.ACTION)
         self.parameters = {g: list(member.parameters()) for g, member in members.items()}
         """Each group's actor parameters, in their order (a snapshot is a copy of them)."""
@@ -184,6 +186,7 @@ class TeamSelfPlay:
         """Collect a batch with each other group's drawn weights in its actor; its own come back however the
         collection ends (an error, Ctrl-C)."""
         own: dict[str, list[torch.Tensor]] = {}
+        self._tell_learning()  # (a loss or estimator used elsewhere since: this batch's group again)
         try:
             with torch.no_grad():
                 for group in self.groups:
@@ -222,7 +225,7 @@ class TeamSelfPlay:
             self.next_at = (frames // self.config.snapshot_frames + 1) * self.config.snapshot_frames
         self.learning = self._learning_at(frames)
         self.played = {}
-        self.loss.learning = (self.learning,)
+        self._tell_learning()
 
     def _snapshot(self, group: str) -> None:
         weights = [p.detach().clone() for p in self.parameters[group]]
@@ -242,4 +245,24 @@ class TeamSelfPlay:
         self.learning, self.next_at = state["learning"], int(state["next_at"])
         self.rng.bit_generator.state = state["rng"]
         self.played = {}
+        self._tell_learning()
+
+    def _tell_learning(self) -> None:
+        """The loss (and the advantage estimator) compute the learning group's terms only."""
         self.loss.learning = (self.learning,)
+        if self.advantage is not None:
+            self.advantage.learning = (self.learning,)
+
+    def check_collector(self, collector: Any) -> None:
+        """Refuse a collector whose policy is not the actor itself (worker processes or copies): the opponents'
+        weights would not reach it, and the others would play their latest policy while the metrics say otherwise.
+
+        Raises:
+            ValueError: naming the collector.
+        """
+        from torchrl.collectors import Collector
+
+        if not isinstance(collector, InProcessCollector) and type(collector) is not Collector:
+            raise ValueError(f"env.opponent='self' (team self-play) swaps the other groups' weights in the actor the "
+                             f"collector calls; a {type(collector).__name__} collects with copies of it: let ppo_td "
+                             "build the collector (collector.backend='inprocess'), or leave env.opponent at 'random'")
