@@ -11,9 +11,10 @@ policy or one of its own snapshots, taken every ``--snapshot-frames`` frames; ML
 scaled down here to fit the budget, and say so in the report). Each finished run is appended to
 ``STORE/runs.jsonl`` (a rerun skips it) and keeps its run folder in ``STORE/runs/`` (its final checkpoint, not
 committed). Once every run is there, one team arena (``ppo-td arena``) plays every run's adversaries against every
-run's agent, ``--episodes`` episodes a match, policies sampling as in training: ``STORE/arena.json``, and
-``STORE/team_selfplay.md`` with each variant's standing per group (its seeds' means over every opponent) and the
-training returns.
+run's agent, ``--episodes`` episodes a match, policies sampling as in training: ``STORE/arena_<frames>.json``,
+and ``STORE/team_selfplay_<frames>.md`` with each variant's standing per group (its seeds' means over every
+opponent) and the training returns. ``--self-frames``: the self-play runs' budget (equal seconds: their update
+trains one group a batch).
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--frames", type=int, default=120_000, help="frames a run (120,000)")
+    parser.add_argument("--self-frames", type=int, default=None,
+                        help="frames a self-play run (default --frames; more for equal seconds: one group's update "
+                             "a batch)")
     parser.add_argument("--team-change", type=int, default=12_000, help="self: frames a group's turn (12,000)")
     parser.add_argument("--snapshot-frames", type=int, default=6_000, help="self: frames between snapshots (6,000)")
     parser.add_argument("--episodes", type=int, default=20, help="episodes a match in the arena (20)")
@@ -89,7 +93,8 @@ def main(argv: list[str]) -> int:
     runs = []
     for seed in args.seeds:
         for variant in args.variants:
-            spec = {"variant": variant, "seed": seed, "frames": args.frames, "team_change": args.team_change,
+            frames = args.self_frames if variant == "self" and args.self_frames else args.frames
+            spec = {"variant": variant, "seed": seed, "frames": frames, "team_change": args.team_change,
                     "snapshot_frames": args.snapshot_frames}
             run = done.get(_key(spec))
             if run is None:
@@ -104,9 +109,11 @@ def main(argv: list[str]) -> int:
     from ppo_td.deploy.team_arena import team_arena, write_json
 
     result = team_arena([r["run_dir"] for r in runs], episodes=args.episodes, seed=0)
-    write_json(result, args.store / "arena.json")
+    suffix = f"_self{args.self_frames}" if args.self_frames else ""
+    write_json(result, args.store / f"arena_{args.frames}{suffix}.json")
     variant_of = {Path(r["run_dir"]).name: r["variant"] for r in runs}
-    lines = [f"# Team self-play on VMAS simple_tag, {args.frames:,} frames ({datetime.date.today().isoformat()})", "",
+    budget = f"{args.frames:,} frames" + (f", self-play {args.self_frames:,}" if args.self_frames else "")
+    lines = [f"# Team self-play on VMAS simple_tag, {budget} ({datetime.date.today().isoformat()})", "",
              f"`python -m benchmarks team_selfplay {' '.join(argv)}`", "",
              f"self: a turn of {args.team_change:,} frames, a snapshot every {args.snapshot_frames:,} (ML-Agents' "
              "100,000 and 20,000 scaled down to the budget), half the batches against the latest policy.", "",
@@ -127,6 +134,6 @@ def main(argv: list[str]) -> int:
             cells = ", ".join(f"{s.mean:.1f} [{s.low:.1f}, {s.high:.1f}]" for s in mine)
             lines.append(f"| {group} | {variant} | {cells} | {statistics.fmean(s.mean for s in mine):.1f} |")
     text = "\n".join(lines) + "\n"
-    (args.store / "team_selfplay.md").write_text(text)
+    (args.store / f"team_selfplay_{args.frames}{suffix}.md").write_text(text)
     print(text)
     return 0
