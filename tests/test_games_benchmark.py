@@ -51,3 +51,38 @@ def test_head_to_head_counts_each_side_of_every_pair_once():
     assert body == ["| random | self | 2 / 7 | 0.222 [0.063, 0.547] |",  # the earlier checkpoint's games not counted
                     "| self | random | 7 / 2 | 0.778 [0.453, 0.937] |",
                     "| self | the random anchor | 9 / 1 | 0.900 [0.596, 0.982] |"]
+
+
+def test_the_team_selfplay_benchmark_trains_each_variant_and_plays_them_all_in_one_arena(tmp_path, monkeypatch):
+    """benchmarks/returns/team_selfplay.py: the self variant's config (team self-play, its turn and snapshots, its
+    own budget with --self-frames), finished runs skipped on a rerun, and one team arena over every run."""
+    from benchmarks.returns import team_selfplay
+    from ppo_td.deploy.team_arena import Match, TeamArenaResult
+
+    config = team_selfplay.config_of({"variant": "self", "seed": 2, "frames": 12000, "team_change": 6000,
+                                      "snapshot_frames": 3000})
+    assert (config.env.opponent, config.env.team_change, config.env.snapshot_frames) == ("self", 6000, 3000)
+    assert team_selfplay.config_of({"variant": "simultaneous", "seed": 2, "frames": 12000, "team_change": 6000,
+                                    "snapshot_frames": 3000}).env.opponent == "random"
+    trained, arenas = [], []
+
+    def one_run(spec, run_dir):
+        trained.append(spec)
+        return {**spec, "seconds": 1.0, "run_dir": str(run_dir), "last_tenth": {"adversary": 1.0, "agent": -1.0}}
+
+    def team_arena(runs, episodes, seed):
+        arenas.append(runs)
+        matches = [Match((a, b), {"adversary": [float(a)], "agent": [-float(b)]}) for a in range(len(runs))
+                   for b in range(len(runs))]
+        return TeamArenaResult([r.rsplit("/", 1)[1] for r in runs], ["adversary", "agent"], matches,
+                               len(matches), episodes)
+
+    monkeypatch.setattr(team_selfplay, "one_run", one_run)
+    monkeypatch.setattr("ppo_td.deploy.team_arena.team_arena", team_arena)
+    argv = ["--seeds", "1", "--frames", "12000", "--self-frames", "18000", "--store", str(tmp_path)]
+    assert team_selfplay.main(argv) == 0
+    assert [(s["variant"], s["frames"]) for s in trained] == [("simultaneous", 12000), ("self", 18000)]
+    assert team_selfplay.main(argv) == 0 and len(trained) == 2  # a rerun trains nothing
+    assert len(arenas) == 2 and len(arenas[0]) == 2
+    table = (tmp_path / "team_selfplay_12000_self18000.md").read_text()
+    assert "| adversary | self |" in table and (tmp_path / "arena_12000_self18000.json").is_file()
