@@ -104,6 +104,8 @@ COMMANDS: dict[str, Command] = {
                        "seconds per update with N torch threads, optionally beside busy processes"),
     "torchrl_envs": Command("benchmarks.speed.torchrl_envs", "sys.argv",
                             "a TorchRL env trained by ppo_td beside the same env by its Gymnasium id"),
+    "envpool_floor": Command("benchmarks.speed.envpool_floor", "argv",
+                             "the env floor of ppo_td's Gymnasium vector env beside EnvPool's, rounds alternating"),
     "vectorization": Command("benchmarks.speed.vectorization", "sys.argv",
                              "collection frames/s with the env copies in this process, in processes or envpool"),
     "vmas_resets": Command("benchmarks.speed.vmas_resets", "sys.argv",

@@ -98,3 +98,22 @@ def test_envpool_refuses_what_it_cannot_step():
         pool_kwargs(atari(), {"frameskip": 1, "obs_type": "rgb"})
     with pytest.raises(ValueError, match="frameskip=1"):
         pool_kwargs(atari(), {"frameskip": 4})
+
+
+def test_the_envpool_floor_benchmark_measures_both_ways(tmp_path, capsys):
+    """benchmarks/speed/envpool_floor.py: each env and copy count timed both ways, rounds alternating, a JSON line
+    each with EnvPool's speed over Gymnasium's."""
+    import json
+
+    from benchmarks.speed import envpool_floor
+
+    out = tmp_path / "floor.jsonl"
+    assert envpool_floor.main(["--envs", "CartPole-v1", "--copies", "1", "2", "--rounds", "2", "--steps", "20",
+                               "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["copies"] for r in rows] == [1, 2]
+    for row in rows:
+        assert {k: len(v) for k, v in row["micros_per_frame"].items()} == {"gymnasium": 2, "envpool": 2}
+        medians = {k: float(np.median(v)) for k, v in row["micros_per_frame"].items()}
+        assert row["envpool_speedup"] == pytest.approx(medians["gymnasium"] / medians["envpool"])
+    assert "CartPole-v1 x 2: gymnasium" in capsys.readouterr().out
