@@ -86,3 +86,29 @@ def test_the_team_selfplay_benchmark_trains_each_variant_and_plays_them_all_in_o
     assert len(arenas) == 2 and len(arenas[0]) == 2
     table = (tmp_path / "team_selfplay_12000_self18000.md").read_text()
     assert "| adversary | self |" in table and (tmp_path / "arena_12000_self18000.json").is_file()
+
+
+def test_the_result_store_keeps_each_run_and_reads_them_keyed(tmp_path, monkeypatch):
+    """benchmarks/common/store.py, which the games, team self-play and robot-parts benchmarks share: nothing where no
+    store is, each run appended as it ends, read by key (the last of equal keys); robot_parts.runs_of trains only
+    what is missing."""
+    from benchmarks.common.store import append_run, stored_runs
+    from benchmarks.returns import robot_parts
+
+    store = tmp_path / "store"
+    assert stored_runs(store, lambda r: r["seed"]) == {}
+    append_run(store, {"seed": 1, "score": 1.0})
+    append_run(store, {"seed": 2, "score": 2.0})
+    append_run(store, {"seed": 1, "score": 3.0})
+    assert stored_runs(store, lambda r: r["seed"]) == {1: {"seed": 1, "score": 3.0}, 2: {"seed": 2, "score": 2.0}}
+    trained = []
+
+    def one_run(spec):
+        trained.append(spec)
+        return {**spec, "last100": 1.0, "eval": 2.0, "seconds": 0.5}
+
+    monkeypatch.setattr(robot_parts, "one_run", one_run)
+    specs = [{"variant": "asymmetric", "seed": s, "noise": 0.5, "frames": 100} for s in (1, 2)]
+    first = robot_parts.runs_of(tmp_path / "parts", specs, say=lambda line: None)
+    again = robot_parts.runs_of(tmp_path / "parts", specs, say=lambda line: None)
+    assert len(trained) == 2 and first == again

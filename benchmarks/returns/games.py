@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common.store import append_run, stored_runs
 from ppo_td.deploy.arena import wilson
 from ppo_td.envs.games import HEURISTICS, heuristic_for
 
@@ -239,9 +240,7 @@ def main(argv: list[str]) -> int:
                         help="keep a checkpoint every N iterations and rate them all in one arena (0: none)")
     parser.add_argument("--arena-games", type=int, default=20, help="games a pair in the rating arena (20)")
     args = parser.parse_args(argv)
-    path = args.store / "runs.jsonl"
-    done = {_key(r): r for r in (json.loads(line) for line in (path.read_text().splitlines() if path.exists() else [])
-                                 if line.strip())}
+    done = stored_runs(args.store, _key)
     runs = []
     for seed in args.seeds:
         for variant in args.variants:
@@ -251,9 +250,7 @@ def main(argv: list[str]) -> int:
             run = done.get(_key(spec))
             if run is None and not args.report_only:
                 run = one_run(spec, args.store / "runs" / run_name(spec) if args.curves else None)
-                args.store.mkdir(parents=True, exist_ok=True)
-                with path.open("a") as f:
-                    f.write(json.dumps(run) + "\n")
+                append_run(args.store, run)
                 print(f"{variant} seed {seed}: {run['against']} ({run['seconds']:.0f} s)", flush=True)
             if run is not None:
                 runs.append(run)

@@ -27,13 +27,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import json
 import random
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks.common.store import append_run, stored_runs
 
 NOISY = "ppo_td.envs.partial:noisy_sensors"
 ASYMMETRIC = {"symmetric": (("policy",), ("policy",)), "asymmetric": (("policy",), ("critic",)),
@@ -92,17 +93,13 @@ def _key(run: dict[str, Any]) -> tuple:
 
 def runs_of(store: Path, specs: list[dict[str, Any]], say: Any, launch_missing: bool = True) -> list[dict[str, Any]]:
     """The run of every spec, finished ones read from ``store/runs.jsonl``; the others trained and appended."""
-    path = store / "runs.jsonl"
-    done = {_key(r): r for r in (json.loads(line) for line in (path.read_text().splitlines() if path.exists() else [])
-                                 if line.strip())}
+    done = stored_runs(store, _key)
     out = []
     for spec in specs:
         run = done.get(_key(spec))
         if run is None and launch_missing:
             run = one_run(spec)
-            store.mkdir(parents=True, exist_ok=True)
-            with path.open("a") as f:
-                f.write(json.dumps(run) + "\n")
+            append_run(store, run)
             say(f"{spec['variant']} seed {spec['seed']}: last-100 {run['last100']:.1f}, evaluation {run['eval']:.1f} "
                 f"({run['seconds']:.0f} s)")
         if run is not None:

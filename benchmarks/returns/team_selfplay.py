@@ -22,11 +22,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import json
 import statistics
 import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks.common.store import append_run, stored_runs
 
 VARIANTS = ("simultaneous", "self")
 
@@ -87,9 +88,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--store", type=Path, default=Path("team_selfplay_runs"))
     parser.add_argument("--no-arena", action="store_true", help="train only (another process plays the arena)")
     args = parser.parse_args(argv)
-    path = args.store / "runs.jsonl"
-    done = {_key(r): r for r in (json.loads(line) for line in (path.read_text().splitlines() if path.exists() else [])
-                                 if line.strip())}
+    done = stored_runs(args.store, _key)
     runs = []
     for seed in args.seeds:
         for variant in args.variants:
@@ -99,9 +98,7 @@ def main(argv: list[str]) -> int:
             run = done.get(_key(spec))
             if run is None:
                 run = one_run(spec, args.store / "runs" / run_name(spec))
-                args.store.mkdir(parents=True, exist_ok=True)
-                with path.open("a") as f:
-                    f.write(json.dumps(run) + "\n")
+                append_run(args.store, run)
                 print(f"{variant} seed {seed}: last tenth {run['last_tenth']} ({run['seconds']:.0f} s)", flush=True)
             runs.append(run)
     if args.no_arena:
