@@ -238,6 +238,8 @@ def test_the_team_arena_from_the_command_line(two_team_runs, tmp_path, capsys):
     assert saved["matches"][1]["players"] == {"adversary": "a", "agent": "b"}
     assert main(["arena", a, b, "--anchors", "random"]) == 2
     assert "without anchors or rating curves" in capsys.readouterr().err
+    assert main(["arena", a, b, "--plot", str(tmp_path / "curves.png")]) == 2
+    assert "without anchors or rating curves" in capsys.readouterr().err and not (tmp_path / "curves.png").exists()
     assert main(["arena", a, b, "--episodes", "0"]) == 2
     assert "--episodes 0" in capsys.readouterr().err
     assert main(["arena", a, str(two_team_runs / "a" / "checkpoint.pt")]) == 2  # one run twice

@@ -103,7 +103,8 @@ def main(argv: list[str]) -> int:
             runs.append(run)
     if args.no_arena:
         return 0
-    from ppo_td.deploy.team_arena import team_arena, write_json
+    from ppo_td.deploy.arena import write_json
+    from ppo_td.deploy.team_arena import team_arena
 
     result = team_arena([r["run_dir"] for r in runs], episodes=args.episodes, seed=0)
     suffix = f"_self{args.self_frames}" if args.self_frames else ""

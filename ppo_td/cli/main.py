@@ -179,11 +179,11 @@ def _arena(args: list[str]) -> int:
     if any(_no_checkpoint(player, "arena", ns.which) for player in ns.players):
         return 2
     _quiet_torchrl()
-    from ppo_td.deploy.team_arena import is_team_run
-
-    if is_team_run(ns.players[0], ns.which):
-        return _team_arena(ns)
     from ppo_td.deploy.arena import ArenaInterrupted, arena, write_json
+    from ppo_td.deploy.team_arena import TEAM_ONLY, TeamArenaInterrupted, is_team_run
+
+    if ns.plot is not None and is_team_run(ns.players[0], ns.which):
+        raise ValueError(f"{ns.players[0]} {TEAM_ONLY}")
 
     def on_round(done: int, rounds: int) -> None:
         if done == rounds or done % max(1, rounds // 10) == 0:
@@ -191,8 +191,8 @@ def _arena(args: list[str]) -> int:
 
     try:
         result = arena(ns.players, games=ns.games, anchors=ns.anchors, sampled=not ns.mode, seed=ns.seed,
-                       which=ns.which, on_round=on_round)
-    except ArenaInterrupted as err:  # what was played is kept: shown, and written where asked
+                       which=ns.which, on_round=on_round, episodes=ns.episodes)
+    except (ArenaInterrupted, TeamArenaInterrupted) as err:  # what was played is kept: shown, and written where asked
         print(err.result.table())
         if ns.json is not None:
             print(f"wrote {write_json(err.result, ns.json)}")
@@ -206,31 +206,6 @@ def _arena(args: list[str]) -> int:
                   file=sys.stderr)
         else:
             print(f"wrote {result.plot(ns.plot)}")
-    return 0
-
-
-def _team_arena(ns: argparse.Namespace) -> int:
-    """``ppo-td arena`` on runs of a team game (:mod:`ppo_td.deploy.team_arena`)."""
-    from ppo_td.deploy.team_arena import TeamArenaInterrupted, team_arena, write_json
-
-    if ns.anchors is not None or ns.plot is not None:
-        raise ValueError(f"{ns.players[0]} trained a team game: its arena plays the runs' groups against each other, "
-                         "without anchors or rating curves (drop --anchors and --plot; docs/games.md)")
-
-    def on_match(done: int, planned: int) -> None:
-        print(f"match {done} of {planned}", file=sys.stderr, flush=True)
-
-    try:
-        result = team_arena(ns.players, episodes=ns.episodes, sampled=not ns.mode, seed=ns.seed, which=ns.which,
-                            on_match=on_match)
-    except TeamArenaInterrupted as err:  # what was played is kept: shown, and written where asked
-        print(err.result.table())
-        if ns.json is not None:
-            print(f"wrote {write_json(err.result, ns.json)}")
-        raise
-    print(result.table())
-    if ns.json is not None:
-        print(f"wrote {write_json(result, ns.json)}")
     return 0
 
 

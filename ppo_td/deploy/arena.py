@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from ppo_td.deploy.play import PolicyPlayer
-from ppo_td.deploy.team_arena import TeamArenaResult, is_team_run, team_arena
+from ppo_td.deploy.team_arena import TEAM_ONLY, TeamArenaResult, is_team_run, team_arena
 from ppo_td.envs.games import TurnBased, check_fits, heuristic_for, make_opponent, turn_based
 
 MU, SIGMA = 25.0, 25.0 / 3.0
@@ -286,7 +286,7 @@ def arena(players: Sequence[str | os.PathLike], *, games: int = 100, anchors: Se
     ``seed`` fixes every game (the seats' order, the anchors' and the policies' random moves); ``which`` a run
     folder's ``last`` or ``best`` checkpoint; ``on_round(done, rounds)`` after each round. Runs of a team game
     (several agent groups) are played by :func:`~ppo_td.deploy.team_arena.team_arena` instead (``episodes`` a match;
-    ``games``, ``anchors`` and ``on_round`` unused), as ``ppo-td arena`` plays them.
+    ``games`` and ``anchors`` unused, ``on_round`` called after each match), as ``ppo-td arena`` plays them.
 
     Raises:
         ValueError: fewer than two players (a team game's runs: one may play alone), one given twice, players of
@@ -301,9 +301,8 @@ def arena(players: Sequence[str | os.PathLike], *, games: int = 100, anchors: Se
     first = players if isinstance(players, (str, os.PathLike)) else (list(players) or [None])[0]
     if first is not None and checkpoint_in(first, which).is_file() and is_team_run(first, which):
         if anchors:
-            raise ValueError(f"{first} trained a team game: its arena plays the runs' groups against each other, "
-                             "without anchors")
-        return team_arena(players, episodes=episodes, sampled=sampled, seed=seed, which=which)
+            raise ValueError(f"{first} {TEAM_ONLY}")
+        return team_arena(players, episodes=episodes, sampled=sampled, seed=seed, which=which, on_match=on_round)
     try:  # before any game is played: the ratings need it
         import openskill  # noqa: F401
     except ImportError as err:
@@ -387,7 +386,7 @@ def _play(env: Any, game: TurnBased, mover: Any, other: Any, seat: str, a: int, 
             return Game(a, b, seat, int(np.sign(reward)))
 
 
-def write_json(result: ArenaResult, path: str | os.PathLike) -> Path:
+def write_json(result: ArenaResult | TeamArenaResult, path: str | os.PathLike) -> Path:
     """``result.to_dict()`` as a JSON file (replaced atomically: a file there stays whole if this fails)."""
     from ppo_td.persist.runfolder import write_atomically
 

@@ -24,7 +24,6 @@ import itertools
 import math
 import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +32,10 @@ from tensordict.nn import TensorDictSequential
 from ppo_td import keys
 from ppo_td.models.multiagent import team_members
 from ppo_td.training.evaluation import evaluate
+
+TEAM_ONLY = ("trained a team game: its arena plays the runs' groups against each other, without anchors or rating "
+             "curves (drop --anchors and --plot; docs/games.md)")
+"""Why a team game's runs refuse the turn-based arena's anchors and rating curves (said after the run's name)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,14 +209,3 @@ def team_arena(players: Sequence[str | os.PathLike], *, episodes: int = 20, samp
     except KeyboardInterrupt as err:
         raise TeamArenaInterrupted(result, getattr(err, "signum", 2)) from err
     return result
-
-
-def write_json(result: TeamArenaResult, path: str | os.PathLike) -> Path:
-    """``result.to_dict()`` as a JSON file (replaced atomically)."""
-    import json
-
-    from ppo_td.persist.runfolder import write_atomically
-
-    path = Path(path)
-    write_atomically(path, json.dumps(result.to_dict(), indent=1) + "\n")
-    return path
