@@ -202,11 +202,12 @@ def test_what_cannot_be_mirrored_is_refused_naming_it(change, message):
         ppo_td.train(config, progress=False)
 
 
-def test_masked_actions_and_the_config_alone_are_refused():
+def test_a_mask_mirror_that_does_not_permute_the_actions_and_the_config_alone_are_refused():
     trading = ppo_td.get_preset("trading")
     masked = dataclasses.replace(trading, total_frames=trading.frames_per_batch, loss=dataclasses.replace(
         trading.loss, mirror="ppo_td.envs.mirrors:PendulumMirror", mirror_augment=True))
-    with pytest.raises(ValueError, match="the action masks are not mirrored"):
+    with pytest.raises(ValueError, match=r"PendulumMirror.action\(\) maps the actions 0..\d+ to .*the action masks "
+                                         r"are mirrored through action\(\), which must permute"):
         ppo_td.train(masked, progress=False)
     with pytest.raises(ValueError, match="loss.mirror alone changes nothing"):
         LossConfig(mirror="ppo_td.envs.mirrors:PendulumMirror")
@@ -283,3 +284,159 @@ def test_walker2d_mirror_is_a_symmetry_of_the_simulator():
     mirrored = steps(qpos[swapped], qvel[swapped], [mirror.action(torch.tensor(a)).numpy() for a in actions])
     assert np.abs(mirror.observation(torch.tensor(plain)).numpy() - mirrored).max() < 1e-9
     env.close()
+
+
+# --- a board game's symmetries: masked Discrete actions, k images at once
+
+TICTACTOE = "pettingzoo.classic.tictactoe_v3:env"
+
+
+def board_minibatch(actor, n=32):
+    """Tic-tac-toe boards (each cell empty, the mover's or the other's), their legal moves the empty cells, a legal
+    move each, and stored log-probabilities, advantages, values and targets."""
+    g = torch.Generator().manual_seed(7)
+    cells = torch.randint(-1, 2, (n, 9), generator=g)
+    cells[:, 4] = 0  # a legal move in every row
+    obs = torch.stack([cells == 1, cells == -1], -1).reshape(n, 3, 3, 2).to(torch.int8)
+    mask = cells == 0
+    action = torch.multinomial(mask.float(), 1, generator=g).squeeze(-1)
+    return TensorDict({"observation": obs, "action_mask": mask, "action": action,
+                       "action_log_prob": -torch.rand(n, generator=g) - 0.5,
+                       "advantage": torch.randn(n, 1, generator=g), "state_value": torch.randn(n, 1, generator=g),
+                       "value_target": torch.randn(n, 1, generator=g)}, batch_size=[n])
+
+
+def board_parts():
+    pytest.importorskip("pettingzoo")
+    torch.manual_seed(6)
+    env = make_env(ppo_td.EnvConfig(TICTACTOE, num_envs=2), seed=0)
+    actor, critic = make_actor_critic(env, ModelConfig(hidden_sizes=(16,)))
+    env.close()
+    with torch.no_grad():  # far from the near-uniform initial policy
+        for p in actor.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    return actor, critic
+
+
+@pytest.mark.filterwarnings("ignore:The old environment creation API:DeprecationWarning")
+def test_each_board_image_scores_its_move_among_its_own_legal_moves():
+    """Augmenting with tic-tac-toe's 7 other symmetries: 8 copies of the minibatch, each image's legal moves read
+    from its own board (its empty cells: the oracle never permutes a mask) and its move the image of the stored
+    one; the clipped surrogate and the value loss over all 8, the advantage standardized over the originals."""
+    from ppo_td.envs.mirrors import TicTacToeSymmetries
+
+    actor, critic = board_parts()
+    cfg = ppo_td.get_preset("generic").loss
+    td = board_minibatch(actor)
+    loss = make_loss(actor, critic, cfg)
+    loss.mirror = Mirror(TicTacToeSymmetries(), augment=True, loss_coeff=0.0)
+    loss.mirror.masks_of(9)
+    out = loss(td)
+    got = total_loss(out)
+    sym, n = TicTacToeSymmetries(), td.batch_size[0]
+    obs = torch.cat([td["observation"], sym.observation(td["observation"])])
+    mask = (obs.reshape(8 * n, 9, 2).sum(-1) == 0)  # each image's empty cells
+    action = torch.cat([td["action"], sym.action(td["action"])])
+    big = TensorDict({"observation": obs, "action_mask": mask}, batch_size=[8 * n])
+    logp = actor.get_dist(big).log_prob(action)
+    assert torch.isfinite(logp).all()  # every image's move is legal on its own board
+    adv = td["advantage"]
+    adv = ((adv - adv.mean()) / (adv.std() + 1e-8)).repeat(8, 1)
+    ratio = (logp - td["action_log_prob"].repeat(8)).exp().unsqueeze(-1)
+    eps = cfg.clip_epsilon
+    policy = -torch.min(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv).mean()
+    value = critic(TensorDict({"observation": obs}, batch_size=[8 * n]))["state_value"]
+    expected = policy + cfg.critic_coeff * ((value - td["value_target"].repeat(8, 1)) ** 2).mean()
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
+    params = list(actor.parameters()) + list(critic.parameters())
+    for g, e in zip(torch.autograd.grad(got, params, allow_unused=True),
+                    torch.autograd.grad(expected, params, allow_unused=True), strict=True):
+        if e is None:
+            assert g is None or not g.any()
+        else:
+            torch.testing.assert_close(g, e, atol=1e-6, rtol=1e-5)
+    original = make_loss(actor, critic, cfg)(td)  # the KL and the clip fraction read the originals
+    for key in ("kl_approx", "clip_fraction"):
+        torch.testing.assert_close(out[key], original[key])
+
+
+class HalfAMirror:
+    """Returns two images of the observations but one of the actions."""
+
+    def observation(self, obs):
+        return torch.cat([obs, obs])
+
+    def action(self, action):
+        return action
+
+
+class NotAPermutation:
+    def observation(self, obs):
+        return obs
+
+    def action(self, action):
+        return action.clamp(max=3)
+
+
+@pytest.mark.filterwarnings("ignore:The old environment creation API:DeprecationWarning")
+def test_images_of_the_observations_and_actions_must_agree_and_a_mask_mirror_must_permute():
+    actor, critic = board_parts()
+    td = board_minibatch(actor)
+    loss = make_loss(actor, critic, ppo_td.get_preset("generic").loss)
+    loss.mirror = Mirror(HalfAMirror(), augment=True, loss_coeff=0.0)
+    loss.mirror.masks_of(9)
+    with pytest.raises(ValueError, match=r"returned 2 image\(s\) of the observations but 1 of the actions"):
+        loss(td)
+    with pytest.raises(ValueError, match=r"NotAPermutation.action\(\) maps the actions 0..8 to .*must permute"):
+        Mirror(NotAPermutation(), augment=True, loss_coeff=0.0).masks_of(9)
+    with pytest.raises(ValueError, match=r"returned \(5, 3\) for a batch of \(2, 3\).* k times its rows"):
+        Mirror(WrongRows(), augment=True, loss_coeff=0.0).observation(torch.zeros(2, 3))
+
+
+class WrongRows:
+    def observation(self, obs):
+        return torch.zeros(5, 3)
+
+    def action(self, action):
+        return action
+
+
+@pytest.mark.filterwarnings("ignore:The old environment creation API:DeprecationWarning")
+@pytest.mark.parametrize("game, mirror", [("tictactoe_v3", "TicTacToeSymmetries"),
+                                          ("connect_four_v3", "ConnectFourMirror")])
+def test_the_board_mirrors_are_the_games_own_symmetries(game, mirror):
+    """Played in PettingZoo's game, the image of a random game's moves gives the image of each position seen (both
+    seats' boards) and the same rewards: the mirrors are the games' symmetries. The 8 maps of tic-tac-toe's board
+    are distinct and closed under composition (a group)."""
+    pytest.importorskip("pettingzoo")
+    import importlib
+
+    import numpy as np
+
+    from ppo_td.envs import mirrors
+
+    make = importlib.import_module(f"pettingzoo.classic.{game}").env
+    sym = getattr(mirrors, mirror)()
+    images = sym.images.shape[0]
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        plain = make()
+        plain.reset(seed=0)
+        moves, seen = [], []
+        while not any(plain.terminations.values()):
+            move = int(rng.choice(np.flatnonzero(plain.observe(plain.agent_selection)["action_mask"])))
+            plain.step(move)
+            moves.append(move)
+            seen.append([torch.as_tensor(plain.observe(a)["observation"]) for a in plain.agents])
+        for i in range(images):
+            twin = make()
+            twin.reset(seed=0)
+            for move, boards in zip(moves, seen, strict=True):
+                twin.step(int(sym.images[i, move]))
+                for a, board in zip(twin.agents, boards, strict=True):
+                    image = sym.observation(board.unsqueeze(0)).reshape(images, *board.shape)[i]
+                    assert torch.equal(torch.as_tensor(twin.observe(a)["observation"]), image)
+            assert twin.rewards == plain.rewards
+    if images > 1:
+        perms = {tuple(range(9))} | {tuple(p.tolist()) for p in sym.images}
+        assert len(perms) == 8 and {tuple(p[q[a]] for a in range(9)) for p in perms for q in perms} == perms

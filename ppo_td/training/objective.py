@@ -25,7 +25,7 @@ from ppo_td.models import ClosedForm, MaskedMultiCategorical, PolicyNet, ValueNe
 from ppo_td.models.multiagent import GroupPolicy, group_networks, team_members
 from ppo_td.models.networks import SharedFeatures
 from ppo_td.models.recurrent import IS_INIT, Recurrent, is_recurrent, pieces, recurrent_parts
-from ppo_td.training.symmetry import Mirror, cat_halves
+from ppo_td.training.symmetry import Mirror, cat_halves, repeated
 
 # CleanRL ppo.py: (adv - adv.mean()) / (adv.std() + 1e-8), std with Bessel's correction.
 # TorchRL's own normalize_advantage uses the population std clamped at 1e-4.
@@ -494,13 +494,23 @@ class FastLoss:
             advantage = normalized_advantage(advantage, loss.across)
         action, prev_log_prob = td.get(k.action), td.get(k.sample_log_prob)
         mirror, rows = loss.mirror, prev_log_prob.shape[0]
-        doubled = mirror is not None and mirror.augment
-        if doubled:  # the mirror images take the originals' log-probabilities, advantages, values and targets
-            same = critic_in is actor_in
-            actor_in = cat_halves(actor_in, mirror.observation(actor_in))
+        mask = td.get(self.mask_key, None)
+        copies = 1  # the originals, and with the mirror augmenting their k images
+        if mirror is not None and mirror.augment:  # the images take the originals' log-probabilities, advantages,
+            same = critic_in is actor_in  # values and targets
+            images = mirror.observation(actor_in)
+            copies = 1 + images.shape[0] // rows
+            actor_in = cat_halves(actor_in, images)
             critic_in = actor_in if same else cat_halves(critic_in, mirror.observation(critic_in))
             action = cat_halves(action, mirror.action(action))
-            prev_log_prob, advantage = cat_halves(prev_log_prob, prev_log_prob), cat_halves(advantage, advantage)
+            if action.shape[0] != copies * rows or critic_in.shape[0] != copies * rows:
+                raise ValueError(f"loss.mirror returned {copies - 1} image(s) of the observations but "
+                                 f"{action.shape[0] // rows - 1} of the actions (or another count of the critic's "
+                                 "observations): observation() and action() must return as many images")
+            prev_log_prob, advantage = repeated(prev_log_prob, copies), repeated(advantage, copies)
+            if mask is not None:  # the images' legal actions, permuted as their actions are
+                mask = cat_halves(mask, mirror.action_mask(mask))
+        doubled = copies > 1
         # _log_weight: the actor's distribution at the stored observations, scoring the stored actions
         params = self.actor(actor_in)
         if prev_log_prob.requires_grad:
@@ -508,9 +518,9 @@ class FastLoss:
         dist = None
         if self.closed_form is not None:
             log_prob, entropy = self.closed_form.log_prob_entropy(
-                params if isinstance(params, tuple) else (params,), action, td.get(self.mask_key, None))
+                params if isinstance(params, tuple) else (params,), action, mask)
         else:
-            dist = self.actor.distribution(params, td.get(self.mask_key, None))
+            dist = self.actor.distribution(params, mask)
             log_prob, entropy = dist.log_prob(action), None
         log_weight = (log_prob - prev_log_prob).unsqueeze(-1)
         # the clipped surrogate
@@ -541,7 +551,7 @@ class FastLoss:
                 entropy = entropy[:rows]
             core["entropy"] = entropy
             core["loss_entropy"] = -loss.entropy_coeff * entropy
-        core.update(self._critic_core(td, critic_in, doubled))
+        core.update(self._critic_core(td, critic_in, copies))
         if mirror is not None and mirror.loss_coeff > 0:
             core["loss_mirror"] = mirror.loss_coeff * self._mirror_error(params, actor_in, rows, doubled)
         if doubled:
@@ -563,20 +573,16 @@ class FastLoss:
         target = self.loss.mirror.action(original.detach())
         return (mirrored - target).pow(2).mean(-1, keepdim=True)
 
-    def _critic_core(self, td: TensorDictBase, obs: Any, doubled: bool = False) -> dict[str, Any]:
+    def _critic_core(self, td: TensorDictBase, obs: Any, copies: int = 1) -> dict[str, Any]:
         """ClipPPOLoss's ``loss_critic`` unreduced: the (clipped) value loss, and what its diagnostics read
-        (``doubled``: ``obs`` holds the minibatch and its mirror images; the targets and values are repeated)."""
+        (``copies`` > 1: ``obs`` holds the minibatch and its mirror images; the targets and values are repeated)."""
         loss, k = self.loss, self.keys
-        target_return = td.get(k.value_target)
-        if doubled:
-            target_return = cat_halves(target_return, target_return)
+        target_return = repeated(td.get(k.value_target), copies)
         state_value = self.critic(obs)  # the actor's input object: a shared trunk's features are reused
         loss_value = distance_loss(target_return, state_value, loss_function=loss.loss_critic_type)
         core: dict[str, Any] = {"target_return": target_return, "state_value": state_value}
         if loss.clip_value:
-            old_state_value = td.get(k.value)
-            if doubled:
-                old_state_value = cat_halves(old_state_value, old_state_value)
+            old_state_value = repeated(td.get(k.value), copies)
             pre_clipped = state_value - old_state_value  # the most pessimistic of clipped and unclipped
             clipped = pre_clipped.clamp(-loss.clip_value, loss.clip_value)
             core["pre_clipped"], core["clipped"] = pre_clipped, clipped

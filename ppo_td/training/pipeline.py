@@ -544,14 +544,17 @@ def _attach_mirror(loss: LossModule, config: TrainConfig, description: EnvDescri
                          "refuses them too): set model.recurrent='none'")
     if config.model.exploration == "gsde":
         raise ValueError(f"{setting}: gSDE's stored noise matrices are not mirrored: set model.exploration='gaussian'")
-    if description.action_mask:
-        raise ValueError(f"{setting}: the action masks are not mirrored: train without loss.mirror, or without "
-                         "masks (env.action_mask='none')")
+    if description.action_mask and description.action_kind != "discrete":
+        raise ValueError(f"{setting}: the action masks of {description.action_kind} actions are not mirrored (those "
+                         "of Discrete actions are, permuted by the mirror's action()): train without loss.mirror, or "
+                         "without masks (env.action_mask='none')")
     if config.loss.mirror_loss_coeff > 0 and (description.action_kind != "box" or config.model.squash_actions):
         raise ValueError(f"loss.mirror_loss_coeff={config.loss.mirror_loss_coeff} compares the mean actions of a "
                          "Gaussian policy (Box actions, model.squash_actions=False); use loss.mirror_augment alone")
     loss.mirror = Mirror.of(config.loss.mirror, config.loss.mirror_augment, config.loss.mirror_loss_coeff,
                             find_transform(env, RunningObsNorm))
+    if description.action_mask:
+        loss.mirror.masks_of(description.action_nvec[0])
 
 
 def _rank_config(config: TrainConfig, ranks: Ranks) -> TrainConfig:

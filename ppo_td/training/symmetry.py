@@ -3,7 +3,8 @@
 Mittal et al., "Symmetry Considerations for Learning Task Symmetric Robot Policies" (ICRA 2024), as rsl_rl runs it
 (``rsl_rl/extensions/symmetry.py`` and ``algorithms/ppo.py`` at commit ``c281c32``):
 
-- **augmentation** (``loss.mirror_augment``): each minibatch is doubled with its mirror images, the mirrored
+- **augmentation** (``loss.mirror_augment``): each minibatch is doubled with its mirror images (or grown by k images
+  where the mirror returns k, as rsl_rl's ``data_augmentation_func`` may: a board's 7 other symmetries), the mirrored
   observations and actions taking the original's stored log-probability, advantage (standardized over the original
   minibatch first), value and value target; the clipped surrogate and the value loss average over both halves; the
   entropy bonus and the KL and clip-fraction diagnostics read the original half (what the adaptive learning rate and
@@ -37,6 +38,7 @@ class Mirror:
                 raise ValueError(f"loss.mirror {type(user).__name__} has no {method}() method: a mirror maps a batch "
                                  "of observations with observation(obs) and of actions with action(action)")
         self.user, self.augment, self.loss_coeff, self.norm = user, augment, float(loss_coeff), norm
+        self.mask_order: torch.Tensor | None = None
 
     @classmethod
     def of(cls, path: str, augment: bool, loss_coeff: float, norm: RunningObsNorm | None = None) -> Mirror:
@@ -56,18 +58,55 @@ class Mirror:
         """The mirror image of a batch of actions (or of mean actions: the mirror loss's target)."""
         return self._checked(self.user.action(action.clone()), action, "action")
 
+    def masks_of(self, actions: int) -> None:
+        """Mirror the legal-action masks of ``actions`` Discrete actions from now on, through the user's
+        ``action()``: action ``a`` of a state is action ``action(a)`` of its mirror image, so it is legal there
+        exactly where ``a`` is legal here (a board game's symmetries permute its cells so).
+
+        Raises:
+            ValueError: ``action()`` does not permute the actions (in each image, for k images).
+        """
+        every = torch.arange(actions)
+        images = self.action(every).reshape(-1, actions)
+        if images.dtype.is_floating_point or not all(torch.equal(one.sort().values, every) for one in images):
+            raise ValueError(f"loss.mirror {type(self.user).__name__}.action() maps the actions 0..{actions - 1} to "
+                             f"{images.tolist()}: the action masks are mirrored through action(), which must permute "
+                             "the Discrete actions (in each image, each action the image of exactly one)")
+        self.mask_order = images.argsort(-1)
+        """Image ``i``'s mask reads the original's ``mask[..., mask_order[i]]``."""
+
+    def action_mask(self, mask: torch.Tensor) -> torch.Tensor:
+        """The legal-action masks of the mirror images of a batch of states, image after image (:meth:`masks_of`)."""
+        if self.mask_order is None:
+            raise ValueError("the action masks are not mirrored: loss.mirror takes masks of Discrete actions "
+                             "(Mirror.masks_of)")
+        order = self.mask_order.to(mask.device)
+        return torch.cat([mask[..., one] for one in order], 0)
+
     def _checked(self, out: Any, given: Any, what: str) -> Any:
-        same = (isinstance(out, TensorDictBase) and isinstance(given, TensorDictBase)
-                and set(out.keys(True, True)) == set(given.keys(True, True)) and out.batch_size == given.batch_size
-                ) or (isinstance(out, torch.Tensor) and isinstance(given, torch.Tensor) and out.shape == given.shape)
+        """``out`` where it is ``k >= 1`` images of the batch ``given`` (``k`` times its rows, image after image,
+        each of its shape and entries)."""
+        rows = given.shape[0]
+        tds = isinstance(out, TensorDictBase) and isinstance(given, TensorDictBase)
+        tensors = isinstance(out, torch.Tensor) and isinstance(given, torch.Tensor)
+        same = (tds or tensors) and out.shape[0] >= rows > 0 and out.shape[0] % rows == 0 and (
+            tuple(out.shape[1:]) == tuple(given.shape[1:])
+            and (not tds or set(out.keys(True, True)) == set(given.keys(True, True))))
         if not same:
             got = tuple(out.shape) if isinstance(out, (torch.Tensor, TensorDictBase)) else type(out).__name__
             raise ValueError(f"loss.mirror's {what}() returned {got} for a batch of {tuple(given.shape)}: it must "
                              f"return the mirror image of the batch, of the same shape"
-                             + (" and entries" if isinstance(given, TensorDictBase) else ""))
+                             + (" and entries" if isinstance(given, TensorDictBase) else "")
+                             + " (or k images of it, one after the other: k times its rows)")
         return out
 
 
 def cat_halves(first: Any, second: Any) -> Any:
     """``first`` and ``second`` (tensors or TensorDicts) stacked along the batch."""
     return torch.cat([first, second], 0)
+
+
+def repeated(values: torch.Tensor, copies: int) -> torch.Tensor:
+    """``values`` ``copies`` times, one after the other along the batch (what the originals and each of their
+    images share: the stored log-probabilities, advantages, values and targets)."""
+    return values if copies == 1 else torch.cat([values] * copies, 0)
