@@ -218,6 +218,12 @@ class EnvConfig:
     """Fixed opponents named as env.opponent (e.g. random connect-four-heuristic): in self-play's pool beside the
     snapshots; beside a fixed env.opponent, a mixture (env.opponent random --env.anchors tictactoe-heuristic: half
     the games against each, latest_ratio's share against env.opponent)."""
+    negative_reward_scale: float = 1.0
+    """A turn-based game's negative rewards to the learner (a lost game's -1) multiplied by it, positive ones kept
+    (1: the game's own). Above 1 the learner is averse to losing: tic-tac-toe's best policy against a random player
+    loses 3.7 games in 1,000 with the game's +1/-1 and none with a loss weighed 3.5 or more (computed exactly over
+    every game; docs/games.md). Its returns and evaluations are then in these units; wins, draws and losses are
+    read from the reward's sign."""
 
     @property
     def multiagent(self) -> bool:
@@ -252,6 +258,10 @@ class EnvConfig:
             _check(anchor in SCRIPTED_OPPONENTS or ":" in anchor, "env.anchors", anchor,
                    f"{named} or 'module:Name' entries")
         _check(self.team_change >= 1, "env.team_change", self.team_change, ">= 1")
+        _check(self.negative_reward_scale > 0, "env.negative_reward_scale", self.negative_reward_scale, "> 0")
+        _check(self.negative_reward_scale == 1.0 or not self.multiagent, "env.negative_reward_scale",
+               self.negative_reward_scale, f"1.0 with env.suite={self.suite!r} (it weighs a turn-based game's "
+               "losses)")
         _check(self.opponent in ("random", "self") or not self.multiagent, "env.opponent", self.opponent,
                f"'random' or 'self' (team self-play) with env.suite={self.suite!r} (scripted opponents play "
                "turn-based games' other seats)")
@@ -774,7 +784,7 @@ ADDED_FIELDS: dict[str, dict[str, Any]] = {"model": {"scale_images": True, "orth
                                                     "observation_dict": False, "opponent": "random",
                                                     "snapshot_frames": 20_000, "pool_size": 10, "latest_ratio": 0.5,
                                                     "team_change": 100_000,
-                                                    "anchors": ()},
+                                                    "anchors": (), "negative_reward_scale": 1.0},
                                             "loss": {"mirror": "", "mirror_augment": False,
                                                      "mirror_loss_coeff": 0.0},
                                             "optim": {"desired_kl": None, "kl_lr_every": "minibatch", "min_lr": 1e-5,

@@ -16,6 +16,7 @@ learner's seat (PettingZoo's classic games show the board from the player's side
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import gymnasium as gym
@@ -95,12 +96,99 @@ class TicTacToePerfect:
         _check_board("tictactoe-perfect", "tic-tac-toe", (3, 3, 2), 9, observation_space, action_space)
 
     def act(self, observation: Any, seat: str, rng: np.random.Generator) -> int:
+        return int(rng.choice(self.best_moves(observation)))
+
+    @staticmethod
+    def best_moves(observation: Any) -> list[int]:
+        """The legal moves of a ``tictactoe_v3`` observation that keep the best outcome perfect play can reach."""
         board = np.asarray(observation["observation"])
         cells = tuple(int(board[r, c, 0]) - int(board[r, c, 1]) for r in range(3) for c in range(3))  # 1 mine
         legal = legal_actions(observation)
-        scores = [-_negamax(tuple(-v for v in _played(cells, int(move)))) for move in legal]
-        best = [int(move) for move, score in zip(legal, scores, strict=True) if score == max(scores)]
-        return int(rng.choice(best))
+        scores = [_after(cells, int(move)) for move in legal]
+        return [int(move) for move, score in zip(legal, scores, strict=True) if score == max(scores)]
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """The exact probabilities of a deterministic tic-tac-toe player's wins, draws and losses (each seat drawn
+    with probability 1/2, as :class:`TurnBased` seats the learner), and the positions where its move threw a game
+    away: ``blunders`` maps ``(cells, reach)`` rows, ``cells`` the board from the player's side (1 its marks, -1
+    the other's, row by row) before a move that turns a won or drawn position into a lost one under perfect play,
+    ``reach`` the probability of meeting it."""
+
+    win: float
+    draw: float
+    loss: float
+    first_seat_loss: float
+    second_seat_loss: float
+    blunders: list[tuple[tuple[int, ...], float]]
+
+
+def tictactoe_outcomes(act: Any, opponent: str = "random") -> Outcomes:
+    """Every game of tic-tac-toe the deterministic player ``act`` (PettingZoo's ``tictactoe_v3`` observation dict
+    in, a move out: a :class:`~ppo_td.deploy.Policy` of a trained run, its mode) can play against ``opponent``
+    ('random': each legal move alike likely; 'tictactoe-perfect': each of :class:`TicTacToePerfect`'s best moves
+    alike likely), walked with their probabilities: the exact rates of :class:`Outcomes`, where playing N games
+    would estimate them (``act`` is called once for each position it meets).
+
+    Raises:
+        ValueError: another opponent, or a move ``act`` returns that is not legal.
+    """
+    if opponent not in ("random", "tictactoe-perfect"):
+        raise ValueError(f"opponent={opponent!r}: the exact outcomes walk 'random' or 'tictactoe-perfect'")
+    moves: dict[tuple[int, ...], int] = {}
+    totals = {1: np.zeros(3), -1: np.zeros(3)}  # by the player's mark: 1 moves first
+    blunders: dict[tuple[int, ...], float] = {}
+
+    def walk(cells: tuple[int, ...], mover: int, seat: int, reach: float) -> None:
+        mine = tuple(v * seat for v in cells)  # the board from the player's side
+        if any(mine[a] == mine[b] == mine[c] != 0 for a, b, c in _TICTACTOE_LINES):
+            totals[seat][0 if any(mine[a] == mine[b] == mine[c] == 1 for a, b, c in _TICTACTOE_LINES) else 2] += reach
+            return
+        empty = [i for i, v in enumerate(cells) if v == 0]
+        if not empty:
+            totals[seat][1] += reach
+            return
+        if mover == seat:
+            if mine not in moves:
+                observation = _tictactoe_observation(mine)
+                move = int(act(observation))
+                if move not in empty:
+                    raise ValueError(f"the player chose move {move} on a board whose legal moves are {empty}")
+                moves[mine] = move
+            move = moves[mine]
+            if _after(mine, move) == -1 < max(_after(mine, m) for m in empty):
+                blunders[mine] = blunders.get(mine, 0.0) + reach
+            walk(cells[:move] + (mover,) + cells[move + 1:], -mover, seat, reach)
+            return
+        if opponent == "random":
+            replies = empty
+        else:
+            theirs = tuple(-v for v in mine)
+            scores = [_after(theirs, m) for m in empty]
+            replies = [m for m, score in zip(empty, scores, strict=True) if score == max(scores)]
+        for move in replies:
+            walk(cells[:move] + (mover,) + cells[move + 1:], -mover, seat, reach / len(replies))
+
+    for seat in (1, -1):
+        walk((0,) * 9, 1, seat, 0.5)
+    win, draw, loss = (float(v) for v in totals[1] + totals[-1])
+    return Outcomes(win, draw, loss, float(totals[1][2]), float(totals[-1][2]),
+                    sorted(blunders.items(), key=lambda kv: -kv[1]))
+
+
+def _tictactoe_observation(cells: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """PettingZoo's ``tictactoe_v3`` observation of the player whose marks are ``cells``' 1s."""
+    board = np.zeros((3, 3, 2), np.int8)
+    for i, v in enumerate(cells):
+        if v:
+            board[i // 3, i % 3, 0 if v == 1 else 1] = 1
+    return {"observation": board, MASK: np.array([v == 0 for v in cells], np.int8)}
+
+
+def _after(cells: tuple[int, ...], move: int) -> int:
+    """The outcome under perfect play for the player to move on ``cells`` (1 its marks) after ``move``."""
+    return -_negamax(tuple(-v for v in _played(cells, move)))
 
 
 _TICTACTOE_LINES = [tuple(r * 3 + c for r, c in line) for line in TicTacToeWinOrBlock.LINES]
@@ -228,11 +316,20 @@ def fixed_opponents(config: Any) -> Opponent | OpponentPool | None:
 
 
 def opponents_named(config: Any) -> str | None:
-    """How ``config`` (an :class:`~ppo_td.config.EnvConfig`) names players for a turn-based game's other seats
-    (``env.opponent=...`` or ``env.anchors=...``, for a refusal's message), or None where it leaves the default."""
+    """What ``config`` (an :class:`~ppo_td.config.EnvConfig`) sets that only a turn-based game takes, said for a
+    refusal (``env.opponent=... plays the other seats of a turn-based game``), or None where it leaves the
+    defaults."""
     if config.opponent != "random":
-        return f"env.opponent={config.opponent!r}"
-    return f"env.anchors={config.anchors!r}" if config.anchors else None
+        return f"env.opponent={config.opponent!r} plays the other seats of a turn-based game"
+    if config.anchors:
+        return f"env.anchors={config.anchors!r} plays the other seats of a turn-based game"
+    if config.negative_reward_scale != 1.0:
+        return f"env.negative_reward_scale={config.negative_reward_scale!r} weighs a turn-based game's losses"
+    return None
+
+
+GAME_DEFAULTS = "leave env.opponent at 'random', env.anchors empty and env.negative_reward_scale at 1"
+"""The fix of a refusal of :func:`opponents_named`'s settings for an env that is no turn-based game."""
 
 
 def legal_actions(observation: Any, n: int | None = None) -> np.ndarray:
@@ -257,16 +354,22 @@ class TurnBased(gym.Env):
             ``VectorEnv.call("set_opponent", ...)`` reaches every copy).
         seat: the learner's seat, or ``"random"`` (each game one of ``game.possible_agents``, from the env's
             generator).
+        negative_reward_scale: the learner's negative rewards multiplied by it (a lost game weighed more: above 1,
+            the learner is averse to losing), positive ones kept.
 
     Raises:
         ValueError: seats with different observation or action spaces (one policy plays every seat), an action
-            space that is not ``Discrete``, a seat the game does not have, or an opponent made for another game.
+            space that is not ``Discrete``, a seat the game does not have, an opponent made for another game, or a
+            ``negative_reward_scale`` that is not positive.
     """
 
     metadata = {"render_modes": ["ansi", "human", "rgb_array"]}
 
-    def __init__(self, game: Any, opponent: Opponent | None = None, seat: str = "random") -> None:
-        self.game = game
+    def __init__(self, game: Any, opponent: Opponent | None = None, seat: str = "random",
+                 negative_reward_scale: float = 1.0) -> None:
+        if not negative_reward_scale > 0:
+            raise ValueError(f"negative_reward_scale={negative_reward_scale!r}: it must be > 0 (1: the game's rewards)")
+        self.game, self.negative_reward_scale = game, float(negative_reward_scale)
         seats = list(game.possible_agents)
         spaces = [(game.observation_space(s), game.action_space(s)) for s in seats]
         if any(space != spaces[0] for space in spaces[1:]):
@@ -332,6 +435,8 @@ class TurnBased(gym.Env):
         self.gained = self._reward_of_move()
         observation, reward, terminated, truncated = self._to_learner()
         self.over = terminated or truncated
+        if reward < 0:
+            reward *= self.negative_reward_scale
         return observation, reward, terminated, truncated, {"seat": self.seat}
 
     def _to_learner(self) -> tuple[Any, float, bool, bool]:

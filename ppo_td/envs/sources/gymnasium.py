@@ -21,7 +21,7 @@ from torchrl.envs import ActionMask, DoubleToFloat, EnvBase, GymWrapper
 from ppo_td import keys
 from ppo_td.config import EnvConfig
 from ppo_td.envs.atari import atari_wrappers
-from ppo_td.envs.games import TurnBased, fixed_opponents, is_turn_based, opponents_named
+from ppo_td.envs.games import GAME_DEFAULTS, TurnBased, fixed_opponents, is_turn_based, opponents_named
 from ppo_td.envs.ids import EnvId, env_factory, resolve
 from ppo_td.envs.imports import env_kwargs_of, import_attr, split_entry
 from ppo_td.envs.info import InfoReader
@@ -215,16 +215,16 @@ def copy_maker(config: EnvConfig, render_mode: str | None = None, env_id: EnvId 
                                  "eval or ppo_td.training.evaluate, and act with the TensorDict actor (ppo_td.persist."
                                  "load_actor)")
             if is_turn_based(env):  # a PettingZoo AEC game: the learner's seat, the others played by an opponent
-                env = TurnBased(env, opponent=fixed_opponents(config))
+                env = TurnBased(env, opponent=fixed_opponents(config),
+                                negative_reward_scale=config.negative_reward_scale)
             if not isinstance(env, gym.Env):
                 raise TypeError(f"env factory {config.env_id} returned a {type(env).__name__}; it must return one "
                                 "gymnasium.Env (ppo_td makes env.num_envs copies) or a PettingZoo AEC game")
         named = opponents_named(config)
         if named and not isinstance(env.unwrapped, TurnBased):
             env.close()
-            raise ValueError(f"{named} plays the other seats of a turn-based game; env {config.env_id} is not one (a "
-                             "PettingZoo AEC game, or ppo_td.envs.games.TurnBased): leave env.opponent at 'random' "
-                             "and env.anchors empty")
+            raise ValueError(f"{named}; env {config.env_id} is not one (a PettingZoo AEC game, or "
+                             f"ppo_td.envs.games.TurnBased): {GAME_DEFAULTS}")
         under = limit is not None and not config.atari and config.limit_under_wrappers
         if under:  # where gym.make puts its TimeLimit: under the user's wrappers, which see it (TimeAwareObservation)
             env = StepLimit(env, max_episode_steps=limit)

@@ -12,7 +12,7 @@ from torchrl.envs import EnvBase
 
 from ppo_td.config import EnvConfig
 from ppo_td.envs.custom import with_statistics
-from ppo_td.envs.games import opponents_named
+from ppo_td.envs.games import GAME_DEFAULTS, opponents_named
 from ppo_td.envs.ids import EnvId
 from ppo_td.envs.sources.base import Base
 from ppo_td.envs.torchrl_envs import batched, close, observation_transforms, takes_num_envs
@@ -31,8 +31,8 @@ def build(config: EnvConfig, env_id: EnvId, seed: int | None) -> Base:
                          "env.info_keys empty")
     named = opponents_named(config)
     if named:
-        raise ValueError(f"{named} plays the other seats of a turn-based game; {config.env_id} is a TorchRL env, not "
-                         "one (a PettingZoo AEC game): leave env.opponent at 'random' and env.anchors empty")
+        raise ValueError(f"{named}; {config.env_id} is a TorchRL env, not one (a PettingZoo AEC game): "
+                         f"{GAME_DEFAULTS}")
     if takes_num_envs(factory):  # a batched simulator: it makes the whole batch
         factory = functools.partial(factory, num_envs=config.num_envs)
     env = batched(with_statistics(factory, f"env {config.env_id}", said), config.num_envs, config.env_id)
