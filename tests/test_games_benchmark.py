@@ -112,3 +112,16 @@ def test_the_result_store_keeps_each_run_and_reads_them_keyed(tmp_path, monkeypa
     first = robot_parts.runs_of(tmp_path / "parts", specs, say=lambda line: None)
     again = robot_parts.runs_of(tmp_path / "parts", specs, say=lambda line: None)
     assert len(trained) == 2 and first == again
+
+
+@pytest.mark.filterwarnings("ignore:The old environment creation API:DeprecationWarning")
+def test_a_tictactoe_run_records_its_policys_exact_outcomes_and_the_table_shows_them():
+    pytest.importorskip("pettingzoo")
+    run = games.one_run({"game": "tictactoe_v3", "variant": "random", "seed": 1, "frames": 2048, "envs": 4,
+                         "games": 4})
+    exact = run["exact"]
+    assert set(exact) == {"random", "tictactoe-perfect"} and exact["tictactoe-perfect"]["win"] == 0.0
+    assert sum(exact["random"][k] for k in ("win", "draw", "loss")) == pytest.approx(1.0)
+    row = [r for r in games.table([run], ["random"]) if r.startswith("| random | 1 | ")]
+    assert row == [f"| random | 1 | {exact['random']['loss'] * 1e4:.1f} | {exact['random']['blunders']} | "
+                   f"{exact['tictactoe-perfect']['loss'] * 1e4:.1f} | {exact['tictactoe-perfect']['blunders']} |"]

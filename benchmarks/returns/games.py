@@ -34,6 +34,7 @@ import datetime
 import hashlib
 import json
 import statistics
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -104,14 +105,32 @@ def one_run(spec: dict[str, Any], run_dir: Path | None = None) -> dict[str, Any]
     def record(metrics: dict[str, Any], _: Any) -> None:
         episodes.extend((int(e["frames"]), float(e["return"])) for e in metrics["ended_episodes"])
 
-    start = time.perf_counter()
-    folder = {} if run_dir is None else {"run_dir": str(run_dir), "checkpoint_every": spec["curves"],
-                                         "keep_checkpoints": 10**6, "overwrite": True}
-    result = train(config, threads=1, progress=False, callbacks=[record], **folder)
-    seconds = time.perf_counter() - start
+    with tempfile.TemporaryDirectory() as scratch:  # a run folder: the policy as load_policy gives it
+        folder = {"run_dir": str(Path(scratch) / "run")} if run_dir is None else {
+            "run_dir": str(run_dir), "checkpoint_every": spec["curves"], "keep_checkpoints": 10**6,
+            "overwrite": True}
+        start = time.perf_counter()
+        result = train(config, threads=1, progress=False, callbacks=[record], **folder)
+        seconds = time.perf_counter() - start
+        found = exact(folder["run_dir"], config)
     against = {o: versus(result.actor, config, o, spec["games"], seed=10_000 + spec["seed"]) for o in OPPONENTS
                if o in ("random", heuristic_for(config.env.env_id), PERFECT.get(spec["game"]))}
-    return {**spec, "seconds": seconds, "episodes": episodes, "against": against}
+    return {**spec, "seconds": seconds, "episodes": episodes, "against": against, **found}
+
+
+def exact(run_dir: str, config: Any) -> dict[str, Any]:
+    """Tic-tac-toe: the final policy's (its mode's) exact win, draw and loss rates against the random and the
+    perfect player, every game it can play walked (:func:`ppo_td.envs.games.tictactoe_outcomes`), and how many
+    positions it throws away; nothing for another game."""
+    if config.env.env_id != env_id_of("tictactoe_v3"):
+        return {}
+    from ppo_td import load_policy
+    from ppo_td.envs.games import tictactoe_outcomes
+
+    policy = load_policy(run_dir)
+    found = {o: tictactoe_outcomes(policy, o) for o in ("random", "tictactoe-perfect")}
+    return {"exact": {o: {"win": out.win, "draw": out.draw, "loss": out.loss, "blunders": len(out.blunders)}
+                      for o, out in found.items()}}
 
 
 def _key(run: dict[str, Any]) -> tuple:
@@ -146,6 +165,19 @@ def table(runs: list[dict[str, Any]], variants: list[str]) -> list[str]:
             lines.append(f"| {variant} | {opponent} | {', '.join(str(r['seed']) for r in mine)} | {per_seed} | "
                          f"{wins / n:.3f} [{low:.3f}, {high:.3f}] | "
                          f"{statistics.median(r['seconds'] for r in mine):.0f} |")
+    exact_runs = [r for r in runs if "exact" in r and r["variant"] in variants]
+    if exact_runs:
+        lines += ["", "Exact, every game the final policy (its mode) can play walked with its probability "
+                  "(`ppo_td.envs.games.tictactoe_outcomes`): losses in 10,000 games, and the positions where its "
+                  "move throws a won or drawn game away.", "",
+                  "| trained against | seed | against a random player: losses in 10,000 | positions thrown away | "
+                  "against the perfect player: losses in 10,000 | positions thrown away |",
+                  "|---|---|---:|---:|---:|---:|"]
+        for r in exact_runs:
+            e = r["exact"]
+            lines.append(f"| {r['variant']} | {r['seed']} | {e['random']['loss'] * 1e4:.1f} | "
+                         f"{e['random']['blunders']} | {e['tictactoe-perfect']['loss'] * 1e4:.1f} | "
+                         f"{e['tictactoe-perfect']['blunders']} |")
     return lines
 
 
