@@ -471,9 +471,11 @@ class LossConfig:
     mirror: str = ""
     """A symmetry of the task, for data augmentation and the mirror loss (Mittal et al., ICRA 2024; rsl_rl's
     symmetry_cfg): the import path module:name of an object (or a class, built with no arguments) with two methods,
-    observation(obs) and action(action), each mapping a batch to its mirror image (obs: the 'observation' the
-    networks read, a tensor or a Dict's TensorDict, standardized when env.normalize_observations: ppo_td hands the
-    functions the env's units and standardizes the result). ppo_td.training.symmetry."""
+    observation(obs) and action(action), each mapping a batch to its mirror image, or to k images one after the
+    other (obs: the 'observation' the networks read, a tensor or a Dict's TensorDict, standardized when
+    env.normalize_observations: ppo_td hands the functions the env's units and standardizes the result); an action
+    mask of Discrete actions is permuted as action() permutes them. ppo_td.envs.mirrors has Pendulum's, Walker2d's,
+    tic-tac-toe's 8 symmetries and connect four's mirror. ppo_td.training.symmetry."""
     mirror_augment: bool = False
     """With loss.mirror: every minibatch doubled with its mirror images (mirrored observations and actions, each
     with the original's stored log-probability, advantage, value and target, as rsl_rl repeats them); the policy and

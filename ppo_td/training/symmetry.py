@@ -13,10 +13,12 @@ Mittal et al., "Symmetry Considerations for Learning Task Symmetric Robot Polici
   policy's mean action on the mirrored observations against the mirror of its mean action on the originals.
 
 The user's mirror is any object with ``observation(obs)`` and ``action(action)`` (a class is built with no
-arguments), each mapping a batch (leading dimension) to its mirror image. It sees observations in the env's units:
+arguments), each mapping a batch (leading dimension) to its mirror image, or to k images one after the other. With
+an action mask (Discrete actions) each image's legal moves are the original's permuted as ``action()`` permutes the
+moves. It sees observations in the env's units:
 with ``env.normalize_observations`` the standardized observation the networks read is mapped back with the
 normalizer's statistics (frozen during the update), mirrored, and standardized again (clipped as the normalizer
-clips). :mod:`ppo_td.envs.mirrors` has Pendulum's and Walker2d's.
+clips). :mod:`ppo_td.envs.mirrors` has Pendulum's, Walker2d's, tic-tac-toe's and connect four's.
 """
 
 from __future__ import annotations
