@@ -219,11 +219,11 @@ class EnvConfig:
     snapshots; beside a fixed env.opponent, a mixture (env.opponent random --env.anchors tictactoe-heuristic: half
     the games against each, latest_ratio's share against env.opponent)."""
     negative_reward_scale: float = 1.0
-    """A turn-based game's negative rewards to the learner (a lost game's -1) multiplied by it, positive ones kept
-    (1: the game's own). Above 1 the learner is averse to losing: tic-tac-toe's best policy against a random player
-    loses 3.7 games in 1,000 with the game's +1/-1 and none with a loss weighed 3.5 or more (computed exactly over
-    every game; docs/games.md). Its returns and evaluations are then in these units; wins, draws and losses are
-    read from the reward's sign."""
+    """A turn-based game: the learner's reward of a step (its move and the replies until its next turn: a lost
+    game's -1) multiplied by it where negative, positive ones kept (1: the game's own). Above 1 the learner is averse
+    to losing: against a random player, tic-tac-toe's best policies lose 2.1 to 4.8 games in 1,000 with the game's
+    +1/-1 and none once a loss weighs more than 3 (exact, every game walked; docs/games.md). Returns and evaluations
+    are then in these units; wins, draws and losses are read from the reward's sign."""
 
     @property
     def multiagent(self) -> bool:
@@ -477,9 +477,10 @@ class LossConfig:
     mask of Discrete actions is permuted as action() permutes them. ppo_td.envs.mirrors has Pendulum's, Walker2d's,
     tic-tac-toe's 8 symmetries and connect four's mirror. ppo_td.training.symmetry."""
     mirror_augment: bool = False
-    """With loss.mirror: every minibatch doubled with its mirror images (mirrored observations and actions, each
-    with the original's stored log-probability, advantage, value and target, as rsl_rl repeats them); the policy and
-    value losses average over both halves, the entropy and the KL diagnostics read the original half."""
+    """With loss.mirror: every minibatch grown by its mirror images (doubled by one mirror; mirrored observations
+    and actions, each with the original's stored log-probability, advantage, value and target, as rsl_rl repeats
+    them); the policy and value losses average over originals and images, the entropy and the KL diagnostics read
+    the originals."""
     mirror_loss_coeff: float = 0.0
     """With loss.mirror: the weight of the mirror loss, the mean squared difference between the policy's mean
     action on the mirrored observations and the mirror of its mean action on the originals (the latter detached;

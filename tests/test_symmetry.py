@@ -319,14 +319,15 @@ def board_parts():
 
 
 @pytest.mark.filterwarnings("ignore:The old environment creation API:DeprecationWarning")
-def test_each_board_image_scores_its_move_among_its_own_legal_moves():
+@pytest.mark.parametrize("clip_value, entropy_coeff", [(None, 0.0), (0.2, 0.01)])
+def test_each_board_image_scores_its_move_among_its_own_legal_moves(clip_value, entropy_coeff):
     """Augmenting with tic-tac-toe's 7 other symmetries: 8 copies of the minibatch, each image's legal moves read
     from its own board (its empty cells: the oracle never permutes a mask) and its move the image of the stored
     one; the clipped surrogate and the value loss over all 8, the advantage standardized over the originals."""
     from ppo_td.envs.mirrors import TicTacToeSymmetries
 
     actor, critic = board_parts()
-    cfg = ppo_td.get_preset("generic").loss
+    cfg = dataclasses.replace(ppo_td.get_preset("generic").loss, clip_value=clip_value, entropy_coeff=entropy_coeff)
     td = board_minibatch(actor)
     loss = make_loss(actor, critic, cfg)
     loss.mirror = Mirror(TicTacToeSymmetries(), augment=True, loss_coeff=0.0)
@@ -346,7 +347,14 @@ def test_each_board_image_scores_its_move_among_its_own_legal_moves():
     eps = cfg.clip_epsilon
     policy = -torch.min(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv).mean()
     value = critic(TensorDict({"observation": obs}, batch_size=[8 * n]))["state_value"]
-    expected = policy + cfg.critic_coeff * ((value - td["value_target"].repeat(8, 1)) ** 2).mean()
+    target = td["value_target"].repeat(8, 1)
+    value_loss = (value - target) ** 2
+    if clip_value:
+        old_value = td["state_value"].repeat(8, 1)
+        clipped = old_value + (value - old_value).clamp(-clip_value, clip_value)
+        value_loss = torch.max(value_loss, (clipped - target) ** 2)
+    entropy = actor.get_dist(big).entropy()[:n].mean()  # the originals', each among its own legal moves
+    expected = policy + cfg.critic_coeff * value_loss.mean() - entropy_coeff * entropy
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
     params = list(actor.parameters()) + list(critic.parameters())
     for g, e in zip(torch.autograd.grad(got, params, allow_unused=True),
@@ -440,3 +448,33 @@ def test_the_board_mirrors_are_the_games_own_symmetries(game, mirror):
     if images > 1:
         perms = {tuple(range(9))} | {tuple(p.tolist()) for p in sym.images}
         assert len(perms) == 8 and {tuple(p[q[a]] for a in range(9)) for p in perms for q in perms} == perms
+
+
+@pytest.mark.filterwarnings("ignore:The old environment creation API:DeprecationWarning")
+def test_a_board_mirror_runs_where_the_policy_reads_no_mask():
+    """env.action_mask='none' (the refusal of other masks names it as the way out): the raw mask entry stays in the
+    minibatch, the unmasked policy reads none, and the images are scored without one; the run trains."""
+    from ppo_td.envs.mirrors import TicTacToeSymmetries
+
+    pytest.importorskip("pettingzoo")
+    torch.manual_seed(6)
+    env = make_env(ppo_td.EnvConfig(TICTACTOE, num_envs=2, action_mask="none"), seed=0)
+    actor, critic = make_actor_critic(env, ModelConfig(hidden_sizes=(16,)))
+    env.close()
+    td = board_minibatch(actor)
+    td["action_mask"] = td["action_mask"].to(torch.int8)  # the raw entry, as the env leaves it
+    cfg = ppo_td.get_preset("generic").loss
+    loss = make_loss(actor, critic, cfg)
+    loss.mirror = Mirror(TicTacToeSymmetries(), augment=True, loss_coeff=0.0)  # no masks_of: none to mirror
+    out = loss(td)
+    sym, n = TicTacToeSymmetries(), td.batch_size[0]
+    big = TensorDict({"observation": torch.cat([td["observation"], sym.observation(td["observation"])])},
+                     batch_size=[8 * n])
+    logp = actor.get_dist(big).log_prob(torch.cat([td["action"], sym.action(td["action"])]))
+    torch.testing.assert_close(out["kl_approx"], (td["action_log_prob"] - logp[:n]).mean())
+    config = dataclasses.replace(
+        ppo_td.get_preset("generic"), total_frames=256, frames_per_batch=128, eval_episodes=0,
+        env=ppo_td.EnvConfig(TICTACTOE, num_envs=2, action_mask="none"),
+        optim=dataclasses.replace(ppo_td.get_preset("generic").optim, num_minibatches=2, update_epochs=1),
+        loss=dataclasses.replace(cfg, mirror="ppo_td.envs.mirrors:TicTacToeSymmetries", mirror_augment=True))
+    assert len(ppo_td.train(config, progress=False).history) == 2

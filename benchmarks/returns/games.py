@@ -16,8 +16,11 @@ tic-tac-toe's), ``self-heuristic`` (self-play with the random player and the heu
 ``mixed-perfect`` (tic-tac-toe: the random player or the perfect player, a full game-tree search, half and half).
 The final policy then plays ``--games`` games (deterministic: the policy's mode; its seat drawn per game) against
 the random player, the game's win-or-block heuristic and (tic-tac-toe) the perfect player: wins, draws and losses
-with a Wilson 95% interval on the win rate. Each finished run is appended to ``STORE/runs.jsonl`` (a rerun skips
-it); the table goes to ``STORE/games_<game>.md``.
+with a Wilson 95% interval on the win rate; in tic-tac-toe also exactly, every game it can play against the random
+and the perfect player walked with its probability (:func:`ppo_td.envs.games.tictactoe_outcomes`). Each finished
+run is appended to ``STORE/runs.jsonl`` (a rerun skips it); the table goes to ``STORE/games_<game>.md``.
+``--settings`` trains another preset or fields: ``generic+env.negative_reward_scale=5.0+loss.mirror=
+ppo_td.envs.mirrors:TicTacToeSymmetries+loss.mirror_augment=True`` (a loss weighed 5, the board's 8 symmetries).
 
 ``--curves N``: each run keeps a checkpoint every N iterations (in ``STORE/runs/``, not committed), and once every
 run is done one ``ppo-td arena`` over all of them (every checkpoint of every variant and seed, and the anchors;

@@ -48,7 +48,8 @@ def draw(observation: Any) -> str:
 
 def play(run: str, *, sampled: bool = False, seed: int | None = None, read: Callable[[str], str] = input,
          write: Callable[[str], None] = print) -> float | None:
-    """Play one game of ``run``'s game against its policy; returns your reward (None when the input ended first).
+    """Play one game of ``run``'s game against its policy; returns your reward, in the run's units (a loss weighed by
+    env.negative_reward_scale), None when the input ended first.
 
     Raises:
         ValueError: the run's env is not a turn-based game.

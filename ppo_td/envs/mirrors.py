@@ -60,6 +60,9 @@ def _board_images(obs: torch.Tensor, orders: torch.Tensor, rows: int, columns: i
 def _moves_images(action: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
     """The moves of a batch in each image (``images[i, a]``: move ``a``'s cell in image ``i``), one image after the
     other; float actions (a mean) are refused, the moves being cells."""
+    if action.is_floating_point():
+        raise ValueError(f"a board mirror maps moves (integer cells or columns), not {action.dtype} actions (a mean "
+                         "action: the mirror loss is for Gaussian policies; use loss.mirror_augment alone)")
     table = images.to(action.device)
     return torch.cat([one[action.long()].to(action.dtype) for one in table], 0)
 

@@ -508,8 +508,8 @@ class FastLoss:
                                  f"{action.shape[0] // rows - 1} of the actions (or another count of the critic's "
                                  "observations): observation() and action() must return as many images")
             prev_log_prob, advantage = repeated(prev_log_prob, copies), repeated(advantage, copies)
-            if mask is not None:  # the images' legal actions, permuted as their actions are
-                mask = cat_halves(mask, mirror.action_mask(mask))
+            if mask is not None:  # the images' legal actions, permuted as their actions are (an unmasked actor,
+                mask = cat_halves(mask, mirror.action_mask(mask)) if self.actor.masked else None  # none to read)
         doubled = copies > 1
         # _log_weight: the actor's distribution at the stored observations, scoring the stored actions
         params = self.actor(actor_in)
@@ -571,6 +571,10 @@ class FastLoss:
             original = mean
             mirrored = mirrored_params[0] if isinstance(mirrored_params, tuple) else mirrored_params
         target = self.loss.mirror.action(original.detach())
+        if target.shape != mirrored.shape:
+            raise ValueError(f"loss.mirror returned {mirrored.shape[0] // rows} image(s) of the observations but "
+                             f"{target.shape[0] // rows} of the actions: observation() and action() must return as "
+                             "many images")
         return (mirrored - target).pow(2).mean(-1, keepdim=True)
 
     def _critic_core(self, td: TensorDictBase, obs: Any, copies: int = 1) -> dict[str, Any]:

@@ -49,7 +49,7 @@ class Mirror:
         return cls(found() if isinstance(found, type) else found, augment, loss_coeff, norm)
 
     def observation(self, obs: torch.Tensor | TensorDictBase) -> torch.Tensor | TensorDictBase:
-        """The mirror image of a batch of observations as the networks read them."""
+        """The mirror image of a batch of observations as the networks read them, or its k images."""
         with torch.no_grad():
             if self.norm is None:  # a copy: a mirror working in place must not change the original half
                 return self._checked(self.user.observation(obs.clone()), obs, "observation")
@@ -57,7 +57,8 @@ class Mirror:
             return self.norm.normalized(self._checked(self.user.observation(raw), raw, "observation"))
 
     def action(self, action: torch.Tensor) -> torch.Tensor:
-        """The mirror image of a batch of actions (or of mean actions: the mirror loss's target)."""
+        """The mirror image of a batch of actions, or its k images (or of mean actions: the mirror loss's
+        target)."""
         return self._checked(self.user.action(action.clone()), action, "action")
 
     def masks_of(self, actions: int) -> None:
@@ -71,9 +72,11 @@ class Mirror:
         every = torch.arange(actions)
         images = self.action(every).reshape(-1, actions)
         if images.dtype.is_floating_point or not all(torch.equal(one.sort().values, every) for one in images):
+            shown = images.flatten().tolist()
+            shown = f"{shown[:20]}{' ...' if len(shown) > 20 else ''}"
             raise ValueError(f"loss.mirror {type(self.user).__name__}.action() maps the actions 0..{actions - 1} to "
-                             f"{images.tolist()}: the action masks are mirrored through action(), which must permute "
-                             "the Discrete actions (in each image, each action the image of exactly one)")
+                             f"{shown}: the action masks are mirrored through action(), which must permute the "
+                             "Discrete actions (in each image, each action the image of exactly one)")
         self.mask_order = images.argsort(-1)
         """Image ``i``'s mask reads the original's ``mask[..., mask_order[i]]``."""
 

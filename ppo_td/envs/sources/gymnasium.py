@@ -220,8 +220,15 @@ def copy_maker(config: EnvConfig, render_mode: str | None = None, env_id: EnvId 
             if not isinstance(env, gym.Env):
                 raise TypeError(f"env factory {config.env_id} returned a {type(env).__name__}; it must return one "
                                 "gymnasium.Env (ppo_td makes env.num_envs copies) or a PettingZoo AEC game")
+        game = env.unwrapped
+        if (isinstance(game, TurnBased) and config.negative_reward_scale != 1.0
+                and game.negative_reward_scale != config.negative_reward_scale):
+            env.close()
+            raise ValueError(f"env.negative_reward_scale={config.negative_reward_scale!r}, but env {config.env_id} "
+                             f"returned a TurnBased game weighing losses by {game.negative_reward_scale!r}: set the "
+                             "weight in one place (TurnBased(..., negative_reward_scale=...) or the config)")
         named = opponents_named(config)
-        if named and not isinstance(env.unwrapped, TurnBased):
+        if named and not isinstance(game, TurnBased):
             env.close()
             raise ValueError(f"{named}; env {config.env_id} is not one (a PettingZoo AEC game, or "
                              f"ppo_td.envs.games.TurnBased): {GAME_DEFAULTS}")
