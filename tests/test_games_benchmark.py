@@ -126,3 +126,4 @@ def test_a_tictactoe_run_records_its_policys_exact_outcomes_and_the_table_shows_
     row = [r for r in games.table([run], ["random"]) if r.startswith("| random | 1 | ")]
     assert row == [f"| random | 1 | {exact['random']['loss'] * 1e4:.1f} | {exact['random']['blunders']} | "
                    f"{exact['tictactoe-perfect']['loss'] * 1e4:.1f} | {exact['tictactoe-perfect']['blunders']} |"]
+    assert run["episodes_count"] >= len(run["episodes_every_20th"]) > 0 and "episodes" not in run  # kept thin

@@ -118,7 +118,9 @@ def one_run(spec: dict[str, Any], run_dir: Path | None = None) -> dict[str, Any]
         found = exact(folder["run_dir"], config)
     against = {o: versus(result.actor, config, o, spec["games"], seed=10_000 + spec["seed"]) for o in OPPONENTS
                if o in ("random", heuristic_for(config.env.env_id), PERFECT.get(spec["game"]))}
-    return {**spec, "seconds": seconds, "episodes": episodes, "against": against, **found}
+    thinned = {"episodes_count": len(episodes), "episodes_every_20th": episodes[::20],  # (a 500,000-frame run
+               "episodes_last100": episodes[-100:]}  # ends 130,000 games: megabytes a line in full)
+    return {**spec, "seconds": seconds, **thinned, "against": against, **found}
 
 
 def exact(run_dir: str, config: Any) -> dict[str, Any]:
