@@ -206,13 +206,26 @@ def test_a_mask_mirror_that_does_not_permute_the_actions_and_the_config_alone_ar
     trading = ppo_td.get_preset("trading")
     masked = dataclasses.replace(trading, total_frames=trading.frames_per_batch, loss=dataclasses.replace(
         trading.loss, mirror="ppo_td.envs.mirrors:PendulumMirror", mirror_augment=True))
-    with pytest.raises(ValueError, match=r"PendulumMirror.action\(\) maps the actions 0..\d+ to .*the action masks "
+    with pytest.raises(ValueError, match=r"loss.mirror PendulumMirror fails on the env's observations \(8, 4\)"):
+        ppo_td.train(masked, progress=False)  # a mirror of another task: refused on the env's shapes
+    masked = dataclasses.replace(masked, loss=dataclasses.replace(masked.loss, mirror="test_symmetry:AllToZero"))
+    with pytest.raises(ValueError, match=r"AllToZero.action\(\) maps the actions 0..\d+ to .*the action masks "
                                          r"are mirrored through action\(\), which must permute"):
         ppo_td.train(masked, progress=False)
     with pytest.raises(ValueError, match="loss.mirror alone changes nothing"):
         LossConfig(mirror="ppo_td.envs.mirrors:PendulumMirror")
     with pytest.raises(ValueError, match="loss.mirror.*given .* for loss.mirror_augment or loss.mirror_loss_coeff"):
         LossConfig(mirror_loss_coeff=0.5)
+
+
+class AllToZero:
+    """Every action mirrored to action 0: no permutation."""
+
+    def observation(self, obs):
+        return obs.clone()
+
+    def action(self, action):
+        return torch.zeros_like(action)
 
 
 class CartPoleMirror:
@@ -478,3 +491,23 @@ def test_a_board_mirror_runs_where_the_policy_reads_no_mask():
         optim=dataclasses.replace(ppo_td.get_preset("generic").optim, num_minibatches=2, update_epochs=1),
         loss=dataclasses.replace(cfg, mirror="ppo_td.envs.mirrors:TicTacToeSymmetries", mirror_augment=True))
     assert len(ppo_td.train(config, progress=False).history) == 2
+
+
+@pytest.mark.filterwarnings("ignore:The old environment creation API:DeprecationWarning")
+@pytest.mark.parametrize("env_id, mirror, message", [
+    ("pettingzoo.classic.connect_four_v3:env", "ppo_td.envs.mirrors:TicTacToeSymmetries",
+     r"loss.mirror TicTacToeSymmetries fails on the env's observations \(2, 6, 7, 2\) and actions \(2,\): "
+     r"TicTacToeSymmetries reads boards of 3 x 3 cells x planes; .* it is made for another game"),
+    ("CartPole-v1", "test_symmetry:HalfAMirror",
+     r"loss.mirror HalfAMirror returns 2 image\(s\) of the observations but 1 of the actions"),
+])
+def test_a_mirror_that_does_not_fit_the_env_is_refused_before_training(env_id, mirror, message):
+    """The mirror is probed on the env's zero observation and action when the run is built: a board mirror on
+    another game, or unequal image counts, refused then, not after the first batch is collected."""
+    if env_id.startswith("pettingzoo"):
+        pytest.importorskip("pettingzoo")
+    base = ppo_td.get_preset("generic")
+    config = dataclasses.replace(base, env=ppo_td.EnvConfig(env_id, num_envs=2), loss=dataclasses.replace(
+        base.loss, mirror=mirror, mirror_augment=True))
+    with pytest.raises(ValueError, match=message):
+        ppo_td.training.build_pipeline(config)

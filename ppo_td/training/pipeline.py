@@ -15,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 from tensordict.nn import TensorDictModule, TensorDictModuleBase
-from torchrl.data import LazyTensorStorage, ReplayBuffer
+from torchrl.data import Composite, LazyTensorStorage, ReplayBuffer, TensorSpec
 from torchrl.data.replay_buffers import SamplerWithoutReplacement
 from torchrl.envs import (
     Compose,
@@ -553,6 +553,10 @@ def _attach_mirror(loss: LossModule, config: TrainConfig, description: EnvDescri
                          "Gaussian policy (Box actions, model.squash_actions=False); use loss.mirror_augment alone")
     loss.mirror = Mirror.of(config.loss.mirror, config.loss.mirror_augment, config.loss.mirror_loss_coeff,
                             find_transform(env, RunningObsNorm))
+    observation = env.observation_spec.get(keys.OBSERVATION, None)
+    if isinstance(observation, TensorSpec) and not isinstance(observation, Composite):  # (a Dict's entries: at use)
+        loss.mirror.check(observation.zero().reshape(-1, *description.observation_shape),
+                          env.action_spec.zero().reshape(-1, *env.action_spec.shape[len(env.batch_size):]))
     if description.action_mask:
         loss.mirror.masks_of(description.action_nvec[0])
 

@@ -61,6 +61,29 @@ class Mirror:
         target)."""
         return self._checked(self.user.action(action.clone()), action, "action")
 
+    def check(self, observation: torch.Tensor, action: torch.Tensor) -> None:
+        """Refuse, before training, a mirror that cannot map the env's observations and actions: probed on a batch
+        of each (the env's zero observation and action, in its units), each returns images of the batch, as many
+        of one as of the other.
+
+        Raises:
+            ValueError: naming the mirror and what it did with the probe.
+        """
+        name = type(self.user).__name__
+        with torch.no_grad():
+            try:
+                images = self.user.observation(observation.clone())
+                moves = self.user.action(action.clone())
+            except Exception as err:  # the user's code: any failure on the env's shapes is a misfit, said so
+                raise ValueError(f"loss.mirror {name} fails on the env's observations {tuple(observation.shape)} "
+                                 f"and actions {tuple(action.shape)}: {err}") from err
+            self._checked(images, observation, "observation")
+            self._checked(moves, action, "action")
+        if images.shape[0] // observation.shape[0] != moves.shape[0] // action.shape[0]:
+            raise ValueError(f"loss.mirror {name} returns {images.shape[0] // observation.shape[0]} image(s) of the "
+                             f"observations but {moves.shape[0] // action.shape[0]} of the actions: observation() and "
+                             "action() must return as many images")
+
     def masks_of(self, actions: int) -> None:
         """Mirror the legal-action masks of ``actions`` Discrete actions from now on, through the user's
         ``action()``: action ``a`` of a state is action ``action(a)`` of its mirror image, so it is legal there
