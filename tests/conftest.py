@@ -41,6 +41,25 @@ def ctrl_c_after(iteration: int):
     return stop
 
 
+def game_runs_both_ways(tmp_path: Path, env_flags: list[str], env: EnvConfig) -> tuple[dict, dict]:
+    """A 512-frame tic-tac-toe run on the generic preset (4 games at once, 4 evaluation games) trained from the
+    command line with ``env_flags`` into ``tmp_path/cli`` and from Python with ``env`` into ``tmp_path/api``;
+    their config.json files."""
+    import json
+
+    import ppo_td
+    from ppo_td.cli import main
+
+    args = ["train", "--env.env-id", env.env_id, "--env.num-envs", "4", *env_flags, "--frames-per-batch", "256",
+            "--total-frames", "512", "--eval-episodes", "4", "--run-dir", str(tmp_path / "cli")]
+    assert main(args) == 0
+    config = dataclasses.replace(get_preset("generic"), total_frames=512, eval_episodes=4, frames_per_batch=256,
+                                 env=dataclasses.replace(env, num_envs=4))
+    ppo_td.train(config, run_dir=str(tmp_path / "api"), progress=False)
+    cli, api = (json.loads((tmp_path / name / "config.json").read_text()) for name in ("cli", "api"))
+    return cli, api
+
+
 @pytest.fixture
 def tiny_config() -> TrainConfig:
     return small_config()

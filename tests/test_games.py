@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import ppo_td
+from conftest import game_runs_both_ways
 from ppo_td.cli import main
 from ppo_td.envs.games import RandomOpponent, TurnBased, is_turn_based, legal_actions, make_opponent
 
@@ -349,15 +350,8 @@ def test_a_fixed_opponent_with_anchors_draws_each_games_opponent_at_its_ratio(tm
             env.reset(seed=0 if game == 0 else None)
             drawn.append(isinstance(env.playing, TicTacToeWinOrBlock))
         assert abs(np.mean(drawn) - (1 - ratio)) < 4 * np.sqrt(ratio * (1 - ratio) / 1000), (ratio, np.mean(drawn))
-    args = ["train", "--env.env-id", TICTACTOE, "--env.num-envs", "4", "--env.anchors", "tictactoe-heuristic",
-            "--frames-per-batch", "256", "--total-frames", "512", "--eval-episodes", "4", "--run-dir",
-            str(tmp_path / "cli")]
-    assert main(args) == 0
-    config = dataclasses.replace(ppo_td.get_preset("generic"), total_frames=512, eval_episodes=4,
-                                 frames_per_batch=256, env=ppo_td.EnvConfig(TICTACTOE, num_envs=4,
-                                                                            anchors=("tictactoe-heuristic",)))
-    ppo_td.train(config, run_dir=str(tmp_path / "api"), progress=False)
-    cli, api = (json.loads((tmp_path / name / "config.json").read_text()) for name in ("cli", "api"))
+    cli, api = game_runs_both_ways(tmp_path, ["--env.anchors", "tictactoe-heuristic"],
+                                   ppo_td.EnvConfig(TICTACTOE, anchors=("tictactoe-heuristic",)))
     assert cli == api and cli["env"]["anchors"] == ["tictactoe-heuristic"]
     rows = [list(csv.DictReader((tmp_path / name / "metrics.csv").open())) for name in ("cli", "api")]
     assert [r["loss_policy"] for r in rows[0]] == [r["loss_policy"] for r in rows[1]]

@@ -5,16 +5,14 @@ than 3 (an expectimax written here); the weighed loss reaches the learner, is re
 and Python alike, and is refused where no game is played or where the factory's game weighs it otherwise."""
 
 import csv
-import dataclasses
 import functools
-import json
 
 import numpy as np
 import pytest
 import torch
 
 import ppo_td
-from ppo_td.cli import main
+from conftest import game_runs_both_ways
 from ppo_td.envs.games import TicTacToePerfect, TurnBased, legal_actions, tictactoe_outcomes
 
 pytest.importorskip("pettingzoo")
@@ -120,15 +118,8 @@ def test_a_lost_game_reaches_the_learner_weighed_and_a_won_one_as_it_is():
 
 
 def test_the_weight_is_recorded_trains_alike_from_both_entry_points_and_is_refused_off_games(tmp_path):
-    args = ["train", "--env.env-id", TICTACTOE, "--env.num-envs", "4", "--env.negative-reward-scale", "5",
-            "--frames-per-batch", "256", "--total-frames", "512", "--eval-episodes", "4", "--run-dir",
-            str(tmp_path / "cli")]
-    assert main(args) == 0
-    config = dataclasses.replace(ppo_td.get_preset("generic"), total_frames=512, eval_episodes=4,
-                                 frames_per_batch=256, env=ppo_td.EnvConfig(TICTACTOE, num_envs=4,
-                                                                            negative_reward_scale=5.0))
-    ppo_td.train(config, run_dir=str(tmp_path / "api"), progress=False)
-    cli, api = (json.loads((tmp_path / name / "config.json").read_text()) for name in ("cli", "api"))
+    cli, api = game_runs_both_ways(tmp_path, ["--env.negative-reward-scale", "5"],
+                                   ppo_td.EnvConfig(TICTACTOE, negative_reward_scale=5.0))
     assert cli == api and cli["env"]["negative_reward_scale"] == 5.0
     rows = [list(csv.DictReader((tmp_path / name / "episodes.csv").open())) for name in ("cli", "api")]
     assert rows[0] == rows[1]

@@ -499,7 +499,7 @@ def test_a_board_mirror_runs_where_the_policy_reads_no_mask():
      r"loss.mirror TicTacToeSymmetries fails on the env's observations \(2, 6, 7, 2\) and actions \(2,\): "
      r"TicTacToeSymmetries reads boards of 3 x 3 cells x planes; .* it is made for another game"),
     ("CartPole-v1", "test_symmetry:HalfAMirror",
-     r"loss.mirror HalfAMirror returns 2 image\(s\) of the observations but 1 of the actions"),
+     r"loss.mirror HalfAMirror returned 2 image\(s\) of the observations but 1 of the actions"),
 ])
 def test_a_mirror_that_does_not_fit_the_env_is_refused_before_training(env_id, mirror, message):
     """The mirror is probed on the env's zero observation and action when the run is built: a board mirror on

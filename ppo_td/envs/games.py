@@ -102,10 +102,7 @@ class TicTacToePerfect:
     def best_moves(observation: Any) -> list[int]:
         """The legal moves of a ``tictactoe_v3`` observation that keep the best outcome perfect play can reach."""
         board = np.asarray(observation["observation"])
-        cells = tuple(int(board[r, c, 0]) - int(board[r, c, 1]) for r in range(3) for c in range(3))  # 1 mine
-        legal = legal_actions(observation)
-        scores = [_after(cells, int(move)) for move in legal]
-        return [int(move) for move, score in zip(legal, scores, strict=True) if score == max(scores)]
+        return list(_best(tuple(int(board[r, c, 0]) - int(board[r, c, 1]) for r in range(3) for c in range(3)))[0])
 
 
 @dataclass(frozen=True)
@@ -157,16 +154,11 @@ def tictactoe_outcomes(act: Any, opponent: str = "random") -> Outcomes:
                     raise ValueError(f"the player chose move {move} on a board whose legal moves are {empty}")
                 moves[mine] = move
             move = moves[mine]
-            if _after(mine, move) == -1 < max(_after(mine, m) for m in empty):
+            if _after(mine, move) == -1 < _best(mine)[1]:
                 blunders[mine] = blunders.get(mine, 0.0) + reach
             walk(cells[:move] + (mover,) + cells[move + 1:], -mover, seat, reach)
             return
-        if opponent == "random":
-            replies = empty
-        else:
-            theirs = tuple(-v for v in mine)
-            scores = [_after(theirs, m) for m in empty]
-            replies = [m for m, score in zip(empty, scores, strict=True) if score == max(scores)]
+        replies = empty if opponent == "random" else _best(tuple(-v for v in mine))[0]
         for move in replies:
             walk(cells[:move] + (mover,) + cells[move + 1:], -mover, seat, reach / len(replies))
 
@@ -189,6 +181,15 @@ def _tictactoe_observation(cells: tuple[int, ...]) -> dict[str, np.ndarray]:
 def _after(cells: tuple[int, ...], move: int) -> int:
     """The outcome under perfect play for the player to move on ``cells`` (1 its marks) after ``move``."""
     return -_negamax(tuple(-v for v in _played(cells, move)))
+
+
+@functools.cache
+def _best(cells: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+    """The moves on ``cells`` (1 the mover's marks, 0 empty) that keep the best outcome perfect play reaches, and
+    that outcome (1 a win, 0 a draw, -1 a loss)."""
+    scores = {move: _after(cells, move) for move in range(9) if cells[move] == 0}
+    top = max(scores.values())
+    return tuple(move for move, score in scores.items() if score == top), top
 
 
 _TICTACTOE_LINES = [tuple(r * 3 + c for r, c in line) for line in TicTacToeWinOrBlock.LINES]

@@ -498,15 +498,15 @@ class FastLoss:
         copies = 1  # the originals, and with the mirror augmenting their k images
         if mirror is not None and mirror.augment:  # the images take the originals' log-probabilities, advantages,
             same = critic_in is actor_in  # values and targets
-            images = mirror.observation(actor_in)
-            copies = 1 + images.shape[0] // rows
-            actor_in = cat_halves(actor_in, images)
-            critic_in = actor_in if same else cat_halves(critic_in, mirror.observation(critic_in))
-            action = cat_halves(action, mirror.action(action))
-            if action.shape[0] != copies * rows or critic_in.shape[0] != copies * rows:
-                raise ValueError(f"loss.mirror returned {copies - 1} image(s) of the observations but "
-                                 f"{action.shape[0] // rows - 1} of the actions (or another count of the critic's "
-                                 "observations): observation() and action() must return as many images")
+            images, moves = mirror.observation(actor_in), mirror.action(action)
+            copies = 1 + mirror.images_of(images, moves, rows)
+            actor_in, action = cat_halves(actor_in, images), cat_halves(action, moves)
+            if not same:
+                seen = mirror.observation(critic_in)
+                mirror.images_of(seen, moves, rows)
+                critic_in = cat_halves(critic_in, seen)
+            else:
+                critic_in = actor_in
             prev_log_prob, advantage = repeated(prev_log_prob, copies), repeated(advantage, copies)
             if mask is not None:  # the images' legal actions, permuted as their actions are (an unmasked actor,
                 mask = cat_halves(mask, mirror.action_mask(mask)) if self.actor.masked else None  # none to read)
@@ -571,10 +571,7 @@ class FastLoss:
             original = mean
             mirrored = mirrored_params[0] if isinstance(mirrored_params, tuple) else mirrored_params
         target = self.loss.mirror.action(original.detach())
-        if target.shape != mirrored.shape:
-            raise ValueError(f"loss.mirror returned {mirrored.shape[0] // rows} image(s) of the observations but "
-                             f"{target.shape[0] // rows} of the actions: observation() and action() must return as "
-                             "many images")
+        self.loss.mirror.images_of(mirrored, target, rows)
         return (mirrored - target).pow(2).mean(-1, keepdim=True)
 
     def _critic_core(self, td: TensorDictBase, obs: Any, copies: int = 1) -> dict[str, Any]:

@@ -79,10 +79,20 @@ class Mirror:
                                  f"and actions {tuple(action.shape)}: {err}") from err
             self._checked(images, observation, "observation")
             self._checked(moves, action, "action")
-        if images.shape[0] // observation.shape[0] != moves.shape[0] // action.shape[0]:
-            raise ValueError(f"loss.mirror {name} returns {images.shape[0] // observation.shape[0]} image(s) of the "
-                             f"observations but {moves.shape[0] // action.shape[0]} of the actions: observation() and "
-                             "action() must return as many images")
+        self.images_of(images, moves, observation.shape[0])
+
+    def images_of(self, observations: Any, actions: Any, rows: int) -> int:
+        """How many images of a batch of ``rows`` the mirror returned: ``observations`` from observation(),
+        ``actions`` from action() (or the mirror of the policy's mean actions).
+
+        Raises:
+            ValueError: the two counts differ.
+        """
+        seen, acted = observations.shape[0] // rows, actions.shape[0] // rows
+        if seen != acted:
+            raise ValueError(f"loss.mirror {type(self.user).__name__} returned {seen} image(s) of the observations "
+                             f"but {acted} of the actions: observation() and action() must return as many images")
+        return seen
 
     def masks_of(self, actions: int) -> None:
         """Mirror the legal-action masks of ``actions`` Discrete actions from now on, through the user's
