@@ -109,6 +109,39 @@ def test_one_pass_values_equal_torchrls_gae_on_collected_batches():
                                        atol=1e-6, rtol=1e-5)
 
 
+def test_one_pass_values_of_a_critic_reading_a_dict_observation():
+    """A critic that reads the observation as a TensorDict of entries (``env.observation_dict``; TorchRL's GAE with a
+    value network cannot read one): OnePassGAE compares and indexes each entry, and gives the critic's own values of
+    every next observation and the reference loop's advantages; with one entry's next step changed (rows not
+    consecutive), both passes in full."""
+    plain = _batch_with_episode_ends()
+    rows = []
+
+    def value(obs: TensorDict) -> torch.Tensor:
+        rows.append(obs.batch_size.numel())
+        return obs["policy"].sum(-1, keepdim=True) - 2 * obs["critic"].tanh()
+
+    critic = TensorDictModule(value, in_keys=["observation"], out_keys=["state_value"])
+    for consecutive in (True, False):
+        batch = plain.clone()
+        for td in (batch, batch["next"]):
+            obs = td.get("observation")
+            td.set("observation", TensorDict({"policy": obs, "critic": obs[..., :1] * 3}, batch_size=td.batch_size))
+        if not consecutive:
+            batch["next", "observation", "critic"][1, 2] += 1.0  # row 1 goes on after step 2: not the next step
+        rows.clear()
+        ours = OnePassGAE(critic, gamma=0.9, lmbda=0.8)(batch.clone())
+        n = batch.numel()
+        assert rows == ([n, int(batch["next", "done"].sum()) + 3] if consecutive else [n, n])
+        value_of, next_value = value(batch["observation"]), value(batch["next", "observation"])
+        torch.testing.assert_close(ours["next", "state_value"], next_value)
+        for e in range(batch.shape[0]):
+            expected = reference_gae(value_of[e, :, 0], next_value[e, :, 0], batch["next", "reward"][e, :, 0],
+                                     batch["next", "terminated"][e, :, 0].float(),
+                                     batch["next", "done"][e, :, 0].float(), 0.9, 0.8)
+            torch.testing.assert_close(ours["advantage"][e, :, 0], expected, atol=1e-5, rtol=1e-5)
+
+
 def test_truncation_bootstraps_but_termination_does_not():
     """The same transition differs only by terminated vs truncated: only truncation adds gamma * V(next)."""
     critic = ValueOperator(nn.Linear(1, 1), in_keys=["observation"])

@@ -227,22 +227,41 @@ class OnePassGAE(GAE):
             return
         need = nxt.get("done").reshape(batch.batch_size).clone()  # episode ends: their final observation
         need[:, -1] = True  # the batch's last step: its next observation is the next batch's first
-        if not self._consecutive(batch, nxt, ~need[:, :-1]):  # not a collector's rows: both passes in full
+        reads = [(key, batch.get(key, None), nxt.get(key, None)) for key in self.critic.in_keys]
+        if not self._consecutive(reads, ~need[:, :-1]):  # not a collector's rows: both passes in full
             self.critic(nxt)
             return
         next_value = torch.empty_like(value)
         next_value[:, :-1] = value[:, 1:]
-        ends = nxt[need]
+        # the critic's inputs at those steps only, entry by entry, and the comparison on tensors: selecting and
+        # indexing whole TensorDicts was a quarter of a small batch's GAE (0.83 against 0.59 ms on
+        # MountainCarContinuous's batches of 8 frames)
+        ends = TensorDict(batch_size=[int(need.sum())], device=nxt.device)
+        for key, _, then in reads:
+            if then is not None:
+                ends.set(key, then[need])
         self.critic(ends)
         next_value[need] = ends.get(value_key)
         nxt.set(value_key, next_value)
 
-    def _consecutive(self, batch: TensorDictBase, nxt: TensorDictBase, goes_on: torch.Tensor) -> bool:
+    @staticmethod
+    def _consecutive(reads: list[tuple[Any, Any, Any]], goes_on: torch.Tensor) -> bool:
         """True when every next observation the critic reads equals the following step's, wherever the episode
-        goes on (what collectors write; a comparison, far cheaper than the critic pass it saves)."""
-        in_keys = [k for k in self.critic.in_keys if k in batch.keys(True)]
-        now, then = batch.select(*in_keys)[:, 1:][goes_on], nxt.select(*in_keys)[:, :-1][goes_on]
-        return all(torch.equal(now.get(k), then.get(k)) for k in now.keys(True, True))
+        goes on (what collectors write; a comparison, far cheaper than the critic pass it saves). ``reads``: each
+        critic input's key, its ``[env, time]`` entry and its next-step entry (None where a step lacks it: an entry
+        only the next steps carry is not compared)."""
+        for _, now, then in reads:
+            if now is None:
+                continue
+            if then is None:
+                return False
+            now, then = now[:, 1:][goes_on], then[:, :-1][goes_on]
+            if isinstance(now, TensorDictBase):  # a Dict observation's entries
+                if not all(torch.equal(now.get(k), then.get(k)) for k in now.keys(True, True)):
+                    return False
+            elif not torch.equal(now, then):
+                return False
+        return True
 
 
 class AgentGAE(OnePassGAE):
