@@ -8,14 +8,18 @@ from torchrl.modules import IndependentNormal, MaskedCategorical, TanhNormal
 from torchrl.modules.distributions.utils import sample_and_log_prob
 
 from ppo_td.models import ClosedForm
+from ppo_td.models.gsde import GSDENormal
 
 
 def _params(kind, requires_grad=False):
     g = torch.Generator().manual_seed(3)
-    if kind in ("normal", "tanh_normal"):
+    if kind in ("normal", "tanh_normal", "gsde"):
         loc = 5 * torch.randn(7, 3, generator=g)  # (saturates the tanh: its safe clamp matters)
         log_std = torch.randn(3, generator=g)
         leaves = [loc.requires_grad_(requires_grad), log_std.requires_grad_(requires_grad)]
+        if kind == "gsde":  # a state-dependent scale and the noise the env copy's matrix gives
+            scale = log_std.exp() * (1 + torch.rand(7, 3, generator=g))
+            return leaves, (loc, scale, 0.3 * torch.randn(7, 3, generator=g))
         return leaves, (loc, log_std.exp().expand_as(loc))
     logits = 3 * torch.randn(7, 5, generator=g)
     logits[0, 1] = -float("inf")  # an impossible action stays impossible
@@ -25,6 +29,8 @@ def _params(kind, requires_grad=False):
 def _torch_dist(kind, params):
     if kind == "normal":
         return IndependentNormal(*params)
+    if kind == "gsde":
+        return GSDENormal(*params)
     if kind == "tanh_normal":
         return TanhNormal(*params, low=torch.tensor([-1.0] * 3), high=torch.tensor([1.0] * 3))
     return D.Categorical(logits=params[0])
@@ -36,7 +42,7 @@ def _closed(kind, params):
     return ClosedForm.of(type(dist), kwargs, masked=False)
 
 
-@pytest.mark.parametrize("kind", ["normal", "tanh_normal", "categorical"])
+@pytest.mark.parametrize("kind", ["normal", "tanh_normal", "categorical", "gsde"])
 def test_sampling_matches_torch_bit_for_bit(kind):
     _, params = _params(kind)
     closed = _closed(kind, params)
@@ -52,7 +58,7 @@ def test_sampling_matches_torch_bit_for_bit(kind):
         assert not (action[0] == 1).item()
 
 
-@pytest.mark.parametrize("kind", ["normal", "categorical"])
+@pytest.mark.parametrize("kind", ["normal", "categorical", "gsde"])
 def test_scoring_matches_torch_with_gradients(kind):
     leaves, params = _params(kind, requires_grad=True)
     action = _torch_dist(kind, tuple(p.detach() for p in params)).sample()
@@ -145,6 +151,7 @@ def test_masked_categorical_scoring_matches_torchrl_with_gradients(shape):
 
 def test_which_distributions_have_a_closed_form():
     assert ClosedForm.of(IndependentNormal, {}, masked=False).kind == "normal"
+    assert ClosedForm.of(GSDENormal, {}, masked=False).kind == "gsde"
     assert ClosedForm.of(D.Categorical, {}, masked=False).kind == "categorical"
     assert ClosedForm.of(MaskedCategorical, {}, masked=True).kind == "masked_categorical"
     assert ClosedForm.of(MaskedCategorical, {"neg_inf": -1e9}, masked=True) is None
@@ -157,7 +164,8 @@ def test_which_distributions_have_a_closed_form():
 
 
 @pytest.mark.parametrize(("kind", "broken"), [("normal", "loc nan"), ("normal", "scale zero"),
-                                              ("normal", "scale inf"), ("categorical", "logits nan")])
+                                              ("normal", "scale inf"), ("categorical", "logits nan"),
+                                              ("gsde", "loc nan"), ("gsde", "scale zero")])
 def test_broken_parameters_are_refused_when_sampling(kind, broken):
     _, params = _params(kind)
     params = [p.clone() for p in params]
@@ -169,6 +177,6 @@ def test_broken_parameters_are_refused_when_sampling(kind, broken):
         params[1][4, 0] = float("inf")
     else:
         params[0][1, 2] = float("nan")
-    closed = ClosedForm.of(IndependentNormal if kind == "normal" else D.Categorical, {}, masked=False)
+    closed = ClosedForm.of({"normal": IndependentNormal, "gsde": GSDENormal}.get(kind, D.Categorical), {}, masked=False)
     with pytest.raises(ValueError, match="NaN"):
         closed.sample(tuple(params))

@@ -11,6 +11,8 @@ from torch import distributions as D
 from torch.nn import functional as F  # noqa: N812 - torch's own name
 from torchrl.modules import IndependentNormal, MaskedCategorical, TanhNormal
 
+from ppo_td.models.gsde import GSDENormal
+
 _NO_SAMPLE_SHAPE = torch.Size()
 
 
@@ -65,10 +67,11 @@ def _unit_bounds(kwargs: dict) -> bool:
 
 
 class ClosedForm:
-    """Sampling, log-prob and entropy of a diagonal Gaussian (TorchRL's ``IndependentNormal``), a ``Categorical``,
-    TorchRL's ``MaskedCategorical`` with a boolean mask, or a tanh-normal with bounds -1 and 1 (TorchRL's
-    ``TanhNormal``: its safe tanh, no affine map after it; its entropy is sampled, :meth:`sample_log_prob`) on plain
-    tensors, without building ``torch.distributions`` objects.
+    """Sampling, log-prob and entropy of a diagonal Gaussian (TorchRL's ``IndependentNormal``; ppo_td's gSDE Gaussian,
+    :class:`~ppo_td.models.gsde.GSDENormal`, whose sample is its mean plus the state-dependent noise), a
+    ``Categorical``, TorchRL's ``MaskedCategorical`` with a boolean mask, or a tanh-normal with bounds -1 and 1
+    (TorchRL's ``TanhNormal``: its safe tanh, no affine map after it; its entropy is sampled, :meth:`sample_log_prob`)
+    on plain tensors, without building ``torch.distributions`` objects.
 
     The fast collector and the fast loss call these once per step and once per minibatch; building the
     distribution objects (argument validation, broadcasting, lazy properties) cost about as much as the small
@@ -93,6 +96,8 @@ class ClosedForm:
             return None
         if distribution_class is IndependentNormal:
             return cls("normal")
+        if distribution_class is GSDENormal:  # params (loc, scale, noise): the action is loc + noise
+            return cls("gsde")
         if distribution_class is D.Categorical:
             return cls("categorical")
         return None
@@ -112,10 +117,13 @@ class ClosedForm:
                 raise ValueError("the policy's tanh-normal parameters (loc, scale) hold NaN or inf values, or a scale "
                                  "<= 0: the network's parameters or its input overflowed")
             return action, log_prob
-        if self.kind == "normal":
-            loc, scale = params
-            eps = torch.empty(loc.shape, dtype=loc.dtype, device=loc.device).normal_()
-            action = loc + eps * scale
+        if self.kind in ("normal", "gsde"):
+            loc, scale = params[:2]
+            if self.kind == "gsde":  # GSDENormal's sample: the state-dependent noise, no draw
+                action = loc + params[2]
+            else:
+                eps = torch.empty(loc.shape, dtype=loc.dtype, device=loc.device).normal_()
+                action = loc + eps * scale
             log_prob = self._torch_normal_log_prob(loc, scale, action)
             if not bool(log_prob.isfinite().all()):  # NaN/inf mean, or a scale that is NaN, inf or <= 0
                 raise ValueError("the policy's Gaussian parameters (loc, scale) hold NaN or inf values, or a scale "
@@ -142,8 +150,8 @@ class ClosedForm:
             limit = _TANH_LIMIT[action.dtype]
             preimage = action.clamp(-limit, limit).atanh()  # TorchRL's safe atanh (the stored action has no grad)
             return (0.0 - self._tanh_log_det(preimage)) + self._torch_normal_log_prob(loc, scale, preimage), None
-        if self.kind == "normal":
-            loc, scale = params  # scale's uses in torch's order (its gradients are summed in that order)
+        if self.kind in ("normal", "gsde"):  # (a gSDE Gaussian's noise does not enter its log-prob or entropy)
+            loc, scale = params[:2]  # scale's uses in torch's order (its gradients are summed in that order)
             log_prob = self._torch_normal_log_prob(loc, scale, action)
             return log_prob, (0.5 + 0.5 * math.log(2 * math.pi) + torch.log(scale)).sum(-1)
         if self.kind == "masked_categorical":
