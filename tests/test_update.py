@@ -103,6 +103,30 @@ def test_history_rows_do_not_repeat_the_episodes(tiny_config):
     assert result.episodes  # they are kept once, here
 
 
+@pytest.mark.slow  # about 10 s of compiling each
+@pytest.mark.parametrize("preset", ["cleanrl", "pendulum", "mountaincar-continuous"])
+def test_the_compiled_loss_is_one_graph(preset):
+    """compile=True's loss (a categorical policy with the value loss clipped, a Gaussian, a gSDE policy) compiles
+    into one graph (torch.compile's fullgraph refuses a break: one made by an `if` on the loss's clip_value tensor
+    cost most of the gain) and gives the eager loss within float rounding."""
+    from ppo_td.training.loop import _loss_data
+
+    config = get_preset(preset)
+    config = dataclasses.replace(config, total_frames=config.frames_per_batch, eval_episodes=0)
+    p = build_pipeline(config)
+    batch = next(iter(p.collector))
+    p.collector.shutdown()
+    with torch.no_grad():
+        p.advantage(batch)
+    minibatch = _loss_data(p, batch).reshape(-1)[: config.minibatch_size]
+    assert bool(p.loss.clip_value) == (preset == "cleanrl")
+    loss, terms = p.loss.fast.compiled_terms(p.device, fullgraph=True)(minibatch)
+    eager, eager_terms = p.loss.fast.terms(minibatch)
+    torch.testing.assert_close(loss, eager, rtol=1e-5, atol=1e-6)
+    for key, value in eager_terms.losses.items():
+        torch.testing.assert_close(terms.losses[key], value, rtol=1e-5, atol=1e-6, msg=key)
+
+
 @pytest.mark.slow  # torch.compile compiles the loss and the policy step: about half a minute on 2 cores
 def test_compiled_update_and_policy_step_equal_eager_within_float_rounding():
     """config.compile: the minibatch loss (forward and backward) and the fast collector's torch policy step through
