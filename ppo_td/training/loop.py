@@ -308,9 +308,10 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
             # split of it (TensorDict.split costs about 0.2 ms even for one piece)
             minibatches = (drawn,) if drawn.shape[0] <= size else drawn.split(size)
         _sum_advantages(p, minibatches)
-        lean_here = lean is not None and lean.applies(minibatches[0])  # the minibatches share their entries
-        terms_of = lean.compiled_terms(p.device) if lean_here and p.config.compile else lean.terms if lean_here \
-            else None
+        if epochs == 0:  # every minibatch of the update has the same entries, and the loss the same settings
+            lean_here = lean is not None and lean.applies(minibatches[0])
+            terms_of = lean.compiled_terms(p.device) if lean_here and p.config.compile else lean.terms if lean_here \
+                else None
         for minibatch in minibatches:
             terms: LeanTerms | None = None
             try:
