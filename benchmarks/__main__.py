@@ -115,6 +115,8 @@ COMMANDS: dict[str, Command] = {
                        "multi-seed returns of suites of envs beside SB3: a result store and a report (hours)"),
     "time_split": Command("benchmarks.returns.time_split", "argv",
                           "where each returns-suite run's time goes, beside the env and update floors"),
+    "paired": Command("benchmarks.returns.paired", "argv",
+                      "frames/s of ppo_td and SB3 on a returns suite's configs, both running at once, ratio per seed"),
     "published": Command("benchmarks.returns.published", "argv",
                          "every published return recomputed from the result store"),
     "store_history": Command("benchmarks.returns.store_history", "argv",

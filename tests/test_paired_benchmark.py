@@ -1,0 +1,42 @@
+"""The paired benchmark (benchmarks/returns/paired.py): both libraries run one config and seed at the same time, each
+pair is stored as it ends and skipped when run again, the table takes the medians and ranges over seeds, bad input is
+refused before anything runs."""
+
+import json
+
+import pytest
+
+from benchmarks.returns import paired
+
+
+def test_the_table_takes_the_medians_and_the_range_of_the_ratios():
+    def run(seed, ours, theirs):
+        return {"env": "CartPole-v1", "settings": "cartpole-zoo", "compile": False, "seed": seed,
+                "ppo_td": {"frames_per_second": ours}, "sb3": {"frames_per_second": theirs}}
+    rows = paired.table([run(1, 200.0, 100.0), run(2, 300.0, 200.0), run(3, 1000.0, 400.0)])
+    assert rows[2] == "| CartPole-v1 (cartpole-zoo) | no | 3 | 300 | 200 | 2.00x (1.50-2.50) |"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["nosuch"], "no such suite"), (["minatar"], "no such suite"),  # MinAtar has no SB3 runs beside it
+    (["classic", "--envs", "Hopper-v5"], "--envs"), (["classic", "--frames", "0"], "--frames 0")])
+def test_bad_input_is_refused_before_anything_runs(argv, message, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        paired.main([*argv, "--store", str(tmp_path)])
+    assert message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow  # two worker processes, each starting torch or SB3
+def test_a_pair_runs_both_libraries_at_once_and_is_kept_and_skipped(tmp_path, capsys):
+    argv = ["classic", "--envs", "CartPole-v1", "--frames", "300", "--seeds", "1", "--store", str(tmp_path)]
+    assert paired.main(argv) == 0
+    lines = (tmp_path / "runs.jsonl").read_text().splitlines()
+    assert len(lines) == 1
+    run = json.loads(lines[0])
+    assert run["frames"] == 256  # whole batches of the config (8 copies x 32 steps)
+    for library in ("ppo_td", "sb3"):
+        assert run[library]["frames"] == 256 and run[library]["frames_per_second"] > 0
+    assert paired.main(argv) == 0  # the stored pair is read, not run again
+    assert len((tmp_path / "runs.jsonl").read_text().splitlines()) == 1
+    assert "| CartPole-v1 (cartpole-zoo) | no | 1 |" in capsys.readouterr().out
