@@ -63,6 +63,23 @@ def test_python_and_the_command_line_say_the_same(tmp_path, capsys):
     assert "iteration " not in quiet and "note: total_frames=150" in quiet and "deterministic evaluation" in quiet
 
 
+def test_a_long_eager_run_is_told_that_compile_would_likely_save_time(tmp_path, capsys, monkeypatch):
+    """Past COMPILE_PAYS_STEPS minibatch steps (here lowered to 1) an eager CPU run says once, at its start, from
+    either entry point, that compile=True would likely save time; not a short run, nor one that compiles."""
+    from ppo_td.experiment import session
+    from ppo_td.training import build_pipeline
+
+    ppo_td.train(_config(total_frames=128), progress=False)
+    assert "compile=True" not in capsys.readouterr().out  # far under the default threshold
+    monkeypatch.setattr(session, "COMPILE_PAYS_STEPS", 1)
+    assert main(["train", *TINY, "--total-frames", "128", "--run-dir", str(tmp_path / "cli")]) == 0
+    ppo_td.train(_config(total_frames=128), run_dir=str(tmp_path / "python"))
+    for said in capsys.readouterr().out.split("deterministic evaluation")[:2]:  # each run's start
+        assert said.count("note: this run takes ") == 1 and "compile=True (--compile) made a step" in said
+    assert session.compile_would_apply(build_pipeline(_config()))
+    assert not session.compile_would_apply(build_pipeline(_config(compile=True)))
+
+
 def test_a_notebook_gets_the_bar_and_a_pipe_gets_lines(monkeypatch):
     from ppo_td.experiment.progress import Progress, in_notebook
 

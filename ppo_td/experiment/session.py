@@ -22,6 +22,7 @@ from ppo_td.persist import BEST, Checkpointer, Resumed, RunFolder, RunLogger, lo
 from ppo_td.persist.loggers import make_loggers
 from ppo_td.training import NonFiniteError, Pipeline, StopTraining, TrainResult, final_evaluations, run
 from ppo_td.training.callbacks import hooks
+from ppo_td.training.objective import PPOObjective
 from ppo_td.training.ranks import RankError
 from ppo_td.training.threads import using_threads
 
@@ -114,6 +115,11 @@ class Session:
                        f"({config.optim.update_epochs} epochs x {config.optim.num_minibatches} minibatches): rsl_rl's "
                        "rule was made for about 20, and with many it swings between its bounds every update (measured "
                        "on Walker2d: docs/robot-learning.md); fewer, larger minibatches or optim.kl_lr_every='epoch'")
+        steps = config.num_iterations * adaptations
+        if self.resumed is None and steps >= COMPILE_PAYS_STEPS and compile_would_apply(p):
+            self.write(f"note: this run takes {steps:,} minibatch steps; compile=True (--compile) made a step 23-37% "
+                       "faster on this project's 2-core CPU after 6-16 s of compiling (about 30,000 steps to gain "
+                       "it back): docs/performance.md#compile")
         if p.ranks is not None:
             self.write(f"{p.world} ranks: each steps {config.env.num_envs // p.world} of the {config.env.num_envs} env "
                        f"copies and {config.frames_per_batch // p.world:,} frames of each {config.frames_per_batch:,}"
@@ -233,6 +239,17 @@ class Session:
 
 
 MANY_ADAPTATIONS = 50
+COMPILE_PAYS_STEPS = 30_000
+"""Minibatch steps past which an eager CPU run is told compile=True would likely save time: the compilation (6-16 s
+here, its cache cold) over what it saved a step (0.4-0.6 ms), measured 2026-12-06 (docs/performance.md#compile)."""
+
+
+def compile_would_apply(p: Pipeline) -> bool:
+    """Whether ``compile=True`` would compile this run's update, and it ran eager on the CPU where it was measured:
+    ppo_td's own lean loss of one feed-forward policy (not a group's or a recurrent one), one process."""
+    fast = p.loss.fast if type(p.loss) is PPOObjective else None
+    return (not p.config.compile and p.device.type == "cpu" and p.ranks is None and fast is not None
+            and fast.cores is None and not fast.group)
 """More KL-adaptive steps an update than this is said at the start: rsl_rl's configs make 20 (5 epochs x 4), CleanRL's
 MuJoCo shape 320, where the rate swung from floor to cap every update (docs/robot-learning.md)."""
 
