@@ -118,7 +118,7 @@ class Session:
         steps = config.num_iterations * adaptations
         if self.resumed is None and steps >= COMPILE_PAYS_STEPS and compile_would_apply(p):
             self.write(f"note: this run takes {steps:,} minibatch steps; compile=True (--compile) made a step 23-37% "
-                       "faster on this project's 2-core CPU after 6-16 s of compiling (about 30,000 steps to gain "
+                       "faster on this project's 2-core CPU after 6-16 s of compiling (10,000-40,000 steps to gain "
                        "it back): docs/performance.md#compile")
         if p.ranks is not None:
             self.write(f"{p.world} ranks: each steps {config.env.num_envs // p.world} of the {config.env.num_envs} env "
@@ -239,9 +239,12 @@ class Session:
 
 
 MANY_ADAPTATIONS = 50
+"""More KL-adaptive steps an update than this is said at the start: rsl_rl's configs make 20 (5 epochs x 4), CleanRL's
+MuJoCo shape 320, where the rate swung from floor to cap every update (docs/robot-learning.md)."""
 COMPILE_PAYS_STEPS = 30_000
 """Minibatch steps past which an eager CPU run is told compile=True would likely save time: the compilation (6-16 s
-here, its cache cold) over what it saved a step (0.4-0.6 ms), measured 2026-12-06 (docs/performance.md#compile)."""
+here, its cache cold) over what it saved a step (0.4-0.6 ms) is 10,000-40,000 steps, measured 2026-12-06
+(docs/performance.md#compile)."""
 
 
 def compile_would_apply(p: Pipeline) -> bool:
@@ -250,8 +253,7 @@ def compile_would_apply(p: Pipeline) -> bool:
     fast = p.loss.fast if type(p.loss) is PPOObjective else None
     return (not p.config.compile and p.device.type == "cpu" and p.ranks is None and fast is not None
             and fast.cores is None and not fast.group)
-"""More KL-adaptive steps an update than this is said at the start: rsl_rl's configs make 20 (5 epochs x 4), CleanRL's
-MuJoCo shape 320, where the rate swung from floor to cap every update (docs/robot-learning.md)."""
+
 
 REPEATED = 2.0
 """Over ranks: seconds within which a second SIGINT or SIGTERM is the first one again (torchrun passes the terminal's
