@@ -142,6 +142,17 @@ def test_one_pass_values_of_a_critic_reading_a_dict_observation():
             torch.testing.assert_close(ours["advantage"][e, :, 0], expected, atol=1e-5, rtol=1e-5)
 
 
+
+def test_a_critic_input_the_next_steps_lack_is_refused():
+    """The critic reads an entry every step carries but the next steps do not: refused by name (it would otherwise
+    read something else there, a recurrent critic a state of zeros)."""
+    batch = _batch_with_episode_ends()
+    batch.set("extra", torch.ones(*batch.shape, 1))
+    critic = TensorDictModule(lambda obs, extra: obs.sum(-1, keepdim=True) + extra, in_keys=["observation", "extra"],
+                              out_keys=["state_value"])
+    with pytest.raises(KeyError, match=r"the critic reads \['extra'\] at each step but the batch's next steps lack"):
+        OnePassGAE(critic, gamma=0.9, lmbda=0.8)(batch)
+
 def test_truncation_bootstraps_but_termination_does_not():
     """The same transition differs only by terminated vs truncated: only truncation adds gamma * V(next)."""
     critic = ValueOperator(nn.Linear(1, 1), in_keys=["observation"])

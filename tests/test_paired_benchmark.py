@@ -27,8 +27,31 @@ def test_bad_input_is_refused_before_anything_runs(argv, message, tmp_path, caps
     assert not list(tmp_path.iterdir())
 
 
+def test_pairs_are_kept_and_skipped_but_never_those_of_edited_code(tmp_path, monkeypatch, capsys):
+    """A pair stored at a commit is read again at that commit; one measured on edited code (its commit marked -dirty)
+    is stored but never reused; a seed given twice runs once."""
+    calls = []
+
+    def fake_pair(task, frames, seed, compile, timeout):
+        calls.append(seed)
+        return {library: {"frames": frames, "train_seconds": 2.0, "collect_seconds": 1.0, "update_seconds": 1.0,
+                          "frames_per_second": frames / 2.0} for library in ("ppo_td", "sb3")}
+
+    monkeypatch.setattr(paired, "run_pair", fake_pair)
+    argv = ["classic", "--envs", "Pendulum-v1", "--frames", "4096", "--seeds", "1", "1", "--store", str(tmp_path)]
+    monkeypatch.setattr(paired, "measured_commit", lambda root: "abc123")
+    assert paired.main(argv) == 0 and paired.main(argv) == 0
+    assert calls == [1]  # once: the seed given twice, and the rerun read from the store
+    monkeypatch.setattr(paired, "measured_commit", lambda root: "abc123-dirty")
+    assert paired.main(argv) == 0 and paired.main(argv) == 0
+    assert calls == [1, 1, 1]
+    assert len((tmp_path / "runs.jsonl").read_text().splitlines()) == 3
+    assert "| Pendulum-v1 (pendulum) | no | 1 | 2,048 | 2,048 | 1.00x (1.00-1.00) |" in capsys.readouterr().out
+
+
 @pytest.mark.slow  # two worker processes, each starting torch or SB3
-def test_a_pair_runs_both_libraries_at_once_and_is_kept_and_skipped(tmp_path, capsys):
+def test_a_pair_runs_both_libraries_at_once_and_is_kept_and_skipped(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(paired, "measured_commit", lambda root: "abc123")  # as a clean checkout's
     argv = ["classic", "--envs", "CartPole-v1", "--frames", "300", "--seeds", "1", "--store", str(tmp_path)]
     assert paired.main(argv) == 0
     lines = (tmp_path / "runs.jsonl").read_text().splitlines()
@@ -40,3 +63,13 @@ def test_a_pair_runs_both_libraries_at_once_and_is_kept_and_skipped(tmp_path, ca
     assert paired.main(argv) == 0  # the stored pair is read, not run again
     assert len((tmp_path / "runs.jsonl").read_text().splitlines()) == 1
     assert "| CartPole-v1 (cartpole-zoo) | no | 1 |" in capsys.readouterr().out
+
+
+def test_a_worker_that_fails_or_prints_no_result_is_named():
+    task = paired.SUITES["classic"][0]
+    with pytest.raises(RuntimeError, match="sb3 CartPole-v1 seed 2 failed \\(exit 1\\):\nTraceback"):
+        paired._result("sb3", task, 2, 1, "", "Traceback ...")
+    with pytest.raises(RuntimeError, match="ppo_td CartPole-v1 seed 2: no result line"):
+        paired._result("ppo_td", task, 2, 0, "some log\n", "")
+    with pytest.raises(RuntimeError, match="no result line"):
+        paired._result("ppo_td", task, 2, 0, '{"frames": 256, "train_seconds": 0.0}', "")

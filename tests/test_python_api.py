@@ -78,6 +78,9 @@ def test_a_long_eager_run_is_told_that_compile_would_likely_save_time(tmp_path, 
         assert said.count("note: this run takes ") == 1 and "compile=True (--compile) made a step" in said
     assert session.compile_would_apply(build_pipeline(_config()))
     assert not session.compile_would_apply(build_pipeline(_config(compile=True)))
+    replaced = build_pipeline(_config())
+    replaced.loss.forward = lambda td: td  # a forward of the user's: the update runs it, compiled or not
+    assert not session.compile_would_apply(replaced)
 
 
 def test_a_notebook_gets_the_bar_and_a_pipe_gets_lines(monkeypatch):

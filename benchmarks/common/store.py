@@ -4,6 +4,7 @@ there, appended one run at a time (a run is kept as soon as it ends)."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
@@ -21,3 +22,16 @@ def append_run(store: Path, run: dict[str, Any]) -> None:
     store.mkdir(parents=True, exist_ok=True)
     with (store / "runs.jsonl").open("a") as f:
         f.write(json.dumps(run) + "\n")
+
+
+def measured_commit(root: Path) -> str:
+    """The commit of the checkout at ``root`` a run measures, with ``-dirty`` where tracked files were edited since (a
+    run of edited code is not that commit's), or ``unknown`` where git cannot say."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return sha + ("-dirty" if dirty else "")

@@ -8,8 +8,11 @@ Each pair is two ``benchmarks.common.worker`` processes (``python -m benchmarks 
 evaluation; frames/s is the frames over the training seconds each library measured (ppo_td's include the first
 iteration, and with ``--compile`` the compilation). Each finished pair is appended to ``STORE/runs.jsonl``, keyed by the
 env, the whole config (its digest), the frames, ``--compile``, the seed and the commit: a rerun at the same commit
-skips what is there. The table: per env, the median over seeds of each library's frames/s and of the ratio, with its
-range.
+skips what is there (a run of edited code, its commit marked ``-dirty``, is never reused). The table: per env, the
+median over seeds of each library's frames/s and of the ratio, with its range.
+
+The two runs share the machine until the faster one ends; the slower one then has it to itself, which flatters its
+frames/s a little: the ratio leans toward the slower library, not the faster.
 """
 
 from __future__ import annotations
@@ -17,60 +20,73 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common.store import append_run, stored_runs
+from benchmarks.common.store import append_run, measured_commit, stored_runs
 from benchmarks.returns.suites import ROOT, SUITES, Task, config_digest, config_of
 
 STORE = ROOT / "benchmarks" / "results" / "paired"
 LIBRARIES = ("ppo_td", "sb3")
 
 
-def _commit() -> str:
-    proc = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    return proc.stdout.strip() or "unknown"
-
-
 def run_pair(task: Task, frames: int, seed: int, compile: bool, timeout: float) -> dict[str, Any]:
-    """Both libraries on ``task``'s config and ``seed`` at once; each one's frames/s and seconds.
+    """Both libraries on ``task``'s config and ``seed`` at once; each one's frames/s and seconds. Each worker writes to
+    files of its own (no pipe to fill and block it) in a session of its own (ended with everything it started), both
+    within one ``timeout``.
 
     Raises:
-        RuntimeError: a worker failed, printed no result, or passed ``timeout`` (both are ended then).
+        RuntimeError: a worker failed, printed no result, or the pair passed ``timeout`` (both are ended then).
     """
     from ppo_td.config import to_dict
 
     config = config_of(task)
-    procs = {}
-    for library in LIBRARIES:
-        spec = {"library": library, "config": to_dict(config), "seed": seed, "eval_episodes": 0,
-                "total_frames": frames, "compile": compile and library == "ppo_td"}
-        procs[library] = subprocess.Popen([sys.executable, "-m", "benchmarks.common.worker", json.dumps(spec)],
-                                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out: dict[str, Any] = {}
+    procs: dict[str, tuple[subprocess.Popen, Any, Any]] = {}
+    deadline = time.monotonic() + timeout
     try:
-        for library, proc in procs.items():
-            stdout, stderr = proc.communicate(timeout=timeout)
-            if proc.returncode:
-                raise RuntimeError(f"{library} {task.env_id} seed {seed} failed (exit {proc.returncode}):\n"
-                                   f"{stderr[-2000:]}")
-            lines = stdout.strip().splitlines()
-            if not lines:
-                raise RuntimeError(f"{library} {task.env_id} seed {seed}: the worker printed no result line")
-            result = json.loads(lines[-1])
-            out[library] = {"frames": result["frames"], "train_seconds": result["train_seconds"],
-                            "collect_seconds": result["collect_seconds"], "update_seconds": result["update_seconds"],
-                            "frames_per_second": result["frames"] / result["train_seconds"]}
-    except subprocess.TimeoutExpired as err:
-        raise RuntimeError(f"{task.env_id} seed {seed}: over --timeout {timeout:.0f} s") from err
+        for library in LIBRARIES:
+            spec = {"library": library, "config": to_dict(config), "seed": seed, "eval_episodes": 0,
+                    "total_frames": frames, "compile": compile and library == "ppo_td"}
+            out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+            procs[library] = (subprocess.Popen([sys.executable, "-m", "benchmarks.common.worker", json.dumps(spec)],
+                                               cwd=ROOT, stdout=out, stderr=err, text=True, start_new_session=True),
+                              out, err)
+        results = {}
+        for library, (proc, out, err) in procs.items():
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired as e:
+                raise RuntimeError(f"{task.env_id} seed {seed}: over --timeout {timeout:.0f} s") from e
+            out.seek(0), err.seek(0)
+            results[library] = _result(library, task, seed, proc.returncode, out.read(), err.read())
+        return results
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+        for proc, out, err in procs.values():
+            if proc.poll() is None:  # the worker and whatever it started (env processes)
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            out.close(), err.close()
+
+
+def _result(library: str, task: Task, seed: int, code: int, stdout: str, stderr: str) -> dict[str, Any]:
+    """One worker's frames/s and seconds from its last output line; RuntimeError naming what went wrong."""
+    what = f"{library} {task.env_id} seed {seed}"
+    if code:
+        raise RuntimeError(f"{what} failed (exit {code}):\n{stderr[-2000:]}")
+    try:
+        result = json.loads(stdout.strip().splitlines()[-1])
+        out = {key: result[key] for key in ("frames", "train_seconds", "collect_seconds", "update_seconds")}
+        out["frames_per_second"] = out["frames"] / out["train_seconds"]
+    except (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError) as err:
+        raise RuntimeError(f"{what}: no result line the benchmark can read ({err!r}; stdout ends "
+                           f"{stdout[-300:]!r})") from err
     return out
 
 
@@ -115,14 +131,14 @@ def main(argv: list[str]) -> int:
     tasks = [t for s in args.suites for t in SUITES[s] if t.sb3 and (args.envs is None or t.env_id in args.envs)]
     if args.envs and len({t.env_id for t in tasks}) != len(set(args.envs)):
         parser.error(f"--envs {sorted(set(args.envs) - {t.env_id for t in tasks})}: not in {args.suites} beside SB3")
-    commit = _commit()
-    done = stored_runs(args.store, key_of)
+    commit = measured_commit(ROOT)
+    done = stored_runs(args.store, key_of) if commit != "unknown" and not commit.endswith("-dirty") else {}
     runs, failed = [], 0
     for task in tasks:
         config = config_of(task)
         frames = min(args.frames, task.frames)
         frames = max(config.frames_per_batch, frames // config.frames_per_batch * config.frames_per_batch)
-        for seed in args.seeds:
+        for seed in dict.fromkeys(args.seeds):
             run = {"env": task.env_id, "settings": task.settings, "config_digest": config_digest(config),
                    "frames": frames, "compile": args.compile, "seed": seed, "commit": commit}
             if key_of(run) in done:
@@ -136,6 +152,7 @@ def main(argv: list[str]) -> int:
                 continue
             run["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
             append_run(args.store, run)
+            done[key_of(run)] = run
             runs.append(run)
             print(f"{task.env_id} seed {seed}: ppo_td {run['ppo_td']['frames_per_second']:,.0f} frames/s, SB3 "
                   f"{run['sb3']['frames_per_second']:,.0f} "

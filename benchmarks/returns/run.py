@@ -42,6 +42,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common.store import measured_commit
 from benchmarks.returns.suites import (
     DEFAULT_SEEDS,
     EVAL_EPISODES,
@@ -61,14 +62,7 @@ from benchmarks.returns.suites import (
 
 
 def _commit() -> str:
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10,
-                             check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return sha + ("-dirty" if dirty else "")
+    return measured_commit(ROOT)
 
 
 def _versions() -> dict[str, str]:

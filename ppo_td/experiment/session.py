@@ -249,10 +249,11 @@ here, its cache cold) over what it saved a step (0.4-0.6 ms) is 10,000-40,000 st
 
 def compile_would_apply(p: Pipeline) -> bool:
     """Whether ``compile=True`` would compile this run's update, and it ran eager on the CPU where it was measured:
-    ppo_td's own lean loss of one feed-forward policy (not a group's or a recurrent one), one process."""
-    fast = p.loss.fast if type(p.loss) is PPOObjective else None
+    ppo_td's own lean loss (its forward not replaced, its settings ones the lean loss implements) of one feed-forward
+    policy (not a group's or a recurrent one), one process."""
+    fast = p.loss.fast if type(p.loss) is PPOObjective and "forward" not in vars(p.loss) else None
     return (not p.config.compile and p.device.type == "cpu" and p.ranks is None and fast is not None
-            and fast.cores is None and not fast.group)
+            and fast.cores is None and not fast.group and fast.settings_apply())
 
 
 REPEATED = 2.0

@@ -228,6 +228,9 @@ class OnePassGAE(GAE):
         need = nxt.get("done").reshape(batch.batch_size).clone()  # episode ends: their final observation
         need[:, -1] = True  # the batch's last step: its next observation is the next batch's first
         reads = [(key, batch.get(key, None), nxt.get(key, None)) for key in self.critic.in_keys]
+        missing = [key for key, now, then in reads if now is not None and then is None]
+        if missing:  # the critic would read something else there (a recurrent state filled with zeros)
+            raise KeyError(f"the critic reads {missing} at each step but the batch's next steps lack them")
         if not self._consecutive(reads, ~need[:, :-1]):  # not a collector's rows: both passes in full
             self.critic(nxt)
             return
@@ -253,8 +256,6 @@ class OnePassGAE(GAE):
         for _, now, then in reads:
             if now is None:
                 continue
-            if then is None:
-                return False
             now, then = now[:, 1:][goes_on], then[:, :-1][goes_on]
             if isinstance(now, TensorDictBase):  # a Dict observation's entries
                 if not all(torch.equal(now.get(k), then.get(k)) for k in now.keys(True, True)):
@@ -441,16 +442,20 @@ class FastLoss:
 
     def applies(self, td: TensorDictBase) -> bool:
         """True when this forward computes what ``ClipPPOLoss.forward`` would for ``td``."""
-        loss = self.loss
-        settings = (not loss.functional and not loss.normalize_advantage and not loss.separate_losses
-                    and loss.reduction == "mean" and loss.critic_coeff is not None and loss.critic_coeff > 0
-                    and getattr(loss, "advantage_norm", None) is None and not getattr(loss, "delay_actor", False)
-                    and getattr(loss, "max_importance_ratio", None) is None
-                    and getattr(loss, "clip_epsilon", None) is not None)
-        mask = loss.loss_mask_key
+        mask = self.loss.loss_mask_key
         mask_keys = AUTO_LOSS_MASK_KEYS if mask == "auto" else () if mask is None else (mask,)
-        return (settings and td.get(self.keys.advantage, None) is not None
+        return (self.settings_apply() and td.get(self.keys.advantage, None) is not None
                 and all(td.get(key, None) is None for key in mask_keys))
+
+    def settings_apply(self) -> bool:
+        """True when the loss's settings are ones this forward implements (what :meth:`applies` asks of the loss, not
+        of a minibatch)."""
+        loss = self.loss
+        return (not loss.functional and not loss.normalize_advantage and not loss.separate_losses
+                and loss.reduction == "mean" and loss.critic_coeff is not None and loss.critic_coeff > 0
+                and getattr(loss, "advantage_norm", None) is None and not getattr(loss, "delay_actor", False)
+                and getattr(loss, "max_importance_ratio", None) is None
+                and getattr(loss, "clip_epsilon", None) is not None)
 
     def __call__(self, td: TensorDictBase) -> TensorDict:
         """Every output ``ClipPPOLoss.forward`` writes for ``td``."""
