@@ -73,3 +73,19 @@ def test_a_worker_that_fails_or_prints_no_result_is_named():
         paired._result("ppo_td", task, 2, 0, "some log\n", "")
     with pytest.raises(RuntimeError, match="no result line"):
         paired._result("ppo_td", task, 2, 0, '{"frames": 256, "train_seconds": 0.0}', "")
+
+
+def test_ctrl_c_keeps_the_finished_pairs_and_shows_them(tmp_path, monkeypatch, capsys):
+    def pair_then_interrupt(task, frames, seed, compile, timeout):
+        if seed == 2:
+            raise KeyboardInterrupt
+        return {library: {"frames": frames, "train_seconds": 1.0, "collect_seconds": 0.5, "update_seconds": 0.5,
+                          "frames_per_second": float(frames)} for library in ("ppo_td", "sb3")}
+
+    monkeypatch.setattr(paired, "run_pair", pair_then_interrupt)
+    monkeypatch.setattr(paired, "measured_commit", lambda root: "abc123")
+    argv = ["classic", "--envs", "Pendulum-v1", "--frames", "2048", "--seeds", "1", "2", "--store", str(tmp_path)]
+    assert paired.main(argv) == 130
+    assert len((tmp_path / "runs.jsonl").read_text().splitlines()) == 1
+    out = capsys.readouterr()
+    assert "interrupted: 1 pairs stored or read" in out.err and "| Pendulum-v1 (pendulum) | no | 1 |" in out.out

@@ -133,29 +133,34 @@ def main(argv: list[str]) -> int:
         parser.error(f"--envs {sorted(set(args.envs) - {t.env_id for t in tasks})}: not in {args.suites} beside SB3")
     commit = measured_commit(ROOT)
     done = stored_runs(args.store, key_of) if commit != "unknown" and not commit.endswith("-dirty") else {}
-    runs, failed = [], 0
-    for task in tasks:
-        config = config_of(task)
-        frames = min(args.frames, task.frames)
-        frames = max(config.frames_per_batch, frames // config.frames_per_batch * config.frames_per_batch)
-        for seed in dict.fromkeys(args.seeds):
-            run = {"env": task.env_id, "settings": task.settings, "config_digest": config_digest(config),
-                   "frames": frames, "compile": args.compile, "seed": seed, "commit": commit}
-            if key_of(run) in done:
-                runs.append(done[key_of(run)])
-                continue
-            try:
-                run.update(run_pair(task, frames, seed, args.compile, args.timeout))
-            except RuntimeError as err:
-                print(err, file=sys.stderr)
-                failed += 1
-                continue
-            run["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-            append_run(args.store, run)
-            done[key_of(run)] = run
-            runs.append(run)
-            print(f"{task.env_id} seed {seed}: ppo_td {run['ppo_td']['frames_per_second']:,.0f} frames/s, SB3 "
-                  f"{run['sb3']['frames_per_second']:,.0f} "
-                  f"({run['ppo_td']['frames_per_second'] / run['sb3']['frames_per_second']:.2f}x)", flush=True)
+    runs, failed, interrupted = [], 0, False
+    try:
+        for task in tasks:
+            config = config_of(task)
+            frames = min(args.frames, task.frames)
+            frames = max(config.frames_per_batch, frames // config.frames_per_batch * config.frames_per_batch)
+            for seed in dict.fromkeys(args.seeds):
+                run = {"env": task.env_id, "settings": task.settings, "config_digest": config_digest(config),
+                       "frames": frames, "compile": args.compile, "seed": seed, "commit": commit}
+                if key_of(run) in done:
+                    runs.append(done[key_of(run)])
+                    continue
+                try:
+                    run.update(run_pair(task, frames, seed, args.compile, args.timeout))
+                except RuntimeError as err:
+                    print(err, file=sys.stderr)
+                    failed += 1
+                    continue
+                run["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+                append_run(args.store, run)
+                done[key_of(run)] = run
+                runs.append(run)
+                print(f"{task.env_id} seed {seed}: ppo_td {run['ppo_td']['frames_per_second']:,.0f} frames/s, SB3 "
+                      f"{run['sb3']['frames_per_second']:,.0f} "
+                      f"({run['ppo_td']['frames_per_second'] / run['sb3']['frames_per_second']:.2f}x)", flush=True)
+    except KeyboardInterrupt:  # the running pair's workers are ended (run_pair); what finished is stored and shown
+        interrupted = True
+        print(f"interrupted: {len(runs)} pairs stored or read; the same command at a clean commit goes on from there",
+              file=sys.stderr)
     print("\n".join(["", f"`python -m benchmarks paired {' '.join(argv)}` at {commit}", "", *table(runs)]))
-    return 1 if failed else 0
+    return 130 if interrupted else 1 if failed else 0
