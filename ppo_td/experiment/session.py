@@ -22,7 +22,7 @@ from ppo_td.persist import BEST, Checkpointer, Resumed, RunFolder, RunLogger, lo
 from ppo_td.persist.loggers import make_loggers
 from ppo_td.training import NonFiniteError, Pipeline, StopTraining, TrainResult, final_evaluations, run
 from ppo_td.training.callbacks import hooks
-from ppo_td.training.objective import PPOObjective
+from ppo_td.training.loop import lean_loss
 from ppo_td.training.ranks import RankError
 from ppo_td.training.threads import using_threads
 
@@ -251,7 +251,7 @@ def compile_would_apply(p: Pipeline) -> bool:
     """Whether ``compile=True`` would compile this run's update, and it ran eager on the CPU where it was measured:
     ppo_td's own lean loss (its forward not replaced, its settings ones the lean loss implements) of one feed-forward
     policy (not a group's or a recurrent one), one process."""
-    fast = p.loss.fast if type(p.loss) is PPOObjective and "forward" not in vars(p.loss) else None
+    fast = lean_loss(p)
     return (not p.config.compile and p.device.type == "cpu" and p.ranks is None and fast is not None
             and fast.cores is None and not fast.group and fast.settings_apply())
 

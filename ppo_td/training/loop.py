@@ -25,6 +25,7 @@ from ppo_td.envs.info import episode_infos, recorded
 from ppo_td.training.callbacks import StopTraining, iteration_hook
 from ppo_td.training.evaluation import Evaluation, evaluate_on, evaluation_seed, final_evaluations
 from ppo_td.training.objective import (
+    FastLoss,
     LeanTerms,
     PPOObjective,
     TeamLoss,
@@ -293,7 +294,7 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     # ppo_td's own loss: the loss terms only, each minibatch; their diagnostics together (epoch_metrics) once an
     # update, or once an epoch where target_kl reads them (not when the loss object's forward was replaced: the
     # replacement runs)
-    lean = p.loss.fast if type(p.loss) is PPOObjective and "forward" not in vars(p.loss) else None
+    lean = lean_loss(p)
     records: list[dict[str, torch.Tensor]] = []
     pending: list[tuple[LeanTerms, torch.Tensor]] = []
     epochs = 0
@@ -372,6 +373,12 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     out = {name: float(torch.stack([r[name] for r in records]).float().mean()) for name in records[0]}
     out["epochs"] = epochs
     return out
+
+
+def lean_loss(p: Pipeline) -> FastLoss | None:
+    """The lean forward the update takes its loss terms from: ppo_td's own loss's (:class:`PPOObjective`, its forward
+    not replaced: a replacement runs instead), else None."""
+    return p.loss.fast if type(p.loss) is PPOObjective and "forward" not in vars(p.loss) else None
 
 
 def _minibatch_kl(terms: LeanTerms | None, losses: Any) -> torch.Tensor:
