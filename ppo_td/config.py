@@ -38,7 +38,7 @@ def _check_types(obj: Any, section: str) -> None:
             ok = isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
         elif base.startswith("tuple[str"):
             ok = isinstance(value, tuple) and all(isinstance(v, str) for v in value)
-        elif base.startswith("Literal"):
+        elif base.startswith("Literal") and "|" not in base:  # (compile's 'auto' | bool: checked by its own rule)
             ok = isinstance(value, str)
         else:
             continue
@@ -678,13 +678,20 @@ class TrainConfig:
     """Where the networks and the update run: ``auto`` (a GPU for image observations when there is one, else
     the CPU: small MLPs are faster on the CPU, as Stable-Baselines3's PPO docs advise), ``cpu``, ``cuda``,
     ``cuda:N`` or ``mps``. Envs step on the CPU; each iteration's batch moves to the device once."""
-    compile: bool = False
+    compile: Literal["auto"] | bool = "auto"
     """Run each minibatch's loss (forward and backward) and the fast collector's torch policy step through
     torch.compile (LeanRL's approach, without CUDA graphs so far): results equal eager within float rounding; the
-    first minibatch waits for the compilation (seconds to a minute). Applies to ppo_td's own networks and loss."""
+    first minibatch waits for the compilation (seconds to a minute). Applies to ppo_td's own networks and loss.
+    ``auto`` (default): compile where it was measured to pay in wall time, compilation included: a one-process,
+    one-agent, feed-forward run on the CPU with ppo_td's own loss and at least 30,000 minibatch steps, on a machine
+    where torch.compile works (tried once with a tiny function; else eager, said in one line); every other run eager
+    (:func:`ppo_td.training.compiles`, docs/performance.md#compile). ``True``: compile whatever ppo_td can;
+    ``False``: eager."""
 
     def __post_init__(self) -> None:
         _check_types(self, "")
+        _check(isinstance(self.compile, bool) or self.compile == "auto", "compile", self.compile,
+               "'auto', True or False")
         _check(self.frames_per_batch >= 1, "frames_per_batch", self.frames_per_batch, ">= 1")
         _check(self.frames_per_batch % self.env.num_envs == 0, "frames_per_batch", self.frames_per_batch,
                f"a multiple of env.num_envs={self.env.num_envs} (each env runs the same number of steps)")

@@ -11,15 +11,22 @@ from benchmarks.returns import paired
 
 def test_the_table_takes_the_medians_and_the_range_of_the_ratios():
     def run(seed, ours, theirs):
-        return {"env": "CartPole-v1", "settings": "cartpole-zoo", "compile": False, "seed": seed,
-                "ppo_td": {"frames_per_second": ours}, "sb3": {"frames_per_second": theirs}}
+        return {"env": "CartPole-v1", "settings": "cartpole-zoo", "compile": False, "seed": seed, "frames": 2560,
+                "steps": 200, "ppo_td": {"frames_per_second": ours, "train_seconds": 2560 / ours},
+                "sb3": {"frames_per_second": theirs, "train_seconds": 2560 / theirs}}
     rows = paired.table([run(1, 200.0, 100.0), run(2, 300.0, 200.0), run(3, 1000.0, 400.0)])
-    assert rows[2] == "| CartPole-v1 (cartpole-zoo) | no | 3 | 300 | 200 | 2.00x (1.50-2.50) |"
+    assert rows[2] == ("| CartPole-v1 (cartpole-zoo) | no | 3 | 2,560 (200) | 300 | 200 | 2.00x (1.50-2.50) | "
+                       "12.8 and 25.6; 8.5 and 12.8; 2.6 and 6.4 |")
+    eager = [{**run(1, 1.0, 1.0), "compiled": {"frames_per_second": 240.0, "train_seconds": 10.0},
+              "eager": {"frames_per_second": 200.0, "train_seconds": 12.0}}]
+    assert paired.table(eager, "eager")[2] == ("| CartPole-v1 (cartpole-zoo) | compiled side | 1 | 2,560 (200) | 240 | "
+                                               "200 | 1.20x (1.20-1.20) | 10.0 and 12.0 |")
 
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["nosuch"], "no such suite"), (["minatar"], "no such suite"),  # MinAtar has no SB3 runs beside it
-    (["classic", "--envs", "Hopper-v5"], "--envs"), (["classic", "--frames", "0"], "--frames 0")])
+    (["classic", "--envs", "Hopper-v5"], "--envs"), (["classic", "--frames", "0"], "--frames 0"),
+    (["classic", "--against", "eager", "--compile"], "drop --compile"), (["classic", "--against", "x"], "--against")])
 def test_bad_input_is_refused_before_anything_runs(argv, message, tmp_path, capsys):
     with pytest.raises(SystemExit):
         paired.main([*argv, "--store", str(tmp_path)])
@@ -32,10 +39,10 @@ def test_pairs_are_kept_and_skipped_but_never_those_of_edited_code(tmp_path, mon
     is stored but never reused; a seed given twice runs once."""
     calls = []
 
-    def fake_pair(task, frames, seed, compile, timeout):
+    def fake_pair(task, frames, seed, compile, timeout, against):
         calls.append(seed)
-        return {library: {"frames": frames, "train_seconds": 2.0, "collect_seconds": 1.0, "update_seconds": 1.0,
-                          "frames_per_second": frames / 2.0} for library in ("ppo_td", "sb3")}
+        return {side: {"frames": frames, "train_seconds": 2.0, "collect_seconds": 1.0, "update_seconds": 1.0,
+                       "frames_per_second": frames / 2.0} for side in paired.SIDES[against]}
 
     monkeypatch.setattr(paired, "run_pair", fake_pair)
     argv = ["classic", "--envs", "Pendulum-v1", "--frames", "4096", "--seeds", "1", "1", "--store", str(tmp_path)]
@@ -46,7 +53,10 @@ def test_pairs_are_kept_and_skipped_but_never_those_of_edited_code(tmp_path, mon
     assert paired.main(argv) == 0 and paired.main(argv) == 0
     assert calls == [1, 1, 1]
     assert len((tmp_path / "runs.jsonl").read_text().splitlines()) == 3
-    assert "| Pendulum-v1 (pendulum) | no | 1 | 2,048 | 2,048 | 1.00x (1.00-1.00) |" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert "| Pendulum-v1 (pendulum) | no | 1 | 4,096 (320) | 2,048 | 2,048 | 1.00x (1.00-1.00) |" in shown
+    assert paired.main([*argv, "--against", "eager"]) == 0  # another pair: compiled against eager, kept apart
+    assert calls == [1, 1, 1, 1] and "| compiled / eager |" in capsys.readouterr().out
 
 
 @pytest.mark.slow  # two worker processes, each starting torch or SB3
@@ -63,6 +73,10 @@ def test_a_pair_runs_both_libraries_at_once_and_is_kept_and_skipped(tmp_path, mo
     assert paired.main(argv) == 0  # the stored pair is read, not run again
     assert len((tmp_path / "runs.jsonl").read_text().splitlines()) == 1
     assert "| CartPole-v1 (cartpole-zoo) | no | 1 |" in capsys.readouterr().out
+    assert paired.main([*argv, "--against", "eager"]) == 0  # ppo_td compiled (its cache empty) beside ppo_td eager
+    run = json.loads((tmp_path / "runs.jsonl").read_text().splitlines()[-1])
+    assert run["against"] == "eager" and run["compiled"]["frames"] == run["eager"]["frames"] == 256
+    assert "| CartPole-v1 (cartpole-zoo) | compiled side | 1 | 256 (20) |" in capsys.readouterr().out
 
 
 def test_a_worker_that_fails_or_prints_no_result_is_named():
@@ -76,7 +90,7 @@ def test_a_worker_that_fails_or_prints_no_result_is_named():
 
 
 def test_ctrl_c_keeps_the_finished_pairs_and_shows_them(tmp_path, monkeypatch, capsys):
-    def pair_then_interrupt(task, frames, seed, compile, timeout):
+    def pair_then_interrupt(task, frames, seed, compile, timeout, against):
         if seed == 2:
             raise KeyboardInterrupt
         return {library: {"frames": frames, "train_seconds": 1.0, "collect_seconds": 0.5, "update_seconds": 0.5,

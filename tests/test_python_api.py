@@ -63,24 +63,86 @@ def test_python_and_the_command_line_say_the_same(tmp_path, capsys):
     assert "iteration " not in quiet and "note: total_frames=150" in quiet and "deterministic evaluation" in quiet
 
 
-def test_a_long_eager_run_is_told_that_compile_would_likely_save_time(tmp_path, capsys, monkeypatch):
-    """Past COMPILE_PAYS_STEPS minibatch steps (here lowered to 1) an eager CPU run says once, at its start, from
-    either entry point, that compile=True would likely save time; not a short run, nor one that compiles."""
-    from ppo_td.experiment import session
-    from ppo_td.training import build_pipeline
+@pytest.mark.slow  # two short runs through torch.compile (seconds each, its cache cold)
+def test_compile_auto_compiles_a_long_run_from_either_entry_point(tmp_path, capsys, monkeypatch):
+    """compile='auto' (the default) compiles a run of COMPILE_PAYS_STEPS minibatch steps or more (here lowered to 1)
+    from ppo-td train and ppo_td.train alike, said once at its start and recorded as 'auto'; a shorter run stays
+    eager and says nothing; --compile False runs eager."""
+    import json
 
-    ppo_td.train(_config(total_frames=128), progress=False)
-    assert "compile=True" not in capsys.readouterr().out  # far under the default threshold
-    monkeypatch.setattr(session, "COMPILE_PAYS_STEPS", 1)
+    from ppo_td.training import pipeline
+
+    result = ppo_td.train(_config(total_frames=128), progress=False)
+    assert not result.pipeline.compiled and "compile='auto'" not in capsys.readouterr().out  # under the threshold
+    monkeypatch.setattr(pipeline, "COMPILE_PAYS_STEPS", 1)
     assert main(["train", *TINY, "--total-frames", "128", "--run-dir", str(tmp_path / "cli")]) == 0
-    ppo_td.train(_config(total_frames=128), run_dir=str(tmp_path / "python"))
+    result = ppo_td.train(_config(total_frames=128), run_dir=str(tmp_path / "python"))
+    assert result.pipeline.compiled
+    assert result.pipeline.collector.fast_policy.forward is not result.pipeline.collector.fast_policy.net
     for said in capsys.readouterr().out.split("deterministic evaluation")[:2]:  # each run's start
-        assert said.count("note: this run takes ") == 1 and "compile=True (--compile) made a step" in said
-    assert session.compile_would_apply(build_pipeline(_config()))
-    assert not session.compile_would_apply(build_pipeline(_config(compile=True)))
-    replaced = build_pipeline(_config())
-    replaced.loss.forward = lambda td: td  # a forward of the user's: the update runs it, compiled or not
-    assert not session.compile_would_apply(replaced)
+        assert said.count("note: compile='auto' compiles this run (") == 1
+    for run in ("cli", "python"):
+        assert json.loads((tmp_path / run / "config.json").read_text())["compile"] == "auto"
+    assert main(["train", *TINY, "--total-frames", "128", "--compile", "False"]) == 0
+    assert "compile='auto'" not in capsys.readouterr().out
+
+
+def test_compile_auto_compiles_only_what_was_measured_to_pay(monkeypatch):
+    """compiles(): True and False as given; 'auto' only on the CPU, in one process, for ppo_td's own lean loss of
+    one feed-forward policy, past COMPILE_PAYS_STEPS minibatch steps."""
+    from ppo_td.training import build_pipeline, compiles, pipeline
+
+    p = build_pipeline(_config())
+    cpu, config = torch.device("cpu"), p.config
+    assert config.compile == "auto" and not p.compiled  # a short run
+    monkeypatch.setattr(pipeline, "COMPILE_PAYS_STEPS", 1)
+    assert compiles(config, cpu, None, p.loss)
+    assert not compiles(config, torch.device("cuda"), None, p.loss)  # (not measured there)
+    assert not compiles(config, cpu, object(), p.loss)  # over ranks
+    assert not compiles(config, cpu, None, p.loss, recurrent=True)
+    assert compiles(dataclasses.replace(config, compile=True), cpu, None, p.loss)  # given: as given
+    assert not compiles(dataclasses.replace(config, compile=False), cpu, None, p.loss)
+    p.loss.forward = lambda td: td  # a forward of the user's: the update runs it, never compiled
+    assert not compiles(config, cpu, None, p.loss)
+    monkeypatch.setattr(pipeline, "COMPILE_PAYS_STEPS", config.num_iterations * 4 * 4 + 1)  # one step short
+    assert not compiles(config, cpu, None, build_pipeline(_config()).loss)
+
+
+@pytest.mark.slow  # a fresh Python, and torch.compile failing in it
+def test_compile_auto_runs_eager_where_torch_compile_fails_and_says_why(tmp_path):
+    """Where torch.compile cannot work (here: no C++ compiler, its cache empty), compile='auto' runs eager and says
+    why in one line, instead of failing the run."""
+    import subprocess
+
+    code = ("import torch; from ppo_td.training import build_pipeline, pipeline; from conftest import small_config\n"
+            "pipeline.COMPILE_PAYS_STEPS = 1\n"
+            "p = build_pipeline(small_config())\n"
+            "print('compiled', p.compiled, p.collector.fast_policy.forward is p.collector.fast_policy.net)")
+    env = {**os.environ, "CXX": str(tmp_path / "no-such-compiler"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    said = out.stdout + out.stderr
+    assert "compiled False True" in said
+    assert "note: compile='auto' runs eager" in said and "InvalidCxxCompiler" in said
+
+
+def test_the_compile_flag_reads_auto_true_and_false():
+    """--compile alone is True and --no-compile False, as when it was a plain switch; auto, True/on, False/off in
+    any case; anything else refused naming the three."""
+    from ppo_td.cli.parse import compile_flags, train_command
+
+    assert train_command([], "ppo-td train")[0].config.compile == "auto"
+    assert train_command(["--compile"], "ppo-td train")[0].config.compile is True
+    assert train_command(["--compile", "--seed", "3"], "ppo-td train")[0].config.compile is True
+    assert train_command(["--no-compile"], "ppo-td train")[0].config.compile is False
+    assert train_command(["--compile=off"], "ppo-td train")[0].config.compile is False
+    assert train_command(["--compile", "AUTO"], "ppo-td train")[0].config.compile == "auto"
+    assert compile_flags(["--compile", "on", "--seed", "3"]) == ["--compile", "True", "--seed", "3"]
+    with pytest.raises(ValueError, match="--compile maybe: give auto .* True .* or False"):
+        train_command(["--compile", "maybe"], "ppo-td train")
+    with pytest.raises(ValueError, match=r"compile='yes' is invalid: it must be 'auto', True or False"):
+        _config(compile="yes")
 
 
 def test_a_notebook_gets_the_bar_and_a_pipe_gets_lines(monkeypatch):

@@ -52,6 +52,21 @@ def _interrupt_and_resume(config, run_dir, at):
     return full, first, second, resumed
 
 
+@pytest.mark.slow  # three short runs through torch.compile
+def test_a_run_compile_auto_compiled_resumes_compiled_and_exactly(tmp_path, monkeypatch):
+    """compile='auto' resolved on resume as at the start (its loss built from the config, the collector given it):
+    a run that compiled goes on compiled, its policy step too, and ends as the uninterrupted one did."""
+    from ppo_td.training import pipeline
+
+    monkeypatch.setattr(pipeline, "COMPILE_PAYS_STEPS", 1)  # (a long run's resolution, on a short one)
+    config = small_config(env=EXACT_ENVS["CartPole-v1"], total_frames=64 * 4, eval_episodes=2)
+    full, first, second, resumed = _interrupt_and_resume(config, tmp_path, 2)
+    assert full.pipeline.compiled and first.pipeline.compiled and resumed.pipeline.compiled and resumed.exact
+    assert resumed.pipeline.collector.fast_policy.forward is not resumed.pipeline.collector.fast_policy.net
+    _equal(_strip(first.history + second.history), _strip(full.history))
+    assert second.eval_returns == full.eval_returns
+
+
 def _cartpole_with_a_lambda(**kwargs):
     from gymnasium.envs.classic_control import CartPoleEnv
 

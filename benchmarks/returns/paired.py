@@ -11,6 +11,10 @@ env, the whole config (its digest), the frames, ``--compile``, the seed and the 
 skips what is there (a run of edited code, its commit marked ``-dirty``, is never reused). The table: per env, the
 median over seeds of each library's frames/s and of the ratio, with its range.
 
+``--against eager``: ppo_td compiled (``compile=True``, torch's compile cache emptied first: the compilation as a first
+run on a machine pays it) against ppo_td eager, the same way: whether compiling pays in a whole run's wall time at
+that length (the threshold of ``compile='auto'``, ``ppo_td.training.COMPILE_PAYS_STEPS``).
+
 The two runs share the machine until the faster one ends; the slower one then has it to itself, which flatters its
 frames/s a little: the ratio leans toward the slower library, not the faster.
 """
@@ -34,13 +38,17 @@ from benchmarks.common.store import append_run, measured_commit, stored_runs
 from benchmarks.returns.suites import ROOT, SUITES, Task, config_digest, config_of
 
 STORE = ROOT / "benchmarks" / "results" / "paired"
-LIBRARIES = ("ppo_td", "sb3")
+SIDES = {"sb3": {"ppo_td": "ppo_td", "sb3": "sb3"}, "eager": {"compiled": "ppo_td", "eager": "ppo_td"}}
+"""Per ``--against``: each side's name in a stored pair and the library it runs; the first side's frames/s over the
+second's is the ratio."""
 
 
-def run_pair(task: Task, frames: int, seed: int, compile: bool, timeout: float) -> dict[str, Any]:
-    """Both libraries on ``task``'s config and ``seed`` at once; each one's frames/s and seconds. Each worker writes to
-    files of its own (no pipe to fill and block it) in a session of its own (ended with everything it started), both
-    within one ``timeout``.
+def run_pair(task: Task, frames: int, seed: int, compile: bool, timeout: float,
+             against: str = "sb3") -> dict[str, Any]:
+    """Both sides of ``against`` (:data:`SIDES`) on ``task``'s config and ``seed`` at once; each one's frames/s and
+    seconds. Each worker writes to files of its own (no pipe to fill and block it) in a session of its own (ended with
+    everything it started), both within one ``timeout``. The compiled side of ``against='eager'`` starts with an
+    empty compile cache of its own (a temporary folder).
 
     Raises:
         RuntimeError: a worker failed, printed no result, or the pair passed ``timeout`` (both are ended then).
@@ -50,22 +58,25 @@ def run_pair(task: Task, frames: int, seed: int, compile: bool, timeout: float) 
     config = config_of(task)
     procs: dict[str, tuple[subprocess.Popen, Any, Any]] = {}
     deadline = time.monotonic() + timeout
+    cache = tempfile.TemporaryDirectory(prefix="ppo_td_compile_cache_")
     try:
-        for library in LIBRARIES:
+        for side, library in SIDES[against].items():
+            compiled = side == "compiled" or (compile and library == "ppo_td")
             spec = {"library": library, "config": to_dict(config), "seed": seed, "eval_episodes": 0,
-                    "total_frames": frames, "compile": compile and library == "ppo_td"}
+                    "total_frames": frames, "compile": compiled}
+            env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache.name} if side == "compiled" else None
             out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
-            procs[library] = (subprocess.Popen([sys.executable, "-m", "benchmarks.common.worker", json.dumps(spec)],
-                                               cwd=ROOT, stdout=out, stderr=err, text=True, start_new_session=True),
-                              out, err)
+            procs[side] = (subprocess.Popen([sys.executable, "-m", "benchmarks.common.worker", json.dumps(spec)],
+                                            cwd=ROOT, stdout=out, stderr=err, text=True, start_new_session=True,
+                                            env=env), out, err)
         results = {}
-        for library, (proc, out, err) in procs.items():
+        for side, (proc, out, err) in procs.items():
             try:
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired as e:
                 raise RuntimeError(f"{task.env_id} seed {seed}: over --timeout {timeout:.0f} s") from e
             out.seek(0), err.seek(0)
-            results[library] = _result(library, task, seed, proc.returncode, out.read(), err.read())
+            results[side] = _result(side, task, seed, proc.returncode, out.read(), err.read())
         return results
     finally:
         for proc, out, err in procs.values():
@@ -73,6 +84,7 @@ def run_pair(task: Task, frames: int, seed: int, compile: bool, timeout: float) 
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             out.close(), err.close()
+        cache.cleanup()
 
 
 def _result(library: str, task: Task, seed: int, code: int, stdout: str, stderr: str) -> dict[str, Any]:
@@ -91,22 +103,31 @@ def _result(library: str, task: Task, seed: int, code: int, stdout: str, stderr:
 
 
 def key_of(run: dict[str, Any]) -> tuple:
-    return run["env"], run["config_digest"], run["frames"], run["compile"], run["seed"], run["commit"]
+    return (run["env"], run["config_digest"], run["frames"], run["compile"], run["seed"], run["commit"],
+            run.get("against", "sb3"))  # (pairs stored before --against: against SB3)
 
 
-def table(runs: list[dict[str, Any]]) -> list[str]:
-    """Per env: the medians over seeds of each library's frames/s and of ppo_td's over SB3's, with the range."""
-    lines = ["| env (settings) | compile | seeds | ppo_td frames/s | SB3 frames/s | ppo_td / SB3 |",
-             "|---|---|---|---|---|---|"]
+def table(runs: list[dict[str, Any]], against: str = "sb3") -> list[str]:
+    """Per env: the medians over seeds of each side's frames/s and of the first's over the second's (ppo_td over SB3,
+    or compiled over eager), with the range; and the seconds each took, for a whole run's wall time."""
+    first, second = SIDES[against]
+    name = {"ppo_td": "ppo_td", "sb3": "SB3", "compiled": "compiled", "eager": "eager"}
+    lines = [f"| env (settings) | compile | seeds | frames (minibatch steps) | {name[first]} frames/s | "
+             f"{name[second]} frames/s | {name[first]} / {name[second]} | seconds, {name[first]} and {name[second]} |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for run in runs:
-        groups.setdefault((run["env"], run["settings"], run["compile"]), []).append(run)
-    for (env, settings, compiled), group in groups.items():
-        ratios = [r["ppo_td"]["frames_per_second"] / r["sb3"]["frames_per_second"] for r in group]
-        ours = statistics.median(r["ppo_td"]["frames_per_second"] for r in group)
-        theirs = statistics.median(r["sb3"]["frames_per_second"] for r in group)
-        lines.append(f"| {env} ({settings}) | {'yes' if compiled else 'no'} | {len(group)} | {ours:,.0f} | "
-                     f"{theirs:,.0f} | {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |")
+        groups.setdefault((run["env"], run["settings"], run["compile"], run["frames"]), []).append(run)
+    for (env, settings, compiled, frames), group in groups.items():
+        ratios = [r[first]["frames_per_second"] / r[second]["frames_per_second"] for r in group]
+        ours = statistics.median(r[first]["frames_per_second"] for r in group)
+        theirs = statistics.median(r[second]["frames_per_second"] for r in group)
+        seconds = "; ".join(f"{r[first]['train_seconds']:.1f} and {r[second]['train_seconds']:.1f}" for r in group)
+        compiled = "compiled side" if against == "eager" else "yes" if compiled else "no"
+        steps = f" ({group[0]['steps']:,})" if "steps" in group[0] else ""
+        lines.append(f"| {env} ({settings}) | {compiled} | {len(group)} | {frames:,}{steps} | "
+                     f"{ours:,.0f} | {theirs:,.0f} | {statistics.median(ratios):.2f}x "
+                     f"({min(ratios):.2f}-{max(ratios):.2f}) | {seconds} |")
     return lines
 
 
@@ -119,6 +140,9 @@ def main(argv: list[str]) -> int:
                         help="frames per run (30,000; the suite's budget where that is smaller)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--compile", action="store_true", help="ppo_td with compile=True (SB3 has none)")
+    parser.add_argument("--against", choices=sorted(SIDES), default="sb3",
+                        help="sb3: ppo_td against Stable-Baselines3 (default); eager: ppo_td compiled, its compile "
+                             "cache empty, against ppo_td eager")
     parser.add_argument("--store", type=Path, default=STORE, help=f"the result store's folder ({STORE})")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per pair before both are ended (1800)")
     args = parser.parse_args(argv)
@@ -126,6 +150,8 @@ def main(argv: list[str]) -> int:
     if unknown:
         parser.error(f"no such suite {unknown} with Stable-Baselines3 beside it: choose from "
                      f"{', '.join(paired_suites)}")
+    if args.against == "eager" and args.compile:
+        parser.error("--against eager compiles one side and not the other: drop --compile")
     if args.frames < 1:
         parser.error(f"--frames {args.frames}: a number of frames, at least 1")
     tasks = [t for s in args.suites for t in SUITES[s] if t.sb3 and (args.envs is None or t.env_id in args.envs)]
@@ -141,12 +167,15 @@ def main(argv: list[str]) -> int:
             frames = max(config.frames_per_batch, frames // config.frames_per_batch * config.frames_per_batch)
             for seed in dict.fromkeys(args.seeds):
                 run = {"env": task.env_id, "settings": task.settings, "config_digest": config_digest(config),
-                       "frames": frames, "compile": args.compile, "seed": seed, "commit": commit}
+                       "frames": frames, "compile": args.compile, "seed": seed, "commit": commit,
+                       "against": args.against,
+                       "steps": frames // config.frames_per_batch * config.optim.update_epochs
+                       * config.optim.num_minibatches}
                 if key_of(run) in done:
                     runs.append(done[key_of(run)])
                     continue
                 try:
-                    run.update(run_pair(task, frames, seed, args.compile, args.timeout))
+                    run.update(run_pair(task, frames, seed, args.compile, args.timeout, args.against))
                 except RuntimeError as err:
                     print(err, file=sys.stderr)
                     failed += 1
@@ -155,12 +184,14 @@ def main(argv: list[str]) -> int:
                 append_run(args.store, run)
                 done[key_of(run)] = run
                 runs.append(run)
-                print(f"{task.env_id} seed {seed}: ppo_td {run['ppo_td']['frames_per_second']:,.0f} frames/s, SB3 "
-                      f"{run['sb3']['frames_per_second']:,.0f} "
-                      f"({run['ppo_td']['frames_per_second'] / run['sb3']['frames_per_second']:.2f}x)", flush=True)
+                first, second = SIDES[args.against]
+                print(f"{task.env_id} seed {seed}: {first} {run[first]['frames_per_second']:,.0f} frames/s, {second} "
+                      f"{run[second]['frames_per_second']:,.0f} "
+                      f"({run[first]['frames_per_second'] / run[second]['frames_per_second']:.2f}x)", flush=True)
     except KeyboardInterrupt:  # the running pair's workers are ended (run_pair); what finished is stored and shown
         interrupted = True
         print(f"interrupted: {len(runs)} pairs stored or read; the same command at a clean commit goes on from there",
               file=sys.stderr)
-    print("\n".join(["", f"`python -m benchmarks paired {' '.join(argv)}` at {commit}", "", *table(runs)]))
+    print("\n".join(["", f"`python -m benchmarks paired {' '.join(argv)}` at {commit}", "",
+                     *table(runs, args.against)]))
     return 130 if interrupted else 1 if failed else 0

@@ -170,8 +170,10 @@ def settings_config(settings: str) -> Any:
 
 def config_of(task: Task) -> Any:
     """The ppo_td config ``task`` trains (both libraries): its preset (:func:`settings_config`: maybe with fields
-    changed), on its env, at its budget."""
+    changed), on its env, at its budget; eager unless the settings set compile (every stored run trained eager, and
+    compile='auto' would compile the long ones: ``benchmarks paired --compile`` measures compile)."""
     config = settings_config(task.settings)
+    config = dataclasses.replace(config, compile=False) if config.compile == "auto" else config
     env = config.env if config.env.multiagent else dataclasses.replace(config.env, env_id=task.env_id)
     env = dataclasses.replace(env, kwargs=task.kwargs or env.kwargs,
                               max_episode_steps=task.max_episode_steps or env.max_episode_steps)

@@ -80,7 +80,7 @@ class Clocks:
             self.divided["collection"] = True
         p.advantage = timed(self.clock, "GAE", p.advantage)  # the Pipeline's field (ppo_td's dataclass)
         lean = getattr(p.loss, "fast", None)
-        if lean is not None and not p.config.compile:  # ppo_td's lean loss terms, one call a minibatch
+        if lean is not None and not p.compiled:  # ppo_td's lean loss terms, one call a minibatch
             terms = lean.terms
 
             def forward(td: Any) -> Any:
@@ -120,7 +120,8 @@ def one_env(task: Task, frames: int, seed: int = 1, compile: bool = False) -> di
     logging.getLogger("torchrl").setLevel(logging.WARNING)
     base = config_of(task)
     iterations = max(3, -(-frames // base.frames_per_batch))
-    config = dataclasses.replace(base, seed=seed, eval_episodes=EVAL_EPISODES, compile=compile or base.compile,
+    config = dataclasses.replace(base, seed=seed, eval_episodes=EVAL_EPISODES,
+                                 compile=True if compile else base.compile,
                                  total_frames=base.frames_per_batch * (iterations + 1))
     clocks = Clocks()
     train(config, callbacks=[clocks])

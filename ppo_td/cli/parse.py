@@ -32,6 +32,7 @@ def say(line: str) -> None:
 def train_command(args: list[str], prog: str, other_flags: Iterable[str] = ()) -> tuple[TrainCommand, list[str]]:
     """The command ``args`` give (validated), and the arguments as read (``--model.recurrent`` taken out where it
     is fitted to the batch). ``other_flags``: the caller's own flags (``ppo-td tune``'s), offered for a typo."""
+    args = compile_flags(args)
     check_flags(args, other_flags)
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--preset")
@@ -153,6 +154,31 @@ def known_flags() -> frozenset[str]:
     return frozenset({"--help", "--config", *_field_flags(TrainCommand, "")})
 
 
+COMPILE_VALUES = {"auto": "auto", "true": "True", "false": "False", "on": "True", "off": "False"}
+"""What ``--compile`` takes (any case): ``auto``, ``True``/``on``, ``False``/``off``."""
+
+
+def compile_flags(args: list[str]) -> list[str]:
+    """``args`` with ``--compile`` as the config reads it: alone (before another flag or at the end) it is
+    ``--compile True``, ``--no-compile`` is ``--compile False`` (the field was a plain switch before ``'auto'``), and
+    a value in any case is spelled as tyro takes it; a value it cannot take is refused naming the three."""
+    out: list[str] = []
+    for i, a in enumerate(args):
+        if a == "--no-compile":
+            out += ["--compile", "False"]
+        elif a == "--compile" and (i + 1 == len(args) or args[i + 1].startswith("-")):
+            out += ["--compile", "True"]
+        elif out and out[-1] == "--compile" or a.startswith("--compile="):
+            value = a.removeprefix("--compile=")
+            if value.lower() not in COMPILE_VALUES:
+                raise ValueError(f"--compile {value}: give auto (compile where it pays, the default), True (on) or "
+                                 "False (off)")
+            out += (["--compile"] if a.startswith("--compile=") else []) + [COMPILE_VALUES[value.lower()]]
+        else:
+            out.append(a)
+    return out
+
+
 def _field_flags(cls: type, prefix: str) -> Iterator[str]:
     hints = typing.get_type_hints(cls, include_extras=True)
     for field in dataclasses.fields(cls):
@@ -167,7 +193,7 @@ def _field_flags(cls: type, prefix: str) -> Iterator[str]:
             yield from _field_flags(kind, f"{prefix}{name}." if name else prefix)
             continue
         yield f"--{prefix}{name}"
-        if kind is bool:
+        if kind is bool or name == "compile":  # (compile: 'auto' or a bool; compile_flags reads --no-compile)
             yield f"--{prefix}no-{name}"
 
 

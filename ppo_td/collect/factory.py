@@ -36,6 +36,8 @@ def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: Tra
     ``done_frames`` (a resumed run's frame count) shortens the budget accordingly. ``critic``: when it shares
     the actor's trunk, the fast collector records V(s) as it goes (its head costs little there). ``device``:
     where ``actor`` runs (observations go there each step, actions come back; the batch is stored on the CPU).
+    ``config.compile``: ``True`` compiles the fast collector's policy step; ``'auto'`` here is eager (the pipeline
+    resolves it for the whole run: :func:`ppo_td.training.compiles`).
     """
     total_frames = config.num_iterations * config.frames_per_batch - done_frames
     if config.collector.backend != "inprocess":
@@ -56,13 +58,13 @@ def make_collector(env: BuiltEnv | EnvBase, actor: TensorDictModule, config: Tra
                                        total_frames=total_frames, device=device)
             return FastCollector(env, actor, frames_per_batch=config.frames_per_batch, total_frames=total_frames,
                                  critic=critic, device=device, inference=config.collector.inference,
-                                 compile=config.compile)
+                                 compile=config.compile is True)
         except FastUnsupported as err:
             if config.collector.step_loop == "auto" and describe_any(torchrl_env(env)).group is None:
                 try:  # one agent: the env's own step in ppo_td's loop
                     loop = EnvLoopCollector(env, actor, frames_per_batch=config.frames_per_batch,
                                             total_frames=total_frames, critic=critic, device=device,
-                                            inference=config.collector.inference, compile=config.compile)
+                                            inference=config.collector.inference, compile=config.compile is True)
                     logging.getLogger("ppo_td").warning(
                         "collecting with ppo_td's env loop (the env's own TorchRL step; a resume is inexact): %s", err)
                     return loop

@@ -20,9 +20,16 @@ from ppo_td.experiment.report import evaluation_start
 from ppo_td.experiment.signals import stop_after_iteration
 from ppo_td.persist import BEST, Checkpointer, Resumed, RunFolder, RunLogger, load_checkpoint, why_inexact
 from ppo_td.persist.loggers import make_loggers
-from ppo_td.training import NonFiniteError, Pipeline, StopTraining, TrainResult, final_evaluations, run
+from ppo_td.training import (
+    COMPILE_PAYS_STEPS,
+    NonFiniteError,
+    Pipeline,
+    StopTraining,
+    TrainResult,
+    final_evaluations,
+    run,
+)
 from ppo_td.training.callbacks import hooks
-from ppo_td.training.loop import lean_loss
 from ppo_td.training.ranks import RankError
 from ppo_td.training.threads import using_threads
 
@@ -116,10 +123,11 @@ class Session:
                        "rule was made for about 20, and with many it swings between its bounds every update (measured "
                        "on Walker2d: docs/robot-learning.md); fewer, larger minibatches or optim.kl_lr_every='epoch'")
         steps = config.num_iterations * adaptations
-        if self.resumed is None and steps >= COMPILE_PAYS_STEPS and compile_would_apply(p):
-            self.write(f"note: this run takes {steps:,} minibatch steps; compile=True (--compile) made a step 23-37% "
-                       "faster on this project's 2-core CPU after 6-16 s of compiling (10,000-40,000 steps to gain "
-                       "it back): docs/performance.md#compile")
+        if self.resumed is None and p.compiled and config.compile == "auto":
+            self.write(f"note: compile='auto' compiles this run ({steps:,} minibatch steps, past the "
+                       f"{COMPILE_PAYS_STEPS:,} where it paid on this project's CPU): the first iteration waits for "
+                       "the compilation (6-16 s there); compile=False (--compile False) runs eager: "
+                       "docs/performance.md#compile")
         if p.ranks is not None:
             self.write(f"{p.world} ranks: each steps {config.env.num_envs // p.world} of the {config.env.num_envs} env "
                        f"copies and {config.frames_per_batch // p.world:,} frames of each {config.frames_per_batch:,}"
@@ -241,21 +249,6 @@ class Session:
 MANY_ADAPTATIONS = 50
 """More KL-adaptive steps an update than this is said at the start: rsl_rl's configs make 20 (5 epochs x 4), CleanRL's
 MuJoCo shape 320, where the rate swung from floor to cap every update (docs/robot-learning.md)."""
-COMPILE_PAYS_STEPS = 30_000
-"""Minibatch steps past which an eager CPU run is told compile=True would likely save time: the compilation (6-16 s
-here, its cache cold) over what it saved a step (0.4-0.6 ms) is 10,000-40,000 steps, measured 2026-12-06
-(docs/performance.md#compile)."""
-
-
-def compile_would_apply(p: Pipeline) -> bool:
-    """Whether ``compile=True`` would compile this run's update, and it ran eager on the CPU where it was measured:
-    ppo_td's own lean loss (its forward not replaced, its settings ones the lean loss implements) of one feed-forward
-    policy (not a group's or a recurrent one), one process."""
-    fast = lean_loss(p)
-    return (not p.config.compile and p.device.type == "cpu" and p.ranks is None and fast is not None
-            and fast.cores is None and not fast.group and fast.settings_apply())
-
-
 REPEATED = 2.0
 """Over ranks: seconds within which a second SIGINT or SIGTERM is the first one again (torchrun passes the terminal's
 Ctrl-C on to ranks that had it already), not a second ask to stop at once."""

@@ -22,7 +22,16 @@ from ppo_td.models.gsde import noise_every
 from ppo_td.models.recurrent import is_recurrent
 from ppo_td.persist.runfolder import current_umask, remove_stale_temporaries
 from ppo_td.persist.snapshot import capture, inexact_reason, restore_snapshot
-from ppo_td.training import NonFiniteError, Pipeline, StopTraining, build_pipeline, make_train_env, run_device
+from ppo_td.training import (
+    NonFiniteError,
+    Pipeline,
+    StopTraining,
+    build_pipeline,
+    compiles,
+    make_loss,
+    make_train_env,
+    run_device,
+)
 from ppo_td.training.ranks import launched
 from ppo_td.training.threads import choose_threads, using_threads
 
@@ -355,11 +364,17 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     # plans its steps
     add_policy_inputs(env.env, actor, critic, noise_every(config))
     threads = choose_threads(threads, env.description)
+    # compile='auto' resolved as the run's first start did (on its loss), for the collector the pipeline is given
+    one = not config.env.multiagent and env.description.group is None and not env.description.teams
+    loss = make_loss(actor, critic, config.loss) if one else None
+    compiled = (compiles(config, where, ranks, loss, is_recurrent(actor) or is_recurrent(critic)) if loss is not None
+                else config.compile is True)
     with using_threads(threads):  # worker processes take the count in force when they start
-        collector_ = make_collector(env, actor, local, done_frames=state["frames"] // (ranks.world if ranks else 1),
-                                    critic=critic, device=where)
+        collector_ = make_collector(env, actor, dataclasses.replace(local, compile=compiled),
+                                    done_frames=state["frames"] // (ranks.world if ranks else 1), critic=critic,
+                                    device=where)
     try:
-        pipeline = build_pipeline(config, env=env, actor=actor, critic=critic, collector=collector_,
+        pipeline = build_pipeline(config, env=env, actor=actor, critic=critic, collector=collector_, loss=loss,
                                   threads=threads, ranks=ranks)
         exact = restore(pipeline, state)
     except BaseException:

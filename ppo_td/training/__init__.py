@@ -18,13 +18,16 @@ from ppo_td.training.objective import (
     PPOObjective,
     ValueNorm,
     explained_variance,
+    lean_of,
     make_advantage,
     make_loss,
     total_loss,
 )
 from ppo_td.training.pipeline import (
+    COMPILE_PAYS_STEPS,
     Pipeline,
     build_pipeline,
+    compiles,
     make_buffer,
     make_optimizer,
     make_scheduler,
@@ -34,6 +37,7 @@ from ppo_td.training.pipeline import (
 )
 
 __all__ = [
+    "COMPILE_PAYS_STEPS",
     "Callback",
     "Evaluation",
     "FastLoss",
@@ -44,10 +48,12 @@ __all__ = [
     "TrainResult",
     "ValueNorm",
     "build_pipeline",
+    "compiles",
     "evaluate",
     "evaluate_pipeline",
     "evaluation_seed",
     "explained_variance",
+    "lean_of",
     "final_evaluations",
     "make_advantage",
     "make_buffer",

@@ -25,7 +25,6 @@ from ppo_td.envs.info import episode_infos, recorded
 from ppo_td.training.callbacks import StopTraining, iteration_hook
 from ppo_td.training.evaluation import Evaluation, evaluate_on, evaluation_seed, final_evaluations
 from ppo_td.training.objective import (
-    FastLoss,
     LeanTerms,
     PPOObjective,
     TeamLoss,
@@ -33,6 +32,7 @@ from ppo_td.training.objective import (
     epoch_metrics,
     explained_variance,
     kl_k3,
+    lean_of,
     total_loss,
 )
 from ppo_td.training.pipeline import Pipeline, build_pipeline
@@ -294,7 +294,7 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     # ppo_td's own loss: the loss terms only, each minibatch; their diagnostics together (epoch_metrics) once an
     # update, or once an epoch where target_kl reads them (not when the loss object's forward was replaced: the
     # replacement runs)
-    lean = lean_loss(p)
+    lean = lean_of(p.loss)
     records: list[dict[str, torch.Tensor]] = []
     pending: list[tuple[LeanTerms, torch.Tensor]] = []
     epochs = 0
@@ -311,7 +311,7 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
         _sum_advantages(p, minibatches)
         if epochs == 0:  # every minibatch of the update has the same entries, and the loss the same settings
             lean_here = lean is not None and lean.applies(minibatches[0])
-            terms_of = lean.compiled_terms(p.device) if lean_here and p.config.compile else lean.terms if lean_here \
+            terms_of = lean.compiled_terms(p.device) if lean_here and p.compiled else lean.terms if lean_here \
                 else None
         for minibatch in minibatches:
             terms: LeanTerms | None = None
@@ -373,12 +373,6 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     out = {name: float(torch.stack([r[name] for r in records]).float().mean()) for name in records[0]}
     out["epochs"] = epochs
     return out
-
-
-def lean_loss(p: Pipeline) -> FastLoss | None:
-    """The lean forward the update takes its loss terms from: ppo_td's own loss's (:class:`PPOObjective`, its forward
-    not replaced: a replacement runs instead), else None."""
-    return p.loss.fast if type(p.loss) is PPOObjective and "forward" not in vars(p.loss) else None
 
 
 def _minibatch_kl(terms: LeanTerms | None, losses: Any) -> torch.Tensor:

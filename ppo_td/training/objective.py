@@ -734,6 +734,12 @@ class _Steps:
         return value.flatten(0, 1) if isinstance(value, torch.Tensor) else value
 
 
+def lean_of(loss: LossModule) -> FastLoss | None:
+    """The lean forward an update takes its loss terms from: ppo_td's own loss's (:class:`PPOObjective`, its forward
+    not replaced: a replacement runs instead), else None."""
+    return loss.fast if type(loss) is PPOObjective and "forward" not in vars(loss) else None
+
+
 def make_loss(actor: TensorDictModule, critic: TensorDictModule, config: LossConfig,
               group: str | None = None) -> PPOObjective:
     """The clipped PPO loss for ``actor`` and ``critic`` with ``config``'s coefficients; ``group``: on a

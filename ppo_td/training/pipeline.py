@@ -58,6 +58,7 @@ from ppo_td.training.objective import (
     TeamAdvantage,
     TeamLoss,
     ValueNorm,
+    lean_of,
     make_advantage,
     make_loss,
     make_team_advantage,
@@ -144,6 +145,8 @@ class Pipeline:
     ranks: Ranks | None = None
     """A run over several ranks (torchrun): this process's place and the collectives; the env, collector and buffer
     are this rank's share (:mod:`ppo_td.training.ranks`), ``config`` the whole run's. None: one process."""
+    compiled: bool = False
+    """Whether the run goes through torch.compile: ``config.compile`` resolved (:func:`compiles`)."""
     selfplay: Any = None
     """Self-play's pool (``env.opponent='self'``: :class:`~ppo_td.training.selfplay.SelfPlay`, or
     :class:`~ppo_td.training.selfplay.TeamSelfPlay` on agent groups), else None."""
@@ -497,7 +500,9 @@ def _build(config: TrainConfig, env: Any, actor: TensorDictModule | None, critic
             raise ValueError("env.opponent='self' (self-play) runs in one process: its pool is not shared over ranks")
         selfplay = (TeamSelfPlay(config, actor, loss, teams, advantage) if config.env.multiagent else
                     SelfPlay(config, actor, built, torchrl_env(env)))
-    collector = _collector(collector, env, actor, critic, local, device, threads)
+    compiled = compiles(config, device, ranks, loss, recurrent)
+    collector = _collector(collector, env, actor, critic, dataclasses.replace(local, compile=compiled), device,
+                           threads)
     if isinstance(selfplay, TeamSelfPlay):
         try:
             selfplay.check_collector(collector)
@@ -518,6 +523,7 @@ def _build(config: TrainConfig, env: Any, actor: TensorDictModule | None, critic
         optimizer=optimizer,
         scheduler=make_scheduler(optimizer, config),
         device=device,
+        compiled=compiled,
         sequence_length=config.sequence_length if recurrent else None,
         appended=appended,
         threads=threads,
@@ -561,13 +567,57 @@ def _attach_mirror(loss: LossModule, config: TrainConfig, description: EnvDescri
         loss.mirror.masks_of(description.action_nvec[0])
 
 
+COMPILE_PAYS_STEPS = 30_000
+"""Minibatch steps from which ``compile='auto'`` compiles a run: the compilation (6-16 s on this project's 2-core CPU,
+its cache cold) over what compiling saved a step (0.4-0.6 ms) is 10,000-40,000 steps, measured 2026-12-06; paired
+with SB3 on HalfCheetah, 300,000 frames (47,000 steps) ran 1.76x SB3 compiled against 1.48x eager, compilation
+included, and 30,000 frames (4,700 steps) no faster (docs/performance.md#compile)."""
+
+
+def compiles(config: TrainConfig, device: torch.device, ranks: Ranks | None, loss: LossModule,
+             recurrent: bool = False) -> bool:
+    """``config.compile`` resolved: ``True`` and ``False`` as they are; ``'auto'`` compiles only the run it was
+    measured to pay for (:data:`COMPILE_PAYS_STEPS`): on the CPU, one process, one agent, feed-forward networks,
+    ppo_td's own lean loss (``loss``) with settings it implements, at least that many minibatch steps, and
+    torch.compile working on this machine (:func:`compile_problem`; where it does not, eager, said in one line)."""
+    if config.compile != "auto":
+        return bool(config.compile)
+    lean = lean_of(loss)
+    steps = config.num_iterations * config.optim.update_epochs * config.optim.num_minibatches
+    if (device.type != "cpu" or ranks is not None or config.env.multiagent or recurrent or lean is None
+            or lean.cores is not None or lean.group or not lean.settings_apply() or steps < COMPILE_PAYS_STEPS):
+        return False
+    problem = compile_problem()
+    if problem is not None:
+        say(f"note: compile='auto' runs eager: this run's {steps:,} minibatch steps would pay for torch.compile, "
+            f"which failed on a tiny function here ({problem}); compile=False (--compile False) silences this")
+        return False
+    return True
+
+
+@functools.cache
+def compile_problem() -> str | None:
+    """Why torch.compile does not work in this process (its error, one line: on the CPU it writes and builds C++,
+    which needs a C++ compiler), or None: a tiny function compiled and run once a process."""
+    try:
+        torch.compile(_probe, dynamic=False)(torch.ones(4))
+    except Exception as err:  # noqa: BLE001 (whichever way it fails, the run goes on eager and says why)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        return f"{type(err).__name__}: {first[:200]}" if first else type(err).__name__
+    return None
+
+
+def _probe(x: torch.Tensor) -> torch.Tensor:
+    return x * 2 + 1
+
+
 def _rank_config(config: TrainConfig, ranks: Ranks) -> TrainConfig:
     """This rank's share of ``config`` (:meth:`~ppo_td.training.ranks.Ranks.local_config`); what does not run over
     ranks yet refused in one line."""
     if config.env.multiagent:
         raise ValueError(f"env.suite={config.env.suite!r} on {ranks.world} ranks: multi-agent runs do not run over "
                          "ranks yet; run one process")
-    if config.compile:
+    if config.compile is True:
         raise ValueError(f"compile=True on {ranks.world} ranks: the compiled loss does not run over ranks yet (its "
                          "advantage normalization reads every rank's minibatch); set compile=False")
     return ranks.local_config(config)
