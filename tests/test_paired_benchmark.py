@@ -103,3 +103,27 @@ def test_ctrl_c_keeps_the_finished_pairs_and_shows_them(tmp_path, monkeypatch, c
     assert len((tmp_path / "runs.jsonl").read_text().splitlines()) == 1
     out = capsys.readouterr()
     assert "interrupted: 1 pairs stored or read" in out.err and "| Pendulum-v1 (pendulum) | no | 1 |" in out.out
+
+
+def test_a_stored_result_does_not_make_the_next_run_dirty_but_edited_code_does(tmp_path):
+    """measured_commit: a benchmark's own store under benchmarks/results/ written (by the run before) leaves the
+    commit clean; an edited source file marks it -dirty."""
+    import subprocess
+
+    from benchmarks.common.store import measured_commit
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "results" / "runs.jsonl").write_text("{}\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
+    clean = measured_commit(tmp_path)
+    assert len(clean) == 40
+    (tmp_path / "benchmarks" / "results" / "runs.jsonl").write_text("{}\n{}\n")
+    assert measured_commit(tmp_path) == clean
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert measured_commit(tmp_path) == clean + "-dirty"

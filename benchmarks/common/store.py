@@ -26,11 +26,13 @@ def append_run(store: Path, run: dict[str, Any]) -> None:
 
 def measured_commit(root: Path) -> str:
     """The commit of the checkout at ``root`` a run measures, with ``-dirty`` where tracked files were edited since (a
-    run of edited code is not that commit's), or ``unknown`` where git cannot say."""
+    run of edited code is not that commit's), or ``unknown`` where git cannot say. The result stores under
+    ``benchmarks/results/`` are not code: a run stored there does not make the next one's commit dirty."""
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10,
                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)benchmarks/results"], cwd=root,
                                capture_output=True, text=True, timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
