@@ -683,7 +683,7 @@ class TrainConfig:
     torch.compile (LeanRL's approach, without CUDA graphs so far): results equal eager within float rounding; the
     first minibatch waits for the compilation (seconds to a minute). Applies to ppo_td's own networks and loss.
     ``auto`` (default): compile where it was measured to pay in wall time, compilation included: a one-process,
-    one-agent, feed-forward run on the CPU with ppo_td's own loss and at least 30,000 minibatch steps, on a machine
+    one-agent, feed-forward run on the CPU with ppo_td's own loss and at least 50,000 minibatch steps, on a machine
     where torch.compile works (tried once with a tiny function; else eager, said in one line); every other run eager
     (:func:`ppo_td.training.compiles`, docs/performance.md#compile). ``True``: compile whatever ppo_td can;
     ``False``: eager."""

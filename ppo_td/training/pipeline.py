@@ -567,11 +567,12 @@ def _attach_mirror(loss: LossModule, config: TrainConfig, description: EnvDescri
         loss.mirror.masks_of(description.action_nvec[0])
 
 
-COMPILE_PAYS_STEPS = 30_000
-"""Minibatch steps from which ``compile='auto'`` compiles a run: the compilation (6-16 s on this project's 2-core CPU,
-its cache cold) over what compiling saved a step (0.4-0.6 ms) is 10,000-40,000 steps, measured 2026-12-06; paired
-with SB3 on HalfCheetah, 300,000 frames (47,000 steps) ran 1.76x SB3 compiled against 1.48x eager, compilation
-included, and 30,000 frames (4,700 steps) no faster (docs/performance.md#compile)."""
+COMPILE_PAYS_STEPS = 50_000
+"""Minibatch steps from which ``compile='auto'`` compiles a run. Whole runs compiled, torch's compile cache empty,
+against eager at the same time on this project's 2-core CPU (``python -m benchmarks paired --against eager``,
+2026-12-07, seeds 1-2): Acrobot 0.94-0.95x at 31,232 steps, 1.03x at 49,920, 1.03-1.06x at 62,464; HalfCheetah
+0.99-1.02x at 31,040. The compilation costs about 16 s there and saves about 0.45 ms a step: even at 31,000-40,000
+steps, so 50,000 leaves a margin (docs/performance.md#compile)."""
 
 
 def compiles(config: TrainConfig, device: torch.device, ranks: Ranks | None, loss: LossModule,
