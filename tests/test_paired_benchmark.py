@@ -16,11 +16,11 @@ def test_the_table_takes_the_medians_and_the_range_of_the_ratios():
                 "sb3": {"frames_per_second": theirs, "train_seconds": 2560 / theirs}}
     rows = paired.table([run(1, 200.0, 100.0), run(2, 300.0, 200.0), run(3, 1000.0, 400.0)])
     assert rows[2] == ("| CartPole-v1 (cartpole-zoo) | no | 3 | 2,560 (200) | 300 | 200 | 2.00x (1.50-2.50) | "
-                       "12.8 and 25.6; 8.5 and 12.8; 2.6 and 6.4 |")
+                       "12.8 and 25.6; 8.5 and 12.8; 2.6 and 6.4 | - | - |")
     eager = [{**run(1, 1.0, 1.0), "compiled": {"frames_per_second": 240.0, "train_seconds": 10.0},
               "eager": {"frames_per_second": 200.0, "train_seconds": 12.0}}]
     assert paired.table(eager, "eager")[2] == ("| CartPole-v1 (cartpole-zoo) | compiled side | 1 | 2,560 (200) | 240 | "
-                                               "200 | 1.20x (1.20-1.20) | 10.0 and 12.0 |")
+                                               "200 | 1.20x (1.20-1.20) | 10.0 and 12.0 | - | - |")
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -77,6 +77,48 @@ def test_a_pair_runs_both_libraries_at_once_and_is_kept_and_skipped(tmp_path, mo
     run = json.loads((tmp_path / "runs.jsonl").read_text().splitlines()[-1])
     assert run["against"] == "eager" and run["compiled"]["frames"] == run["eager"]["frames"] == 256
     assert "| CartPole-v1 (cartpole-zoo) | compiled side | 1 | 256 (20) |" in capsys.readouterr().out
+
+
+def test_the_seconds_to_the_threshold_are_each_runs_and_a_run_that_never_got_there_says_so():
+    """Each side's seconds until the mean of its last 100 episodes first reached the threshold (the returns report's
+    running mean), per seed, ``never`` for a run that did not; the ratio over the seeds where both got there."""
+    task = paired.SUITES["classic"][0]
+    episodes = [[i * 100, float(i), 10.0 if i < 150 else 500.0] for i in range(300)]  # the mean crosses 450 late
+    line = json.dumps({"frames": 30000, "train_seconds": 300.0, "collect_seconds": 200.0, "update_seconds": 100.0,
+                       "episodes": episodes})
+    out = paired._result("ppo_td", task, 1, 0, line, "", threshold=450.0)
+    assert out["threshold"] == 450.0 and out["seconds_to_threshold"] == 239.0  # 90 of the last 100 at 500: 451
+    assert paired._result("sb3", task, 1, 0, line, "", threshold=600.0)["seconds_to_threshold"] is None
+
+    def run(seed, ours, theirs):
+        return {"env": "CartPole-v1", "settings": "cartpole-zoo", "compile": "auto", "seed": seed, "frames": 2560,
+                "ppo_td": {"frames_per_second": 2.0, "train_seconds": 1.0, "threshold": 452.4,
+                           "seconds_to_threshold": ours},
+                "sb3": {"frames_per_second": 1.0, "train_seconds": 2.0, "threshold": 452.4,
+                        "seconds_to_threshold": theirs}}
+    row = paired.table([run(1, 10.0, 30.0), run(2, 20.0, None), run(3, 10.0, 20.0)])[2]
+    assert row.startswith("| CartPole-v1 (cartpole-zoo) | auto | 3 | 2,560 |")
+    assert row.endswith("| 10.0 and 30.0; 20.0 and never; 10.0 and 20.0 (threshold 452.4) | 2.50x (2.00-3.00; 2 of 3 "
+                        "seeds both reached it) |")
+
+
+def test_compile_is_eager_true_or_auto_and_anything_else_is_refused(tmp_path, monkeypatch, capsys):
+    seen = []
+
+    def fake_pair(task, frames, seed, compile, timeout, against):
+        seen.append(compile)
+        return {side: {"frames": frames, "train_seconds": 1.0, "collect_seconds": 0.5, "update_seconds": 0.5,
+                       "frames_per_second": float(frames)} for side in paired.SIDES[against]}
+
+    monkeypatch.setattr(paired, "run_pair", fake_pair)
+    argv = ["classic", "--envs", "Pendulum-v1", "--frames", "2048", "--seeds", "1", "--store", str(tmp_path)]
+    for given in ([], ["--compile"], ["--compile", "auto"], ["--compile=False"]):
+        assert paired.main([*argv, *given]) == 0
+    assert seen == [False, True, "auto", False] or seen == [False, True, "auto"]  # (False again: read from the store)
+    assert "| Pendulum-v1 (pendulum) | auto | 1 |" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        paired.main([*argv, "--compile", "maybe"])
+    assert "'maybe': give auto, True or False" in capsys.readouterr().err
 
 
 def test_a_worker_that_fails_or_prints_no_result_is_named():

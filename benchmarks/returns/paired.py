@@ -6,10 +6,13 @@ same load; the ratio of the two is the comparison (issue 65, item 3).
 
 Each pair is two ``benchmarks.common.worker`` processes (``python -m benchmarks worker``), without the final
 evaluation; frames/s is the frames over the training seconds each library measured (ppo_td's include the first
-iteration, and with ``--compile`` the compilation). Each finished pair is appended to ``STORE/runs.jsonl``, keyed by the
-env, the whole config (its digest), the frames, ``--compile``, the seed and the commit: a rerun at the same commit
-skips what is there (a run of edited code, its commit marked ``-dirty``, is never reused). The table: per env, the
-median over seeds of each library's frames/s and of the ratio, with its range.
+iteration, and with ``--compile`` the compilation). The seconds to a return: each run's training seconds until the
+mean of its last 100 episodes first reached the returns report's threshold (90% of the way from a random policy's
+score to the best published PPO one); ``--frames`` must leave the runs time to get there. ``--compile auto``: ppo_td
+with its default, compile='auto'. Each finished pair is appended to ``STORE/runs.jsonl``, keyed by the env, the whole
+config (its digest), the frames, ``--compile``, the seed and the commit: a rerun at the same commit skips what is
+there (a run of edited code, its commit marked ``-dirty``, is never reused). The table: per env, the median over
+seeds of each library's frames/s and of the ratio, with its range; each run's seconds and seconds to the threshold.
 
 ``--against eager``: ppo_td compiled (``compile=True``, torch's compile cache emptied first: the compilation as a first
 run on a machine pays it) against ppo_td eager, the same way: whether compiling pays in a whole run's wall time at
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import signal
 import statistics
@@ -35,7 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common.store import append_run, measured_commit, stored_runs
+from benchmarks.returns.report import seconds_to, threshold_of
 from benchmarks.returns.suites import ROOT, SUITES, Task, config_digest, config_of
+from benchmarks.returns.suites import STORE as RETURNS_STORE
 
 STORE = ROOT / "benchmarks" / "results" / "paired"
 SIDES = {"sb3": {"ppo_td": "ppo_td", "sb3": "sb3"}, "eager": {"compiled": "ppo_td", "eager": "ppo_td"}}
@@ -43,7 +49,7 @@ SIDES = {"sb3": {"ppo_td": "ppo_td", "sb3": "sb3"}, "eager": {"compiled": "ppo_t
 second's is the ratio."""
 
 
-def run_pair(task: Task, frames: int, seed: int, compile: bool, timeout: float,
+def run_pair(task: Task, frames: int, seed: int, compile: bool | str, timeout: float,
              against: str = "sb3") -> dict[str, Any]:
     """Both sides of ``against`` (:data:`SIDES`) on ``task``'s config and ``seed`` at once; each one's frames/s and
     seconds. Each worker writes to files of its own (no pipe to fill and block it) in a session of its own (ended with
@@ -56,12 +62,13 @@ def run_pair(task: Task, frames: int, seed: int, compile: bool, timeout: float,
     from ppo_td.config import to_dict
 
     config = config_of(task)
+    threshold = threshold_of(task, RETURNS_STORE)
     procs: dict[str, tuple[subprocess.Popen, Any, Any]] = {}
     deadline = time.monotonic() + timeout
     cache = tempfile.TemporaryDirectory(prefix="ppo_td_compile_cache_")
     try:
         for side, library in SIDES[against].items():
-            compiled = side == "compiled" or (compile and library == "ppo_td")
+            compiled = True if side == "compiled" else compile if library == "ppo_td" else False
             spec = {"library": library, "config": to_dict(config), "seed": seed, "eval_episodes": 0,
                     "total_frames": frames, "compile": compiled}
             env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache.name} if side == "compiled" else None
@@ -76,7 +83,7 @@ def run_pair(task: Task, frames: int, seed: int, compile: bool, timeout: float,
             except subprocess.TimeoutExpired as e:
                 raise RuntimeError(f"{task.env_id} seed {seed}: over --timeout {timeout:.0f} s") from e
             out.seek(0), err.seek(0)
-            results[side] = _result(side, task, seed, proc.returncode, out.read(), err.read())
+            results[side] = _result(side, task, seed, proc.returncode, out.read(), err.read(), threshold)
         return results
     finally:
         for proc, out, err in procs.values():
@@ -87,8 +94,10 @@ def run_pair(task: Task, frames: int, seed: int, compile: bool, timeout: float,
         cache.cleanup()
 
 
-def _result(library: str, task: Task, seed: int, code: int, stdout: str, stderr: str) -> dict[str, Any]:
-    """One worker's frames/s and seconds from its last output line; RuntimeError naming what went wrong."""
+def _result(library: str, task: Task, seed: int, code: int, stdout: str, stderr: str,
+            threshold: float | None = None) -> dict[str, Any]:
+    """One worker's frames/s and seconds from its last output line, and its seconds to ``threshold`` (None: never
+    reached, or no threshold); RuntimeError naming what went wrong."""
     what = f"{library} {task.env_id} seed {seed}"
     if code:
         raise RuntimeError(f"{what} failed (exit {code}):\n{stderr[-2000:]}")
@@ -96,6 +105,9 @@ def _result(library: str, task: Task, seed: int, code: int, stdout: str, stderr:
         result = json.loads(stdout.strip().splitlines()[-1])
         out = {key: result[key] for key in ("frames", "train_seconds", "collect_seconds", "update_seconds")}
         out["frames_per_second"] = out["frames"] / out["train_seconds"]
+        if threshold is not None:
+            reached = seconds_to(result, threshold)
+            out["threshold"], out["seconds_to_threshold"] = threshold, None if math.isinf(reached) else reached
     except (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError) as err:
         raise RuntimeError(f"{what}: no result line the benchmark can read ({err!r}; stdout ends "
                            f"{stdout[-300:]!r})") from err
@@ -113,8 +125,10 @@ def table(runs: list[dict[str, Any]], against: str = "sb3") -> list[str]:
     first, second = SIDES[against]
     name = {"ppo_td": "ppo_td", "sb3": "SB3", "compiled": "compiled", "eager": "eager"}
     lines = [f"| env (settings) | compile | seeds | frames (minibatch steps) | {name[first]} frames/s | "
-             f"{name[second]} frames/s | {name[first]} / {name[second]} | seconds, {name[first]} and {name[second]} |",
-             "|---|---|---|---:|---:|---:|---:|---:|"]
+             f"{name[second]} frames/s | {name[first]} / {name[second]} | seconds, {name[first]} and {name[second]} | "
+             f"seconds to the threshold, {name[first]} and {name[second]} | {name[second]} / {name[first]} (above 1: "
+             f"{name[first]} sooner) |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for run in runs:
         groups.setdefault((run["env"], run["settings"], run["compile"], run["frames"]), []).append(run)
@@ -123,12 +137,39 @@ def table(runs: list[dict[str, Any]], against: str = "sb3") -> list[str]:
         ours = statistics.median(r[first]["frames_per_second"] for r in group)
         theirs = statistics.median(r[second]["frames_per_second"] for r in group)
         seconds = "; ".join(f"{r[first]['train_seconds']:.1f} and {r[second]['train_seconds']:.1f}" for r in group)
-        compiled = "compiled side" if against == "eager" else "yes" if compiled else "no"
+        compiled = ("compiled side" if against == "eager" else "auto" if compiled == "auto" else "yes" if compiled
+                    else "no")
         steps = f" ({group[0]['steps']:,})" if "steps" in group[0] else ""
         lines.append(f"| {env} ({settings}) | {compiled} | {len(group)} | {frames:,}{steps} | "
                      f"{ours:,.0f} | {theirs:,.0f} | {statistics.median(ratios):.2f}x "
-                     f"({min(ratios):.2f}-{max(ratios):.2f}) | {seconds} |")
+                     f"({min(ratios):.2f}-{max(ratios):.2f}) | {seconds} | {_reached(group, first, second)} |")
     return lines
+
+
+def _compile_value(text: str) -> bool | str:
+    """``--compile``'s value: auto, True or False."""
+    values = {"auto": "auto", "true": True, "false": False}
+    if text.lower() not in values:
+        raise argparse.ArgumentTypeError(f"{text!r}: give auto, True or False")
+    return values[text.lower()]
+
+
+def _reached(group: list[dict[str, Any]], first: str, second: str) -> str:
+    """Each side's seconds to the threshold per seed (``never`` where a run did not reach it), and the median over
+    seeds of the second's over the first's where both reached it; ``-`` where no threshold was kept."""
+    if not all("seconds_to_threshold" in r[first] and "seconds_to_threshold" in r[second] for r in group):
+        return "- | -"
+
+    def cell(x: float | None) -> str:
+        return "never" if x is None else f"{x:.1f}"
+
+    both = "; ".join(f"{cell(r[first]['seconds_to_threshold'])} and {cell(r[second]['seconds_to_threshold'])}"
+                     for r in group)
+    ratios = [r[second]["seconds_to_threshold"] / r[first]["seconds_to_threshold"] for r in group
+              if r[first]["seconds_to_threshold"] and r[second]["seconds_to_threshold"]]
+    ratio = (f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}; {len(ratios)} of {len(group)} "
+             "seeds both reached it)" if ratios else "-")
+    return f"{both} (threshold {group[0][first]['threshold']:,.1f}) | {ratio}"
 
 
 def main(argv: list[str]) -> int:
@@ -139,7 +180,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--frames", type=int, default=30_000,
                         help="frames per run (30,000; the suite's budget where that is smaller)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--compile", action="store_true", help="ppo_td with compile=True (SB3 has none)")
+    parser.add_argument("--compile", nargs="?", const=True, default=False, type=_compile_value,
+                        help="ppo_td with compile=True (SB3 has none); --compile auto: the default's choice "
+                             "(compile='auto'); without it: eager, as the pairs stored before")
     parser.add_argument("--against", choices=sorted(SIDES), default="sb3",
                         help="sb3: ppo_td against Stable-Baselines3 (default); eager: ppo_td compiled, its compile "
                              "cache empty, against ppo_td eager")

@@ -378,6 +378,15 @@ def seconds_to(run: dict[str, Any], threshold: float) -> float:
     return float(seconds[reached[0]]) if reached.size else math.inf
 
 
+def threshold_of(task: Task, store: Path) -> float | None:
+    """The return a run of ``task`` must reach for its seconds to a return: :data:`TARGET` of the way from the random
+    score (measured once, kept in ``store``) to the best published one; None where either is missing."""
+    low, best = random_score(task, store), best_score(task.env_id)
+    if low is None or best is None or best[0] <= low:
+        return None
+    return low + TARGET * (best[0] - low)
+
+
 def median_interval(values: list[float]) -> tuple[float, float, float]:
     """The median of ``values`` (inf for a run that never got there) and a 95% percentile-bootstrap interval of it
     (order statistics, so an inf stays an inf)."""
@@ -398,10 +407,9 @@ def seconds_rows(suite: str, runs: list[dict[str, Any]], store: Path) -> list[st
     ppo_td's."""
     rows = []
     for task in SUITES[suite]:
-        low, best = random_score(task, store), best_score(task.env_id)
-        if low is None or best is None or best[0] <= low:
+        threshold = threshold_of(task, store)
+        if threshold is None:
             continue
-        threshold = low + TARGET * (best[0] - low)
         cells, medians = [task.env_id, _fmt(threshold)], {}
         for library in LIBRARIES:
             mine = _runs_of(runs, task, library)
