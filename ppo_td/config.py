@@ -685,8 +685,9 @@ class TrainConfig:
     ``auto`` (default): compile where it was measured to pay in wall time, compilation included: a one-process,
     one-agent, feed-forward run on the CPU with ppo_td's own loss and at least 50,000 minibatch steps, on a machine
     where torch.compile works (tried once with a tiny function; else eager, said in one line); every other run eager
-    (:func:`ppo_td.training.compiles`, docs/performance.md#compile). ``True``: compile whatever ppo_td can;
-    ``False``: eager."""
+    (:func:`ppo_td.training.compiles`, docs/performance.md#compile); a run that compiled resumes compiled. ``True``
+    (``--compile`` alone): compile whatever ppo_td can; ``False`` (``--no-compile``): eager. ``auto`` decides on the
+    machine at hand, so a config file read elsewhere (no C++ compiler there) may run eager."""
 
     def __post_init__(self) -> None:
         _check_types(self, "")
@@ -811,6 +812,8 @@ def identity_dict(config: TrainConfig) -> dict[str, Any]:
     ppo_td versions, so a record an earlier version wrote (a stored run's key, a study to continue) still names
     the same config; one that sets such a field is another config."""
     out = to_dict(config)
+    if out["compile"] == "auto":  # the default since 2026-12-07, False's before: records of either name the same
+        out["compile"] = False
     for section, added in ADDED_FIELDS.items():
         fields_of = out[section] if section else out
         for name, default in added.items():
@@ -828,11 +831,13 @@ def with_info_keys(config: TrainConfig, info_keys: Sequence[str]) -> TrainConfig
     return replace(config, env=replace(config.env, info_keys=keys))
 
 
-RECORDED_BEFORE: dict[str, dict[str, Any]] = {"env": {"limit_under_wrappers": False, "clip_torchrl_actions": False}}
+RECORDED_BEFORE: dict[str, dict[str, Any]] = {"env": {"limit_under_wrappers": False, "clip_torchrl_actions": False},
+                                              "": {"compile": False}}
 """Fields whose default is not what records written before the field existed ran with: a record without one reads
 as the value it ran with (:func:`from_dict`), so it is rebuilt as it was. Neither value is part of a config's
 identity (:func:`identity_dict`): a stored run or a study written before names the same config after. (The
-placement of the time limit matters only with env.wrappers and a limit, which no stored run or preset has.)"""
+placement of the time limit matters only with env.wrappers and a limit, which no stored run or preset has.) A
+record from before ``compile`` (2026-11-27) ran eager: it reads as ``compile=False``, not today's ``'auto'``."""
 
 
 def from_dict(data: dict[str, Any]) -> TrainConfig:
@@ -841,7 +846,7 @@ def from_dict(data: dict[str, Any]) -> TrainConfig:
     section takes its default."""
     if not isinstance(data, dict):
         raise TypeError(f"a config must be a dict of sections (to_dict's output), got {type(data).__name__}")
-    return _build(TrainConfig, data)
+    return _build(TrainConfig, {**RECORDED_BEFORE[""], **data})
 
 
 def _build(cls: type, data: dict[str, Any]) -> Any:

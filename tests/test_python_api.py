@@ -104,6 +104,13 @@ def test_compile_auto_compiles_only_what_was_measured_to_pay(monkeypatch):
     assert not compiles(dataclasses.replace(config, compile=False), cpu, None, p.loss)
     p.loss.forward = lambda td: td  # a forward of the user's: the update runs it, never compiled
     assert not compiles(config, cpu, None, p.loss)
+    conv = build_pipeline(_config())  # a network compile was not measured on: a CNN, a user's own parameters
+    conv.loss.fast.actor.head.append(torch.nn.Conv1d(1, 1, 1))
+    assert not compiles(config, cpu, None, conv.loss)
+    own = build_pipeline(_config())
+    own.loss.fast.critic.head.append(type("Scale", (torch.nn.Module,), {})())
+    own.loss.fast.critic.head[-1].weight = torch.nn.Parameter(torch.ones(1))
+    assert not compiles(config, cpu, None, own.loss)
     monkeypatch.setattr(pipeline, "COMPILE_PAYS_STEPS", config.num_iterations * 4 * 4 + 1)  # one step short
     assert not compiles(config, cpu, None, build_pipeline(_config()).loss)
 
@@ -422,3 +429,17 @@ def test_a_resume_with_only_the_final_evaluation_left_logs_it_and_calls_on_end(t
         if "final_eval_return" in accumulator.Tags()["scalars"]:
             steps += [int(e.step) for e in accumulator.Scalars("final_eval_return")]
     assert steps.count(192) == 2  # once by the run, once by the resume that finished it
+
+
+def test_records_from_before_compile_auto_read_as_they_ran_and_name_the_same_config():
+    """A config without a compile field (written before 2026-11-27) ran eager: it reads as compile=False, not today's
+    'auto'. A config's identity (a returns store's key, a study's tune.json) takes 'auto' as False, the default
+    before, so records of either name the same config; True is another."""
+    from ppo_td.config import from_dict, identity_dict, to_dict
+
+    old = to_dict(_config())
+    del old["compile"]
+    assert from_dict(old).compile is False
+    assert from_dict(to_dict(_config())).compile == "auto"
+    assert identity_dict(_config()) == identity_dict(_config(compile=False))
+    assert identity_dict(_config()) != identity_dict(_config(compile=True))

@@ -65,6 +65,19 @@ def test_a_run_compile_auto_compiled_resumes_compiled_and_exactly(tmp_path, monk
     assert resumed.pipeline.collector.fast_policy.forward is not resumed.pipeline.collector.fast_policy.net
     _equal(_strip(first.history + second.history), _strip(full.history))
     assert second.eval_returns == full.eval_returns
+    # the checkpoint's choice, not a new one: at the default threshold this short run would now be eager
+    monkeypatch.setattr(pipeline, "COMPILE_PAYS_STEPS", 50_000)
+    again = resume_pipeline(tmp_path / "checkpoint.pt")
+    assert again.pipeline.compiled and again.exact
+    again.pipeline.collector.shutdown()
+    # where torch.compile fails at the resume: eager, and the resume says it is not bit for bit
+    from ppo_td.persist import checkpoint
+
+    monkeypatch.setattr(checkpoint, "compile_problem", lambda: "InvalidCxxCompiler: no C++ compiler")
+    lost = resume_pipeline(tmp_path / "checkpoint.pt")
+    assert not lost.pipeline.compiled and not lost.exact and "InvalidCxxCompiler" in lost.why
+    assert lost.pipeline.collector.fast_policy.forward is lost.pipeline.collector.fast_policy.net
+    lost.pipeline.collector.shutdown()
 
 
 def _cartpole_with_a_lambda(**kwargs):

@@ -9,8 +9,9 @@ a turn-based game its MaskablePPO),
 ``preset`` (a ppo_td preset: the config both libraries use) or ``config`` (a whole config,
 ``ppo_td.config.to_dict``), ``sb3_zoo`` (use RL-Zoo's tuned CartPole settings instead),
 ``seed``, ``total_frames`` (optional override), ``eval_episodes`` (0: none), ``step_loop`` and
-``fast_forward`` (optional overrides of ``collector.step_loop`` and ``loss.fast_forward``), ``compile``, ``device``
-(the networks'; SB3's ``device=``), ``workers`` (ppo_td: that many worker processes; SB3: ``SubprocVecEnv``),
+``fast_forward`` (optional overrides of ``collector.step_loop`` and ``loss.fast_forward``), ``compile`` (eager where
+not given), ``device`` (the networks'; SB3's ``device=``), ``workers`` (ppo_td: that many worker processes; SB3:
+``SubprocVecEnv``),
 ``vectorization`` (ppo_td's ``env.vectorization``),
 ``num_envs``
 (env copies; each keeps the preset's steps per copy, or with ``keep_steps: false`` the batch keeps its size),
@@ -410,6 +411,8 @@ def main() -> None:
                                                                        critic_scope=spec["critic_scope"]))
     if "compile" in spec:
         config = dataclasses.replace(config, compile=spec["compile"])
+    elif config.compile == "auto":  # eager unless asked, as every run stored before compile='auto' trained
+        config = dataclasses.replace(config, compile=False)
     if spec.get("device"):  # where the networks run (SB3: its device=)
         config = dataclasses.replace(config, device=spec["device"])
     if spec.get("vectorization"):  # ppo_td: env.vectorization ('async': each copy in a process of its own)

@@ -26,7 +26,7 @@ CLEANRL_PUBLISHED = {"halfcheetah": "1443 +- 46", "hopper": "2383 +- 272"}  # Cl
 
 
 def run_one(preset: str, seed: int, total_frames: int | None) -> dict:
-    config = dataclasses.replace(get_preset(preset), seed=seed, eval_episodes=10)
+    config = dataclasses.replace(get_preset(preset), seed=seed, eval_episodes=10, compile=False)  # (as stored)
     if total_frames:
         config = dataclasses.replace(config, total_frames=total_frames)
     started = time.perf_counter()

@@ -41,7 +41,8 @@ def main() -> None:
     logging.getLogger("torchrl").setLevel(logging.WARNING)
     name = args.preset or preset_for(args.env_id)[0]
     config = get_preset(name)
-    config = dataclasses.replace(config, env=dataclasses.replace(config.env, env_id=args.env_id))
+    config = dataclasses.replace(config, env=dataclasses.replace(config.env, env_id=args.env_id),
+                                 compile=False)  # the eager update's threads (compile='auto' would compile long runs)
     torch.set_num_threads(1)
     pipeline = build_pipeline(config)
     batch = next(iter(pipeline.collector))

@@ -368,7 +368,7 @@ def _doctor(args: list[str]) -> int:
     from ppo_td.models import make_actor_critic
     from ppo_td.training import build_pipeline, make_train_env
 
-    config = get_preset(ns.preset)
+    config = dataclasses.replace(get_preset(ns.preset), compile=False)  # one update: compiling would only add seconds
     built = make_train_env(config)
     env = built.env
     if ns.transform:

@@ -27,6 +27,7 @@ from ppo_td.training import (
     Pipeline,
     StopTraining,
     build_pipeline,
+    compile_problem,
     compiles,
     make_loss,
     make_train_env,
@@ -364,11 +365,16 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     # plans its steps
     add_policy_inputs(env.env, actor, critic, noise_every(config))
     threads = choose_threads(threads, env.description)
-    # compile='auto' resolved as the run's first start did (on its loss), for the collector the pipeline is given
+    # compile='auto' goes on as the run started (recorded in its snapshot; resolved again for a checkpoint from
+    # before that), for the collector the pipeline is given too
     one = not config.env.multiagent and env.description.group is None and not env.description.teams
     loss = make_loss(actor, critic, config.loss) if one else None
-    compiled = (compiles(config, where, ranks, loss, is_recurrent(actor) or is_recurrent(critic)) if loss is not None
-                else config.compile is True)
+    recorded = _own_snapshot(state, ranks).get("compiled")
+    compiled = (recorded if recorded is not None and config.compile == "auto"
+                else compiles(config, where, ranks, loss, is_recurrent(actor) or is_recurrent(critic))
+                if loss is not None else config.compile is True)
+    lost = compiled and config.compile == "auto" and compile_problem()  # compiled, and torch.compile fails here
+    compiled = compiled and not lost
     with using_threads(threads):  # worker processes take the count in force when they start
         collector_ = make_collector(env, actor, dataclasses.replace(local, compile=compiled),
                                     done_frames=state["frames"] // (ranks.world if ranks else 1), critic=critic,
@@ -376,11 +382,15 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     try:
         pipeline = build_pipeline(config, env=env, actor=actor, critic=critic, collector=collector_, loss=loss,
                                   threads=threads, ranks=ranks)
+        pipeline.compiled = compiled  # (the run's own choice, where build_pipeline would choose anew)
         exact = restore(pipeline, state)
     except BaseException:
         shutdown(collector_)  # worker processes or a Ray instance may already be running
         raise
     why = "" if exact else ranks_changed(pipeline, state) or inexact_reason(pipeline, _own(pipeline, state))
+    if exact and lost:
+        exact, why = False, (f"the run compiled its update and torch.compile fails here ({lost}): it goes on eager, "
+                             "within float rounding of compiled, not bit for bit")
     resumed = Resumed(pipeline, state["frames"], state["iteration"], exact, float(state.get("elapsed", 0.0)), why)
     logging.getLogger("ppo_td").info("resumed %s", resumed.describe())
     return resumed
@@ -388,8 +398,12 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
 
 def _own(pipeline: Pipeline, state: dict[str, Any]) -> dict[str, Any]:
     """This rank's snapshot in the checkpoint (rank 0's for one process)."""
+    return _own_snapshot(state, pipeline.ranks)
+
+
+def _own_snapshot(state: dict[str, Any], ranks: Any) -> dict[str, Any]:
     saved = state.get("ranks")
-    return saved[pipeline.ranks.rank]["snapshot"] if saved and pipeline.ranks is not None else state["snapshot"]
+    return saved[ranks.rank]["snapshot"] if saved and ranks is not None else state["snapshot"]
 
 
 def _iteration_of(path: Path) -> int:

@@ -90,6 +90,7 @@ def capture(pipeline: Pipeline) -> dict[str, Any]:
         "env": env,
         "collector": pipeline.collector.state_dict() if why is None else None,
         "sampling": _sampling(pipeline),
+        "compiled": pipeline.compiled,  # compile='auto' resolved: a resume goes on the same way (checkpoint.py)
     }
 
 

@@ -586,25 +586,33 @@ def compiles(config: TrainConfig, device: torch.device, ranks: Ranks | None, los
     lean = lean_of(loss)
     steps = config.num_iterations * config.optim.update_epochs * config.optim.num_minibatches
     if (device.type != "cpu" or ranks is not None or config.env.multiagent or recurrent or lean is None
-            or lean.cores is not None or lean.group or not lean.settings_apply() or steps < COMPILE_PAYS_STEPS):
+            or lean.cores is not None or lean.group or not lean.settings_apply() or steps < COMPILE_PAYS_STEPS
+            or not (_measured_kind(lean.actor) and _measured_kind(lean.critic))):
         return False
-    problem = compile_problem()
-    if problem is not None:
-        say(f"note: compile='auto' runs eager: this run's {steps:,} minibatch steps would pay for torch.compile, "
-            f"which failed on a tiny function here ({problem}); compile=False (--compile False) silences this")
-        return False
-    return True
+    return compile_problem() is None
+
+
+def _measured_kind(net: torch.nn.Module) -> bool:
+    """Whether ``net`` is of the kind compile was measured on: MLPs, every parameter in a ``Linear`` (or
+    ``LayerNorm``) or one of ppo_td's own modules (a Gaussian head's log-std); not a CNN, nor a user's module with
+    parameters of its own."""
+    return all(isinstance(m, (torch.nn.Linear, torch.nn.LayerNorm)) or type(m).__module__.startswith("ppo_td.")
+               for m in net.modules() if next(m.parameters(recurse=False), None) is not None)
 
 
 @functools.cache
 def compile_problem() -> str | None:
     """Why torch.compile does not work in this process (its error, one line: on the CPU it writes and builds C++,
-    which needs a C++ compiler), or None: a tiny function compiled and run once a process."""
+    which needs a C++ compiler), or None: a tiny function compiled and run, once a process. A failure is said once,
+    as ``compile='auto'`` then runs eager."""
     try:
         torch.compile(_probe, dynamic=False)(torch.ones(4))
     except Exception as err:  # noqa: BLE001 (whichever way it fails, the run goes on eager and says why)
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        return f"{type(err).__name__}: {first[:200]}" if first else type(err).__name__
+        problem = f"{type(err).__name__}: {first[:200]}" if first else type(err).__name__
+        say(f"note: compile='auto' runs eager: this run is long enough for torch.compile to pay, but it failed on a "
+            f"tiny function here ({problem}); compile=False (--compile False) silences this")
+        return problem
     return None
 
 
