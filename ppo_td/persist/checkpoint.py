@@ -365,14 +365,17 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     # plans its steps
     add_policy_inputs(env.env, actor, critic, noise_every(config))
     threads = choose_threads(threads, env.description)
-    # compile='auto' goes on as the run started (recorded in its snapshot; resolved again for a checkpoint from
-    # before that), for the collector the pipeline is given too
+    # compile='auto' goes on as the run started (recorded in its snapshot) where it goes on in one process on the same
+    # kind of device; else (a checkpoint from before that too) resolved here; for the collector the pipeline is given
     one = not config.env.multiagent and env.description.group is None and not env.description.teams
     loss = make_loss(actor, critic, config.loss) if one else None
-    recorded = _own_snapshot(state, ranks).get("compiled")
-    compiled = (recorded if recorded is not None and config.compile == "auto"
-                else compiles(config, where, ranks, loss, is_recurrent(actor) or is_recurrent(critic))
-                if loss is not None else config.compile is True)
+    snapshot = _own_snapshot(state, ranks)
+    if (config.compile == "auto" and loss is not None and ranks is None and snapshot.get("compiled") is not None
+            and snapshot.get("device", "cpu") == where.type):
+        compiled = snapshot["compiled"]
+    else:
+        compiled = (compiles(config, where, ranks, loss, is_recurrent(actor) or is_recurrent(critic))
+                    if loss is not None else config.compile is True)
     lost = compiled and config.compile == "auto" and compile_problem()  # compiled, and torch.compile fails here
     compiled = compiled and not lost
     with using_threads(threads):  # worker processes take the count in force when they start
