@@ -443,3 +443,33 @@ def test_records_from_before_compile_auto_read_as_they_ran_and_name_the_same_con
     assert from_dict(to_dict(_config())).compile == "auto"
     assert identity_dict(_config()) == identity_dict(_config(compile=False))
     assert identity_dict(_config()) != identity_dict(_config(compile=True))
+
+
+def test_compile_auto_goes_on_eager_where_the_loss_fails_to_compile(monkeypatch, caplog):
+    """Fault injection: the loss's compilation fails (the tiny function compiled). compile='auto' tries its first
+    compiled minibatch first and goes on eager, said once, its gradients and random numbers put back: the run is the
+    eager run, bit for bit. compile=True, asked for, stops with the error."""
+    import logging
+
+    from ppo_td.training import FastLoss, pipeline
+
+    monkeypatch.setattr(pipeline, "COMPILE_PAYS_STEPS", 1)
+
+    def broken(self, device, fullgraph=False):
+        def fail(minibatch):
+            raise RuntimeError("inductor: cannot compile this loss")
+        return fail
+
+    monkeypatch.setattr(FastLoss, "compiled_terms", broken)
+    with caplog.at_level(logging.WARNING, logger="ppo_td"):
+        auto = ppo_td.train(_config(total_frames=192), progress=False)
+    assert not auto.pipeline.compiled
+    said = [r.getMessage() for r in caplog.records if "compiling the loss failed" in r.getMessage()]
+    assert len(said) == 1 and "RuntimeError: inductor: cannot compile this loss" in said[0]
+    eager = ppo_td.train(_config(total_frames=192, compile=False), progress=False)
+    assert [(h["loss_policy"], h["loss_value"], h["grad_norm"]) for h in auto.history] == [
+        (h["loss_policy"], h["loss_value"], h["grad_norm"]) for h in eager.history]
+    for a, b in zip(auto.actor.state_dict().values(), eager.actor.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    with pytest.raises(RuntimeError, match="cannot compile this loss"):
+        ppo_td.train(_config(total_frames=192, compile=True), progress=False)

@@ -25,6 +25,7 @@ from ppo_td.envs.info import episode_infos, recorded
 from ppo_td.training.callbacks import StopTraining, iteration_hook
 from ppo_td.training.evaluation import Evaluation, evaluate_on, evaluation_seed, final_evaluations
 from ppo_td.training.objective import (
+    FastLoss,
     LeanTerms,
     PPOObjective,
     TeamLoss,
@@ -311,8 +312,8 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
         _sum_advantages(p, minibatches)
         if epochs == 0:  # every minibatch of the update has the same entries, and the loss the same settings
             lean_here = lean is not None and lean.applies(minibatches[0])
-            terms_of = lean.compiled_terms(p.device) if lean_here and p.compiled else lean.terms if lean_here \
-                else None
+            terms_of = _compiled_or_eager(p, lean, minibatches[0], params) if lean_here and p.compiled \
+                else lean.terms if lean_here else None
         for minibatch in minibatches:
             terms: LeanTerms | None = None
             try:
@@ -373,6 +374,30 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     out = {name: float(torch.stack([r[name] for r in records]).float().mean()) for name in records[0]}
     out["epochs"] = epochs
     return out
+
+
+def _compiled_or_eager(p: Pipeline, lean: FastLoss, minibatch: TensorDictBase, params: list[torch.Tensor]) -> Any:
+    """The compiled loss terms; with ``compile='auto'``, its first minibatch tried first, forward and backward (both
+    compile then), the gradients and random numbers put back as they were: where compiling fails, the run goes on
+    eager from here (``p.compiled`` False, so its checkpoints say so), said in one line, instead of stopping."""
+    compiled = lean.compiled_terms(p.device)
+    if p.config.compile != "auto" or lean.compile_tried:
+        return compiled
+    lean.compile_tried = True
+    rng = torch.get_rng_state()
+    try:
+        compiled(minibatch)[0].backward()
+    except Exception as err:  # noqa: BLE001 (whichever way compiling fails, eager computes the same within rounding)
+        first = (str(err).strip().splitlines() or [""])[0][:200]
+        logging.getLogger("ppo_td").warning("compile='auto': compiling the loss failed (%s: %s); the run goes on "
+                                            "eager (compile=False silences this)", type(err).__name__, first)
+        p.compiled = False
+        return lean.terms
+    finally:
+        torch.set_rng_state(rng)
+        for param in params:
+            param.grad = None
+    return compiled
 
 
 def _minibatch_kl(terms: LeanTerms | None, losses: Any) -> torch.Tensor:

@@ -398,6 +398,8 @@ class FastLoss:
                  cores: tuple[Recurrent, Recurrent | None] | None = None) -> None:
         self.loss, self.actor, self.critic = loss, actor, critic
         self.cores = cores
+        self.compile_tried = False
+        """Whether ``compile='auto'``'s first compiled minibatch was tried (:func:`ppo_td.training.loop.update`)."""
         self._compiled: Any = None
         """A recurrent actor's and critic's encoder and core: minibatches are ``[sequences, steps]``, replayed
         from each sequence's stored state (:meth:`~ppo_td.models.recurrent.Recurrent.sequence`), the heads run on
