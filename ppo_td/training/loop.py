@@ -36,7 +36,7 @@ from ppo_td.training.objective import (
     lean_of,
     total_loss,
 )
-from ppo_td.training.pipeline import Pipeline, build_pipeline
+from ppo_td.training.pipeline import Pipeline, build_pipeline, error_line
 from ppo_td.training.ranks import Ranks
 from ppo_td.training.schedules import KLAdaptiveLR
 from ppo_td.training.threads import using_threads
@@ -388,9 +388,8 @@ def _compiled_or_eager(p: Pipeline, lean: FastLoss, minibatch: TensorDictBase, p
     try:
         compiled(minibatch)[0].backward()
     except Exception as err:  # noqa: BLE001 (whichever way compiling fails, eager computes the same within rounding)
-        first = (str(err).strip().splitlines() or [""])[0][:200]
-        logging.getLogger("ppo_td").warning("compile='auto': compiling the loss failed (%s: %s); the run goes on "
-                                            "eager (compile=False silences this)", type(err).__name__, first)
+        logging.getLogger("ppo_td").warning("compile='auto': compiling the loss failed (%s); the run goes on eager "
+                                            "(compile=False silences this)", error_line(err))
         p.compiled = False
         return lean.terms
     finally:

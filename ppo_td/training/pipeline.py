@@ -571,8 +571,8 @@ COMPILE_PAYS_STEPS = 50_000
 """Minibatch steps from which ``compile='auto'`` compiles a run. Whole runs compiled, torch's compile cache empty,
 against eager at the same time on this project's 2-core CPU (``python -m benchmarks paired --against eager``,
 2026-12-07, seeds 1-2): Acrobot 0.94-0.95x at 31,232 steps, 1.03x at 49,920, 1.03-1.06x at 62,464; HalfCheetah
-0.99-1.02x at 31,040. The compilation costs about 16 s there and saves about 0.45 ms a step: even at 31,000-40,000
-steps, so 50,000 leaves a margin (docs/performance.md#compile)."""
+0.99-1.02x at 31,040. From the Acrobot pairs the compilation costs about 13-15 s there and saves 0.26-0.37 ms a
+step: even at about 41,000-49,000 steps (noisy); both 49,920-step pairs gained 3% (docs/performance.md#compile)."""
 
 
 def compiles(config: TrainConfig, device: torch.device, ranks: Ranks | None, loss: LossModule,
@@ -608,12 +608,17 @@ def compile_problem() -> str | None:
     try:
         torch.compile(_probe, dynamic=False)(torch.ones(4))
     except Exception as err:  # noqa: BLE001 (whichever way it fails, the run goes on eager and says why)
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        problem = f"{type(err).__name__}: {first[:200]}" if first else type(err).__name__
+        problem = error_line(err)
         say(f"note: compile='auto' runs eager: this run is long enough for torch.compile to pay, but it failed on a "
             f"tiny function here ({problem}); compile=False (--compile False) silences this")
         return problem
     return None
+
+
+def error_line(err: BaseException) -> str:
+    """``err`` in one line: its type and the first line of its message (at most 200 characters)."""
+    first = (str(err).strip().splitlines() or [""])[0][:200]
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__
 
 
 def _probe(x: torch.Tensor) -> torch.Tensor:
