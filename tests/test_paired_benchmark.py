@@ -26,7 +26,8 @@ def test_the_table_takes_the_medians_and_the_range_of_the_ratios():
 @pytest.mark.parametrize(("argv", "message"), [
     (["nosuch"], "no such suite"), (["minatar"], "no such suite"),  # MinAtar has no SB3 runs beside it
     (["classic", "--envs", "Hopper-v5"], "--envs"), (["classic", "--frames", "0"], "--frames 0"),
-    (["classic", "--against", "eager", "--compile"], "drop --compile"), (["classic", "--against", "x"], "--against")])
+    (["classic", "--against", "eager", "--compile"], "drop --compile"), (["classic", "--against", "x"], "--against"),
+    (["classic", "--against", "skrl"], "MountainCarContinuous-v0'] train with gSDE")])
 def test_bad_input_is_refused_before_anything_runs(argv, message, tmp_path, capsys):
     with pytest.raises(SystemExit):
         paired.main([*argv, "--store", str(tmp_path)])
@@ -169,3 +170,49 @@ def test_a_stored_result_does_not_make_the_next_run_dirty_but_edited_code_does(t
     assert measured_commit(tmp_path) == clean
     (tmp_path / "code.py").write_text("x = 2\n")
     assert measured_commit(tmp_path) == clean + "-dirty"
+
+
+def test_the_skrl_side_records_each_copys_episodes_with_the_frames_and_seconds_so_far():
+    """skrl keeps no episode list: a wrapper on each env copy writes (frames stepped by every copy, seconds since the
+    training start, return) at each episode's end, what the SB3 side's callback records."""
+    import gymnasium as gym
+
+    from benchmarks.common.worker import EpisodeRecord, skrl_vector_env
+    from ppo_td.presets import get_preset
+
+    config = get_preset("cartpole")
+    n = config.env.num_envs
+    log = EpisodeRecord()
+    vec = skrl_vector_env(config, log)
+    assert vec.num_envs == n
+    vec.reset(seed=0)
+    returns, steps = [0.0] * n, 0
+    expected = []
+    for _ in range(60):  # random CartPole episodes end within 60 steps mostly; NEXT_STEP autoreset
+        _, reward, terminated, truncated, _ = vec.step(vec.action_space.sample())
+        steps += n
+        for i in range(n):
+            returns[i] += reward[i]
+            if terminated[i] or truncated[i]:
+                expected.append(returns[i])
+                returns[i] = 0.0
+    vec.close()
+    assert sorted(e[2] for e in log.episodes) == sorted(expected) and len(expected) > n
+    assert log.frames < steps  # a copy's autoreset step is a reset, not a step of the env
+    frames = [e[0] for e in log.episodes]
+    seconds = [e[1] for e in log.episodes]
+    assert frames == sorted(frames) and seconds == sorted(seconds) and seconds[0] >= 0
+    assert isinstance(vec, gym.vector.SyncVectorEnv)
+
+
+@pytest.mark.slow  # two worker processes; skrl is a benchmark dependency only (the 'bench' extra)
+def test_a_pair_against_skrl_keeps_both_runs_seconds_to_the_threshold(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("skrl")
+    monkeypatch.setattr(paired, "measured_commit", lambda root: "abc123")
+    argv = ["classic", "--envs", "CartPole-v1", "--frames", "2048", "--seeds", "1", "--store", str(tmp_path),
+            "--against", "skrl", "--compile", "False"]
+    assert paired.main(argv) == 0
+    run = json.loads((tmp_path / "runs.jsonl").read_text().splitlines()[-1])
+    assert run["against"] == "skrl" and run["ppo_td"]["frames"] == run["skrl"]["frames"] == 2048
+    assert "threshold" in run["skrl"] and run["skrl"]["frames_per_second"] > 0
+    assert "| CartPole-v1 (cartpole-zoo) | no | 1 | 2,048 (160) |" in capsys.readouterr().out

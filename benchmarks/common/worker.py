@@ -274,6 +274,46 @@ def run_sb3(config: TrainConfig, zoo: bool) -> dict[str, Any]:
             "train_seconds": seconds, "collect_seconds": record.collect, "update_seconds": seconds - record.collect}
 
 
+@dataclasses.dataclass
+class EpisodeRecord:
+    """What :class:`EpisodeLog` wrappers write: the episodes, the frames stepped, the training start."""
+
+    episodes: list[tuple[int, float, float]] = dataclasses.field(default_factory=list)
+    frames: int = 0
+    start: float = dataclasses.field(default_factory=time.perf_counter)
+
+
+class EpisodeLog(gym.Wrapper):
+    """Each ended episode of the env copies it wraps, as ``(frames, seconds, return)`` in ``log`` (shared by the
+    copies): the frames every copy has stepped so far, the seconds since ``log.start`` (set when training starts).
+    What the SB3 side's callback records, for a library (skrl) that keeps no episode list of its own."""
+
+    def __init__(self, env: gym.Env, log: EpisodeRecord) -> None:
+        super().__init__(env)
+        self.log, self.total = log, 0.0
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.total = 0.0
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.log.frames += 1
+        self.total += float(reward)
+        if terminated or truncated:
+            self.log.episodes.append((self.log.frames, time.perf_counter() - self.log.start, self.total))
+            self.total = 0.0
+        return obs, reward, terminated, truncated, info
+
+
+def skrl_vector_env(config: TrainConfig, log: EpisodeRecord) -> gym.vector.SyncVectorEnv:
+    """The env copies skrl steps: the env as ppo_td's user sees it (:func:`ppo_td.envs.gym_env`: the id, its kwargs,
+    wrappers and time limit), each copy's episodes written to ``log`` (:class:`EpisodeLog`)."""
+    from ppo_td.envs import gym_env
+
+    return gym.vector.SyncVectorEnv([lambda: EpisodeLog(gym_env(config.env), log)] * config.env.num_envs)
+
+
 def run_skrl(config: TrainConfig) -> dict[str, Any]:
     """skrl 2.x's PPO (``skrl.agents.torch.ppo``) at ``config``'s settings, with networks of the same shape.
 
@@ -339,7 +379,10 @@ def run_skrl(config: TrainConfig) -> dict[str, Any]:
             TimedPPO.update_seconds += time.perf_counter() - started
 
     n = config.env.num_envs
-    env = wrap_env(gym.make_vec(config.env.env_id, num_envs=n, vectorization_mode="sync"), wrapper="gymnasium")
+    if config.model.exploration == "gsde":
+        raise ValueError("skrl's PPO has no gSDE: this config's policy has no counterpart there")
+    log = EpisodeRecord()
+    env = wrap_env(skrl_vector_env(config, log), wrapper="gymnasium")
     policy_class = Policy if isinstance(env.action_space, gym.spaces.Box) else Discrete
     models = {"policy": policy_class(env.observation_space, env.action_space),
               "value": Value(env.observation_space, env.action_space)}
@@ -367,11 +410,11 @@ def run_skrl(config: TrainConfig) -> dict[str, Any]:
     trainer = SequentialTrainer(env=env, agents=agent, cfg={"timesteps": total // n, "headless": True,
                                                             "disable_progressbar": True,
                                                             "close_environment_at_exit": False})
-    started = time.perf_counter()
+    started = log.start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - started
     env.close()
-    return {"episodes": [], "eval_returns": [], "frames": total, "train_seconds": seconds,
+    return {"episodes": log.episodes, "eval_returns": [], "frames": total, "train_seconds": seconds,
             "collect_seconds": seconds - TimedPPO.update_seconds, "update_seconds": TimedPPO.update_seconds}
 
 

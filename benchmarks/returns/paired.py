@@ -16,7 +16,9 @@ seeds of each library's frames/s and of the ratio, with its range; each run's se
 
 ``--against eager``: ppo_td compiled (``compile=True``, torch's compile cache emptied first: the compilation as a first
 run on a machine pays it) against ppo_td eager, the same way: whether compiling pays in a whole run's wall time at
-that length (the threshold of ``compile='auto'``, ``ppo_td.training.COMPILE_PAYS_STEPS``).
+that length (the threshold of ``compile='auto'``, ``ppo_td.training.COMPILE_PAYS_STEPS``). ``--against skrl``: ppo_td
+against skrl's PPO the same way (configs without gSDE, which skrl lacks; skrl scales no rewards either), its episodes
+recorded by a wrapper on each env copy (``benchmarks.common.worker.EpisodeLog``) for its seconds to the threshold.
 
 The two runs share the machine until the faster one ends; the slower one then has it to itself, which flatters its
 frames/s a little: the ratio leans toward the slower library, not the faster.
@@ -44,7 +46,8 @@ from benchmarks.returns.suites import ROOT, SUITES, Task, config_digest, config_
 from benchmarks.returns.suites import STORE as RETURNS_STORE
 
 STORE = ROOT / "benchmarks" / "results" / "paired"
-SIDES = {"sb3": {"ppo_td": "ppo_td", "sb3": "sb3"}, "eager": {"compiled": "ppo_td", "eager": "ppo_td"}}
+SIDES = {"sb3": {"ppo_td": "ppo_td", "sb3": "sb3"}, "skrl": {"ppo_td": "ppo_td", "skrl": "skrl"},
+         "eager": {"compiled": "ppo_td", "eager": "ppo_td"}}
 """Per ``--against``: each side's name in a stored pair and the library it runs; the first side's frames/s over the
 second's is the ratio."""
 
@@ -123,7 +126,7 @@ def table(runs: list[dict[str, Any]], against: str = "sb3") -> list[str]:
     """Per env: the medians over seeds of each side's frames/s and of the first's over the second's (ppo_td over SB3,
     or compiled over eager), with the range; and the seconds each took, for a whole run's wall time."""
     first, second = SIDES[against]
-    name = {"ppo_td": "ppo_td", "sb3": "SB3", "compiled": "compiled", "eager": "eager"}
+    name = {"ppo_td": "ppo_td", "sb3": "SB3", "skrl": "skrl", "compiled": "compiled", "eager": "eager"}
     lines = [f"| env (settings) | compile | seeds | frames (minibatch steps) | {name[first]} frames/s | "
              f"{name[second]} frames/s | {name[first]} / {name[second]} | seconds, {name[first]} and {name[second]} | "
              f"seconds to the threshold, {name[first]} and {name[second]} | {name[second]} / {name[first]} (above 1: "
@@ -184,8 +187,9 @@ def main(argv: list[str]) -> int:
                         help="ppo_td with compile=True (SB3 has none); --compile auto: the default's choice "
                              "(compile='auto'); without it: eager, as the pairs stored before")
     parser.add_argument("--against", choices=sorted(SIDES), default="sb3",
-                        help="sb3: ppo_td against Stable-Baselines3 (default); eager: ppo_td compiled, its compile "
-                             "cache empty, against ppo_td eager")
+                        help="sb3: ppo_td against Stable-Baselines3 (default); skrl: against skrl (its PPO has no "
+                             "gSDE and no reward scaling); eager: ppo_td compiled, its compile cache empty, against "
+                             "ppo_td eager")
     parser.add_argument("--store", type=Path, default=STORE, help=f"the result store's folder ({STORE})")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per pair before both are ended (1800)")
     args = parser.parse_args(argv)
@@ -200,6 +204,10 @@ def main(argv: list[str]) -> int:
     tasks = [t for s in args.suites for t in SUITES[s] if t.sb3 and (args.envs is None or t.env_id in args.envs)]
     if args.envs and len({t.env_id for t in tasks}) != len(set(args.envs)):
         parser.error(f"--envs {sorted(set(args.envs) - {t.env_id for t in tasks})}: not in {args.suites} beside SB3")
+    gsde = [t.env_id for t in tasks if config_of(t).model.exploration == "gsde"]
+    if args.against == "skrl" and gsde:
+        parser.error(f"--against skrl: {gsde} train with gSDE, which skrl's PPO does not have; leave them out "
+                     "(--envs)")
     commit = measured_commit(ROOT)
     done = stored_runs(args.store, key_of) if commit != "unknown" and not commit.endswith("-dirty") else {}
     runs, failed, interrupted = [], 0, False
