@@ -706,22 +706,28 @@ def epoch_metrics(terms: list[LeanTerms], clip_epsilon: torch.Tensor, clip_value
     sizes = torch.tensor([t.log_weight.shape[0] for t in terms], device=device)
     ids = torch.repeat_interleave(torch.arange(len(terms), device=device), sizes)
 
-    def means(values: list[torch.Tensor]) -> torch.Tensor:
-        flat = torch.cat([v.reshape(v.shape[0], -1).mean(1) for v in values])
+    def means(samples: torch.Tensor) -> torch.Tensor:  # each sample's mean (over agents), then each minibatch's
+        flat = samples.mean(1)
         return torch.zeros(len(terms), dtype=flat.dtype, device=device).index_add_(0, ids, flat) / sizes
 
-    log_weight = [t.log_weight for t in terms]  # per sample: [rows, 1], or [rows, agents, 1] for a group
-    kl = means([-w for w in log_weight])
-    mean_ratio = means([w.exp() for w in log_weight])
+    def rows(values: list[torch.Tensor]) -> torch.Tensor:  # every minibatch's samples, one row each
+        return torch.cat([v.reshape(v.shape[0], -1) for v in values])
+
+    # per sample: [rows, 1], or [rows, agents, 1] for a group; each operation once over the samples of every
+    # minibatch, not once a minibatch (the same values: each is per sample)
+    log_weight = rows([t.log_weight for t in terms])
+    kl = means(-log_weight)
+    mean_ratio = means(log_weight.exp())
     low, high = (-clip_epsilon).log1p(), clip_epsilon.log1p()
     metrics = {"kl_approx": kl, "kl_approx_k3": kl_k3(mean_ratio, kl),
-               "clip_fraction": means([((w < low) | (w > high)).to(w.dtype) for w in log_weight])}
+               "clip_fraction": means(((log_weight < low) | (log_weight > high)).to(log_weight.dtype))}
     if terms[0].entropy is not None:
-        metrics["entropy"] = means([t.entropy for t in terms])
+        metrics["entropy"] = means(rows([t.entropy for t in terms]))
     if clip_value and terms[0].pre_clipped is not None:
-        metrics["value_clip_fraction"] = means([(t.pre_clipped.abs() > clip_value).to(t.pre_clipped.dtype)
-                                                for t in terms])
-    return [{**t.losses, **{key: value[i] for key, value in metrics.items()}} for i, t in enumerate(terms)]
+        pre_clipped = rows([t.pre_clipped for t in terms])
+        metrics["value_clip_fraction"] = means((pre_clipped.abs() > clip_value).to(pre_clipped.dtype))
+    columns = {key: value.unbind(0) for key, value in metrics.items()}  # one call a metric, not one a minibatch
+    return [{**t.losses, **{key: column[i] for key, column in columns.items()}} for i, t in enumerate(terms)]
 
 
 class _Steps:
