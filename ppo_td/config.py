@@ -525,7 +525,8 @@ class OptimConfig:
     """Minibatches per pass; frames_per_batch must divide evenly into them."""
     shuffle: Literal["epoch", "update"] = "epoch"
     """How the batch is cut into minibatches: a fresh random order every epoch (CleanRL, SB3), or one random order an
-    update whose minibatches every epoch takes again (rsl_rl's mini_batch_generator). Beside rsl_rl with its
+    update whose minibatches every epoch takes again (rsl_rl's mini_batch_generator); an epoch of one minibatch (the
+    whole batch, whatever its order) is drawn once an update either way. Beside rsl_rl with its
     KL-adaptive rate, a fresh order each epoch measured a larger KL per minibatch at the same rate (each minibatch
     meets a policy last stepped on other data), so the rate settled lower (docs/robot-learning.md)."""
     max_grad_norm: float = 0.5

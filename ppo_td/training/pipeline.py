@@ -82,7 +82,8 @@ def make_buffer(config: TrainConfig, device: torch.device | str = "cpu", sequenc
 
     Each draw is a fresh permutation of the whole batch; the update cuts it into
     ``num_minibatches`` minibatches, so every epoch sees every transition once in a
-    new order (CleanRL's shuffled indices) for one buffer call per epoch. The storage is on ``device``
+    new order (CleanRL's shuffled indices) for one buffer call per epoch (one an update where an epoch is one
+    minibatch: the whole batch, whose order changes nothing it computes). The storage is on ``device``
     (the update's). ``sequences`` (a recurrent model): the items are ``config.sequence_length``-step sequences,
     ``config.num_sequences`` of them, shuffled as wholes.
     """
