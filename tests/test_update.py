@@ -4,6 +4,7 @@ import dataclasses
 
 import pytest
 import torch
+from torchrl.data import LazyTensorStorage, RandomSampler, ReplayBuffer, SamplerWithoutReplacement
 
 from conftest import small_config
 from ppo_td.config import OptimConfig
@@ -23,6 +24,39 @@ def test_each_epoch_sees_every_transition_exactly_once(tiny_config):
             assert sorted(seen.tolist()) == list(range(tiny_config.frames_per_batch))
             assert not torch.equal(seen, torch.arange(tiny_config.frames_per_batch)), "shuffled"
     p.collector.shutdown()
+
+
+class CountingBuffer(ReplayBuffer):
+    """A replay buffer that counts its draws."""
+
+    draws = 0
+
+    def sample(self, *args, **kwargs):
+        CountingBuffer.draws += 1
+        return super().sample(*args, **kwargs)
+
+
+@pytest.mark.parametrize(("sampler", "batch_size", "minibatches", "draws"), [
+    (SamplerWithoutReplacement(drop_last=True), 64, 1, 1),  # ppo_td's: the whole batch reordered, once an update
+    (SamplerWithoutReplacement(drop_last=True), 64, 2, 3),  # two minibatches an epoch: a fresh order every epoch
+    (SamplerWithoutReplacement(drop_last=True), 32, 1, 3),  # half the batch a draw: the next half every epoch
+    (RandomSampler(), 64, 1, 3),  # with replacement: a new resample every epoch
+])
+def test_an_epoch_of_the_whole_batch_is_drawn_once_an_update_and_any_other_draw_every_epoch(
+        sampler, batch_size, minibatches, draws):
+    """An epoch of one minibatch that is the whole batch (RL Zoo's MountainCarContinuous and CartPole entries) computes
+    nothing that depends on its order: drawn once an update. A user's buffer that draws anything else draws afresh
+    every epoch, as before."""
+    config = small_config(eval_episodes=0, optim=OptimConfig(update_epochs=3, num_minibatches=minibatches))
+    buffer = CountingBuffer(storage=LazyTensorStorage(64), sampler=sampler, batch_size=batch_size)
+    p = build_pipeline(config, buffer=buffer)
+    batch = next(iter(p.collector))
+    p.collector.shutdown()
+    with torch.no_grad():
+        p.advantage(batch)
+    CountingBuffer.draws = 0
+    assert update(p, batch)["epochs"] == 3
+    assert CountingBuffer.draws == draws
 
 
 def test_learning_rate_anneals_like_cleanrl():

@@ -300,17 +300,20 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     pending: list[tuple[LeanTerms, torch.Tensor]] = []
     epochs = 0
     minibatches: Sequence[TensorDictBase] = ()
+    once = False
     for _ in range(opt.update_epochs):
         # one draw per epoch: a fresh permutation of the whole batch, cut into minibatches (the same minibatches as
         # num_minibatches draws, at a quarter of the buffer overhead); optim.shuffle='update': one draw an update,
-        # its minibatches taken again by every epoch (rsl_rl's). One minibatch an epoch (RL Zoo's MountainCarContinuous
-        # and CartPole entries) is the whole batch whatever the order, and nothing it computes depends on the order
-        # (means over its samples, its advantages' normalization) but the float order of their sums: drawn once an
-        # update (each draw 0.15-0.2 ms, a tenth of such an update's time on 8-frame batches)
-        if not minibatches or (opt.shuffle == "epoch" and len(minibatches) > 1):
+        # its minibatches taken again by every epoch (rsl_rl's)
+        if not minibatches or (opt.shuffle == "epoch" and not once):
             drawn = p.buffer.sample()
             # one minibatch: the draw itself, not a split of it (TensorDict.split costs about 0.2 ms even for one)
             minibatches = (drawn,) if drawn.shape[0] <= size else drawn.split(size)
+            # an epoch of one minibatch (RL Zoo's MountainCarContinuous and CartPole entries) that is the whole batch
+            # in a new order: nothing it computes depends on the order (means over its samples, its advantages'
+            # normalization) but the float order of their sums, so it is drawn once an update (each draw 0.15-0.2 ms,
+            # a tenth of such an update on 8-frame batches); a buffer that draws otherwise draws every epoch
+            once = len(minibatches) == 1 and drawn.shape[0] == len(p.buffer) and _reorders_only(p.buffer)
         _sum_advantages(p, minibatches)
         if epochs == 0:  # every minibatch of the update has the same entries, and the loss the same settings
             lean_here = lean is not None and lean.applies(minibatches[0])
@@ -376,6 +379,13 @@ def update(p: Pipeline, batch: TensorDictBase) -> dict[str, float]:
     out = {name: float(torch.stack([r[name] for r in records]).float().mean()) for name in records[0]}
     out["epochs"] = epochs
     return out
+
+
+def _reorders_only(buffer: Any) -> bool:
+    """Whether each of ``buffer``'s draws of its whole content is that content in a new order: sampled without
+    replacement (ppo_td's buffer, :func:`~ppo_td.training.pipeline.make_buffer`), no transform (a user's buffer may
+    resample with replacement, weigh its items or augment them at each draw)."""
+    return type(buffer.sampler) is SamplerWithoutReplacement and not len(buffer.transform)
 
 
 def _compiled_or_eager(p: Pipeline, lean: FastLoss, minibatch: TensorDictBase, params: list[torch.Tensor]) -> Any:
