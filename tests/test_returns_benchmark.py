@@ -298,3 +298,49 @@ def test_settings_change_fields_together_in_any_order():
     assert one == other and (one.optim.desired_kl, one.optim.anneal_lr, one.seed) == (0.01, False, 3)
     with pytest.raises(ValueError, match="one schedule at a time"):
         suites.settings_config("walker2d+optim.desired_kl=0.01")
+
+
+def test_again_before_runs_again_what_finished_before_it_and_a_restart_skips_what_it_ran(tiny, tmp_path, monkeypatch,
+                                                                                         capsys):
+    from ppo_td.config import to_dict
+
+    task = TINY[0]
+    stored = {"key": suites.key_of(task, "ppo_td", 1), "suite": tiny, "env": task.env_id, "library": "ppo_td",
+              "settings": task.settings, "seed": 1, "eval_returns": [500.0] * 10,
+              "finished": "2026-12-01T10:00:00+00:00"}
+    (tmp_path / "runs.jsonl").write_text(json.dumps(stored) + "\n")
+    started = []
+
+    class Worker:  # records what it was asked to run, then dies (nothing is stored)
+        def __init__(self, command, **kwargs):
+            spec = json.loads(command[-1])
+            started.append(spec["seed"])
+            assert spec["config"] == json.loads(json.dumps(to_dict(suites.config_of(task))))  # the suite's own
+            self.returncode = 1
+
+        def communicate(self, timeout=None):
+            return "", "stopped by the test"
+
+    monkeypatch.setattr(run.subprocess, "Popen", Worker)
+    common = [tiny, "--seeds", "1", "--libraries", "ppo_td", "--store", str(tmp_path)]
+    assert run.main(common) == 0 and started == []  # in the store: skipped
+    assert run.main([*common, "--again-before", "2026-12-01T09:59"]) == 0 and started == []  # finished after it
+    assert run.main([*common, "--again-before", "2026-12-02"]) == 1 and started == [1]  # before it: run again
+    assert "0 in the store since 2026-12-02T00:00+00:00" in capsys.readouterr().out
+
+    # a run of today's code, stored after the time: the same command, restarted, skips it
+    again = dict(stored, finished="2026-12-03T08:00:00+00:00", eval_returns=[499.0] * 10)
+    with (tmp_path / "runs.jsonl").open("a") as f:
+        f.write(json.dumps(again) + "\n")
+    started.clear()
+    assert run.main([*common, "--again-before", "2026-12-02"]) == 0 and started == []
+    assert "1 in the store since" in capsys.readouterr().out
+
+    for bad, says in (("yesterday", "not an ISO date"), ("2999-01-01", "is after now")):
+        with pytest.raises(SystemExit) as exit_:
+            run.main([*common, "--again-before", bad])
+        assert exit_.value.code == 2 and says in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run.main([tiny, "--report", "--again-before", "2026-12-02", "--store", str(tmp_path)])
+    assert "give one of them" in capsys.readouterr().err
+    assert started == [] and len(suites.read_store(tmp_path)) == 2  # nothing refused wrote anything

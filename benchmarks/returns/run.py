@@ -4,10 +4,14 @@
     python -m benchmarks returns classic --jobs 2        # two runs at a time (one process per core, one thread each)
     python -m benchmarks returns mujoco --seeds 1 2 3 --libraries ppo_td
     python -m benchmarks returns classic --report        # tables, intervals and plots from what the store holds
+    python -m benchmarks returns classic --jobs 2 --again-before 2026-12-07T09:00   # re-measure today's code
 
 Every finished run is one JSON line in the result store (``--store``, default ``benchmarks/results/returns``:
 ``runs.jsonl``) with its command, commit, seed, training episodes (past 2,000, their curve) and final numbers; a
 run already in the store is skipped, so the same command continues a suite after Ctrl-C, a crash or the next day.
+``--again-before TIME`` runs again each run whose latest stored run finished before ``TIME`` (UTC; a code change
+re-measured, frames/s included): the new line is appended and the report reads the latest run of a key, and the same
+command, restarted, skips what it has run again since ``TIME``.
 A run is a ``benchmarks.common.worker`` process (``torch.set_num_threads(1)``), killed after ``--timeout`` seconds.
 
 Per run: the mean of the last 100 training episodes (the statistic of CleanRL's tables and of the PPO paper) and a
@@ -185,21 +189,48 @@ def _eta(done: list[dict[str, Any]], left: list[tuple[str, Task, str, int]], job
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
 
+def stored_since(runs: list[dict[str, Any]], since: dt.datetime | None) -> set[str]:
+    """The keys with a stored run that counts as done: a whole evaluation (:func:`whole_evaluation`), finished at or
+    after ``since`` where it is given (the runs before it are to be run again)."""
+    return {r["key"] for r in runs
+            if whole_evaluation(r) and (since is None or dt.datetime.fromisoformat(r["finished"]) >= since)}
+
+
+def parse_utc(text: str) -> dt.datetime:
+    """``--again-before``'s time: an ISO date or date and time, UTC where it names no zone.
+
+    Raises:
+        ValueError: not an ISO date, or later than now (a restart would run again what it had just run).
+    """
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError as err:
+        raise ValueError(f"{text!r} is not an ISO date or date and time (e.g. 2026-12-07 or 2026-12-07T09:00)") from err
+    when = when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+    now = dt.datetime.now(dt.timezone.utc)
+    if when > now:
+        raise ValueError(f"{text} is after now ({now.isoformat(timespec='minutes')}): the command, restarted, would "
+                         "run again what it had just run; give the time the code to measure was in place")
+    return when
+
+
 def run_suites(suites: list[str], seeds: list[int] | None, libraries: list[str], jobs: int, store: Path,
-               timeout: float, envs: list[str] | None = None, settings: str | None = None) -> int:
+               timeout: float, envs: list[str] | None = None, settings: str | None = None,
+               again_before: dt.datetime | None = None) -> int:
     """Every (env, library, seed) of ``suites`` not in the store, ``jobs`` at a time; 0 when all succeeded.
     ``seeds``: None for each suite's own (:data:`SEEDS`); ``settings``: another preset for every env (an ablation,
-    stored and reported beside the suite's own)."""
+    stored and reported beside the suite's own); ``again_before``: a stored run finished before it is run again."""
     store.mkdir(parents=True, exist_ok=True)
-    finished = {r["key"] for r in read_store(store) if whole_evaluation(r)}
+    finished = stored_since(read_store(store), again_before)
     plan = [(suite, task, library, seed) for suite in suites
             for task in (SUITES[suite] if settings is None else [with_settings(t, settings) for t in SUITES[suite]])
             for seed in (seeds or SEEDS.get(suite, DEFAULT_SEEDS))
             for library in libraries if (library == "ppo_td" or task.sb3) and (not envs or task.env_id in envs)]
     # env by env (a finished env has all its seeds), the libraries alternating seed by seed (noise hits both)
     left = [p for p in plan if key_of(p[1], p[2], p[3]) not in finished]
+    since = "" if again_before is None else f" since {again_before.isoformat(timespec='minutes')}"
     print(f"{len(plan)} run{'' if len(plan) == 1 else 's'} in {', '.join(suites)}: {len(plan) - len(left)} in the "
-          f"store ({store / 'runs.jsonl'}), {len(left)} to run, {jobs} at a time", flush=True)
+          f"store{since} ({store / 'runs.jsonl'}), {len(left)} to run, {jobs} at a time", flush=True)
     done, failed = [], 0
     pool = ThreadPoolExecutor(max_workers=jobs)  # each thread waits on one worker process
     running: dict[Future, tuple[str, Task, str, int, float]] = {}
@@ -259,7 +290,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", type=Path, default=STORE, help="the result store's folder (runs.jsonl)")
     parser.add_argument("--timeout", type=float, default=6 * 3600, help="seconds one run may take")
     parser.add_argument("--report", action="store_true", help="write the report from the store; run nothing")
+    parser.add_argument("--again-before", metavar="TIME",
+                        help="run again each run whose latest stored run finished before TIME (ISO, UTC unless it says "
+                             "otherwise): today's code re-measured; the report reads the latest run of a key")
     args = parser.parse_args(argv)
+    again_before = None
+    if args.again_before is not None:
+        if args.report:
+            parser.error("--again-before runs again; --report runs nothing: give one of them")
+        try:
+            again_before = parse_utc(args.again_before)
+        except ValueError as err:
+            parser.error(f"--again-before: {err}")
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if not 1 <= args.jobs <= cpus:
         parser.error(f"--jobs {args.jobs}: between 1 and this machine's {cpus} CPUs (one run per core)")
@@ -290,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     before = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM as Ctrl-C: the workers end, the store keeps what
     try:  # finished
         return run_suites(args.suites, args.seeds, args.libraries, args.jobs, args.store, args.timeout, args.envs,
-                          args.settings)
+                          args.settings, again_before)
     finally:
         signal.signal(signal.SIGTERM, before)
 
