@@ -39,9 +39,10 @@ options, ``python -m benchmarks SUITE [--seeds 1 2 3] [--out DIR]`` (``python -m
   team_selfplay  team self-play against every group learning at once on VMAS simple_tag, 3 seeds, then every
           run's adversaries against every run's agent in the team arena (``--help``).  About an hour.
   soak    RSS over a long CartPole run and its slope after warm-up (``--minutes 5``).
-  gpu     VMAS navigation at 4,096 and 32,768 envs (ppo_td beside TorchRL's own MAPPO parts) and Atari Pong with 16
-          env processes (ppo_td beside SB3's SubprocVecEnv), on ``--device cuda``: frames/s, collection and update
-          apart, reward against wall time (``python -m benchmarks gpu --help``).
+  gpu     VMAS navigation at 4,096 and 32,768 envs (ppo_td beside TorchRL's own MAPPO parts), Atari Pong with 16
+          env processes (ppo_td beside SB3's SubprocVecEnv) and HalfCheetah on the CPU and on the GPU eager, compiled
+          and as CUDA graphs, on ``--device cuda``: frames/s, collection and update apart, reward against wall time
+          (``python -m benchmarks gpu --help``).
 
 Every run is a separate process (benchmarks/common/worker.py), one at a time, with
 ``torch.set_num_threads(1)``; the libraries alternate seed by seed so machine noise hits
@@ -152,8 +153,9 @@ COMMANDS: dict[str, Command] = {
     "distributed": Command("benchmarks.scaling.distributed", "argv",
                            "one run over 1, 2, ... ranks (torchrun): speed-up per rank count, and returns"),
     # gpu
-    "gpu": Command("benchmarks.gpu.run", "sys.argv",
-                   "VMAS at 4,096 and 32,768 envs and Atari Pong with 16 env processes, on --device cuda"),
+    "gpu": Command("benchmarks.gpu.run", "argv",
+                   "VMAS at 4,096 and 32,768 envs, Atari Pong with 16 env processes, HalfCheetah eager, compiled "
+                   "and as CUDA graphs, on --device cuda"),
     # common
     "worker": Command("benchmarks.common.worker", "sys.argv",
                       "one run of a JSON spec, as every suite starts it; prints its result as a JSON line"),

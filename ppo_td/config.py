@@ -681,19 +681,29 @@ class TrainConfig:
     ``cuda:N`` or ``mps``. Envs step on the CPU; each iteration's batch moves to the device once."""
     compile: Literal["auto"] | bool = "auto"
     """Run each minibatch's loss (forward and backward) and the fast collector's torch policy step through
-    torch.compile (LeanRL's approach, without CUDA graphs so far): results equal eager within float rounding; the
-    first minibatch waits for the compilation (seconds to a minute). Applies to ppo_td's own networks and loss.
+    torch.compile (LeanRL's approach; the loss replayed as CUDA graphs too: ``cudagraphs``): results equal eager
+    within float rounding; the first minibatch waits for the compilation (seconds to a minute). Applies to ppo_td's
+    own networks and loss.
     ``auto`` (default): compile where it was measured to pay in wall time, compilation included: a one-process,
     one-agent, feed-forward run on the CPU with ppo_td's own loss and at least 50,000 minibatch steps, on a machine
     where torch.compile works (tried once with a tiny function; else eager, said in one line); every other run eager
     (:func:`ppo_td.training.compiles`, docs/performance.md#compile); a run that compiled resumes compiled. ``True``
     (``--compile`` alone): compile whatever ppo_td can; ``False`` (``--no-compile``): eager. ``auto`` decides on the
     machine at hand, so a config file read elsewhere (no C++ compiler there) may run eager."""
+    cudagraphs: bool = False
+    """With ``compile=True`` on a CUDA device: the compiled loss's forward and backward replayed as CUDA graphs
+    (torch.compile's ``mode='reduce-overhead'``; LeanRL's second speed-up after compile): one launch per graph instead
+    of one per kernel, for updates made of many small kernels. The terms an update keeps for its metrics are copied
+    out of the graphs' memory before the next minibatch replays them; results equal eager within float rounding.
+    Refused with ``compile`` other than True, and on a run whose device is not CUDA. Off by default until measured
+    to pay on a GPU (``python -m benchmarks gpu``'s HalfCheetah runs; docs/gpu.md#cuda-graphs). ``--cudagraphs``."""
 
     def __post_init__(self) -> None:
         _check_types(self, "")
         _check(isinstance(self.compile, bool) or self.compile == "auto", "compile", self.compile,
                "'auto', True or False")
+        _check(not self.cudagraphs or self.compile is True, "cudagraphs", self.cudagraphs,
+               f"False with compile={self.compile!r}: CUDA graphs replay the compiled loss, so set compile=True too")
         _check(self.frames_per_batch >= 1, "frames_per_batch", self.frames_per_batch, ">= 1")
         _check(self.frames_per_batch % self.env.num_envs == 0, "frames_per_batch", self.frames_per_batch,
                f"a multiple of env.num_envs={self.env.num_envs} (each env runs the same number of steps)")

@@ -176,3 +176,38 @@ def test_a_gpu_learner_fed_by_worker_processes(tmp_path):
     assert result.pipeline.device.type == "cuda" and result.pipeline.collector.mirror is not None
     assert len(result.evaluation.returns) == 2
 
+
+
+def test_cuda_graphs_are_refused_without_compile_or_off_cuda(tmp_path, capsys):
+    with pytest.raises(ValueError, match=r"cudagraphs=True.*compile='auto'.*set compile=True"):
+        TrainConfig(cudagraphs=True)
+    with pytest.raises(ValueError, match=r"cudagraphs=True.*compile=False"):
+        TrainConfig(compile=False, cudagraphs=True)
+    with pytest.raises(ValueError, match=r"cudagraphs=True on device 'cpu'.*device='cuda'.*cudagraphs=False"):
+        build_pipeline(small_config(device="cpu", compile=True, cudagraphs=True))
+    run = tmp_path / "run"
+    assert main(["train", "--preset", "cleanrl", "--cudagraphs", "--run-dir", str(run)]) == 2
+    assert "set compile=True" in capsys.readouterr().err
+    assert main(["train", "--preset", "cleanrl", "--compile", "--cudagraphs", "--device", "cpu",
+                 "--run-dir", str(run)]) == 2
+    assert "device='cuda'" in capsys.readouterr().err
+    assert not (run / "checkpoints").exists()
+
+
+@needs_cuda
+@pytest.mark.slow  # two compilations
+def test_cuda_graphs_train_as_compiled_within_float_rounding():
+    """cudagraphs=True on the GPU: the same losses and weights as compile=True without graphs, within float
+    rounding, over several updates of several minibatches (the kept terms outlive each replay)."""
+    config = dataclasses.replace(get_preset("cleanrl"), total_frames=3 * get_preset("cleanrl").frames_per_batch,
+                                 eval_episodes=0, device="cuda", compile=True)
+    runs = {}
+    for graphs in (False, True):
+        torch.manual_seed(0)
+        runs[graphs] = train(dataclasses.replace(config, cudagraphs=graphs))
+    for a, b in zip(runs[False].history, runs[True].history, strict=True):
+        for key in ("loss_policy", "loss_value", "kl_k3", "grad_norm", "clip_fraction"):
+            assert a[key] == pytest.approx(b[key], rel=1e-3, abs=1e-5), key
+    for (name, a), b in zip(runs[False].actor.state_dict().items(), runs[True].actor.state_dict().values(),
+                            strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)

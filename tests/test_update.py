@@ -181,3 +181,64 @@ def test_compiled_update_and_policy_step_equal_eager_within_float_rounding():
             assert a[key] == pytest.approx(b[key], rel=1e-3, abs=1e-5), key
     for (name, a), b in zip(eager.actor.state_dict().items(), compiled.actor.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_terms_replayed_as_cuda_graphs_are_copies_that_the_next_replay_leaves_alone():
+    """cudagraphs=True: a CUDA graph writes every replay's outputs into the same memory, and the update keeps each
+    minibatch's terms until the epoch's end. A stand-in for the graph (one set of output tensors, overwritten in place
+    by each call) shows the kept terms are copies, and that each call marks a new step."""
+    from ppo_td.training.objective import LeanTerms, _replayed
+
+    out = LeanTerms(losses={"loss_objective": torch.zeros(())}, log_weight=torch.zeros(4), entropy=torch.zeros(4),
+                    pre_clipped=None)
+    loss = torch.zeros((), requires_grad=True)
+    steps = []
+
+    def graph(td):  # the graph's static outputs, written again by each replay
+        value = float(len(steps))
+        for t in (out.losses["loss_objective"], out.log_weight, out.entropy):
+            t.fill_(value)
+        return loss, out
+
+    marked = torch.compiler.cudagraph_mark_step_begin
+    torch.compiler.cudagraph_mark_step_begin = lambda: steps.append(1)  # (restored below)
+    try:
+        kept = [_replayed(graph, None)[1] for _ in range(3)]
+    finally:
+        torch.compiler.cudagraph_mark_step_begin = marked
+    assert len(steps) == 3
+    for i, terms in enumerate(kept):  # each call's values, not the last replay's
+        assert float(terms.losses["loss_objective"]) == i + 1 and terms.log_weight.tolist() == [i + 1.0] * 4
+        assert terms.entropy.data_ptr() != out.entropy.data_ptr() and terms.pre_clipped is None
+
+
+@pytest.mark.slow  # about 15 s of compiling
+def test_the_loss_compiled_for_cuda_graphs_equals_eager_and_trains():
+    """compiled_terms(cudagraphs=True) compiles ppo_td's loss in torch.compile's reduce-overhead mode (on this CPU
+    torch.compile runs it without graphs): the eager loss and terms within float rounding, and a backward through it
+    gives eager's gradients."""
+    from ppo_td.training.loop import _loss_data
+
+    config = get_preset("cleanrl")
+    config = dataclasses.replace(config, total_frames=config.frames_per_batch, eval_episodes=0)
+    p = build_pipeline(config)
+    batch = next(iter(p.collector))
+    p.collector.shutdown()
+    with torch.no_grad():
+        p.advantage(batch)
+    minibatch = _loss_data(p, batch).reshape(-1)[: config.minibatch_size]
+    replayed = p.loss.fast.compiled_terms(p.device, cudagraphs=True)
+    assert replayed is not p.loss.fast.compiled_terms(p.device)  # a compilation of its own
+    grads = {}
+    for name, terms_of in (("eager", p.loss.fast.terms), ("graphs", p.loss.fast.compiled_terms(p.device,
+                                                                                               cudagraphs=True))):
+        for param in p.parameters:
+            param.grad = None
+        loss, terms = terms_of(minibatch)
+        loss.backward()
+        grads[name] = (loss.detach(), terms, [param.grad.clone() for param in p.parameters])
+    (eager, eager_terms, eager_grads), (loss, terms, graph_grads) = grads["eager"], grads["graphs"]
+    torch.testing.assert_close(loss, eager, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(terms.log_weight, eager_terms.log_weight, rtol=1e-5, atol=1e-6)
+    for a, b in zip(eager_grads, graph_grads, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)

@@ -12,14 +12,18 @@ import sys
 from typing import Any
 
 
-def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
+def run_worker(spec: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
     """One ``benchmarks.common.worker`` run in a fresh process (its own imports, RNG and threads); its JSON result.
+    ``timeout``: seconds it may take (None: no limit).
 
     Raises:
-        RuntimeError: the run failed (with the end of its stderr).
+        RuntimeError: the run failed (with the end of its stderr) or passed ``timeout``.
     """
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.common.worker", json.dumps(spec)], capture_output=True,
-                          text=True, check=False)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.common.worker", json.dumps(spec)],
+                              capture_output=True, text=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired as err:  # subprocess.run kills the process before raising
+        raise RuntimeError(f"benchmark run {spec} passed its {timeout:.0f} s") from err
     if proc.returncode:
         raise RuntimeError(f"benchmark run {spec} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -456,6 +456,8 @@ def main() -> None:
         config = dataclasses.replace(config, compile=spec["compile"])
     elif config.compile == "auto":  # eager unless asked, as every run stored before compile='auto' trained
         config = dataclasses.replace(config, compile=False)
+    if spec.get("cudagraphs"):  # ppo_td: the compiled loss replayed as CUDA graphs (with compile=True, on CUDA)
+        config = dataclasses.replace(config, cudagraphs=True)
     if spec.get("device"):  # where the networks run (SB3: its device=)
         config = dataclasses.replace(config, device=spec["device"])
     if spec.get("vectorization"):  # ppo_td: env.vectorization ('async': each copy in a process of its own)

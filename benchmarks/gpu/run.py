@@ -1,8 +1,12 @@
 """The accelerator suite (issue 37): VMAS navigation, ppo_td beside TorchRL's own MAPPO parts at the same settings,
-and Atari Pong, ppo_td beside SB3, each run in its own process, one at a time.
+Atari Pong, ppo_td beside SB3, and HalfCheetah's small networks on the GPU eager, compiled and replayed as CUDA
+graphs, each run in its own process, one at a time.
 
-    python -m benchmarks gpu                       # on a GPU machine: VMAS at 4,096 and 32,768 envs, Pong x 16
-    python -m benchmarks gpu --device cpu --vmas-envs 64 --vmas-frames 20480 --atari-frames 0   # a check on a CPU
+    python -m benchmarks gpu                       # on a GPU machine: VMAS at 4,096 and 32,768 envs, Pong x 16,
+                                                   # HalfCheetah on the CPU and on the GPU three ways
+    python -m benchmarks gpu --vmas-envs --atari-frames 0    # HalfCheetah's four runs only (a few minutes)
+    python -m benchmarks gpu --device cpu --vmas-envs 64 --vmas-frames 20480 --atari-frames 0 --mujoco-frames 0
+                                                   # a check on a CPU
 
 VMAS: ``navigation`` as ppo_td's ``vmas-navigation`` preset makes it (3 agents, 100 steps), ``--vmas-steps`` steps
 per env per batch, TorchRL's multi-agent PPO tutorial's loss settings (5 epochs of 4 minibatches, lr 3e-4, ...),
@@ -11,6 +15,10 @@ on the device, ``Collector``, ``MultiAgentMLP`` actor and centralised critic, ``
 its preset with the same settings (``env.device``, ``device``).
 Atari: CleanRL's settings, ``--atari-workers`` env copies each in a process of its own for each library (ppo_td's
 ``env.vectorization='async'``, SB3's ``SubprocVecEnv``), the networks on ``--device`` in the training process.
+
+HalfCheetah: the ``halfcheetah`` preset (CleanRL's MuJoCo settings: 1 env, 32 minibatches of 64, LeanRL's PPO
+continuous), ``--mujoco-modes`` of: ``cpu`` (eager on the CPU, the reference), ``eager``, ``compile``
+(``compile=True``) and ``cudagraphs`` (``compile=True, cudagraphs=True``) on ``--device``; compile time included.
 
 Prints the device, frames/s (collection and update apart) and reward against wall time for each run, a table
 (``--out``/gpu.md) and a plot of reward against seconds (``--out``/gpu.png).
@@ -152,15 +160,18 @@ def vmas_torchrl(num_envs: int, frames: int, steps: int, device: str, seed: int)
             "device": str(torch.device(device))}
 
 
-def _child(kind: str, args: dict[str, Any]) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.run", "--child", kind, json.dumps(args)],
-                          capture_output=True, text=True, check=False)
+def _child(kind: str, args: dict[str, Any], timeout: float) -> dict[str, Any]:
+    try:
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.run", "--child", kind, json.dumps(args)],
+                              capture_output=True, text=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired as err:  # the child killed before this is raised
+        raise RuntimeError(f"{kind} {args} passed --timeout {timeout:.0f} s") from err
     if proc.returncode:
         raise RuntimeError(f"{kind} {args} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _atari(library: str, workers: int, frames: int, device: str, seed: int) -> dict[str, Any]:
+def _atari(library: str, workers: int, frames: int, device: str, seed: int, timeout: float) -> dict[str, Any]:
     spec = dict(library=library, preset="atari", seed=seed, total_frames=frames, eval_episodes=0, device=device,
                 num_envs=workers)
     # each env copy in a process of its own, the networks in the training process: ppo_td's AsyncVectorEnv copies
@@ -169,15 +180,30 @@ def _atari(library: str, workers: int, frames: int, device: str, seed: int) -> d
         spec["vectorization"] = "async"
     else:
         spec["workers"] = workers
-    out = run_worker(spec)
+    out = run_worker(spec, timeout=timeout)
     return {"library": library, "frames": out["frames"], "seconds": out["train_seconds"],
             "collect_seconds": out.get("collect_seconds", float("nan")),
             "update_seconds": out.get("update_seconds", float("nan")), "device": device,
             "curve": [(f, s, r) for f, s, r in out.get("episodes", [])]}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+MUJOCO_MODES = {"cpu": {"device": "cpu", "compile": False}, "eager": {"compile": False},
+                "compile": {"compile": True}, "cudagraphs": {"compile": True, "cudagraphs": True}}
+"""``--mujoco-modes``: each run's worker settings (no ``device``: ``--device``)."""
+
+
+def _mujoco(mode: str, frames: int, device: str, seed: int, timeout: float) -> dict[str, Any]:
+    """One HalfCheetah run of ``mode`` (:data:`MUJOCO_MODES`)."""
+    spec = {"library": "ppo_td", "preset": "halfcheetah", "seed": seed, "total_frames": frames, "eval_episodes": 0,
+            "device": device, **MUJOCO_MODES[mode]}  # (cpu's own device over --device)
+    out = run_worker(spec, timeout=timeout)
+    return {"library": f"ppo_td {mode}", "frames": out["frames"], "seconds": out["train_seconds"],
+            "collect_seconds": out["collect_seconds"], "update_seconds": out["update_seconds"],
+            "device": spec["device"], "curve": [(f, s, r) for f, s, r in out.get("episodes", [])]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks gpu", description=__doc__.splitlines()[0])
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--vmas-envs", type=int, nargs="*", default=[4096, 32768])
@@ -185,9 +211,17 @@ def main() -> None:
     parser.add_argument("--vmas-steps", type=int, default=32)
     parser.add_argument("--atari-workers", type=int, default=16)
     parser.add_argument("--atari-frames", type=int, default=500_000, help="0: no Atari runs")
+    parser.add_argument("--mujoco-frames", type=int, default=100_000, help="0: no HalfCheetah runs")
+    parser.add_argument("--mujoco-modes", nargs="+", choices=list(MUJOCO_MODES), default=list(MUJOCO_MODES),
+                        help="HalfCheetah's runs: cpu (eager, the reference), and on --device eager, compile, "
+                             "cudagraphs (compile with CUDA graphs)")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds one run may take")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default="bench_results/gpu")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.mujoco_frames and "cudagraphs" in args.mujoco_modes and not args.device.startswith("cuda"):
+        parser.error(f"--mujoco-modes cudagraphs on --device {args.device}: CUDA graphs need a CUDA device; give "
+                     "--device cuda, or leave cudagraphs out of --mujoco-modes")
     if args.child:
         kind, child_args = args.child[0], json.loads(args.child[1])
         import logging
@@ -197,7 +231,7 @@ def main() -> None:
         torch.set_num_threads(1)
         logging.getLogger("torchrl").setLevel(logging.WARNING)
         print(json.dumps({"vmas-ppo_td": vmas_ppo_td, "vmas-torchrl": vmas_torchrl}[kind](**child_args)))
-        return
+        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -205,30 +239,37 @@ def main() -> None:
         settings = dict(num_envs=envs, frames=args.vmas_frames, steps=args.vmas_steps, device=args.device,
                         seed=args.seed)
         for kind in ("vmas-ppo_td", "vmas-torchrl"):
-            result = _child(kind, settings)
+            result = _child(kind, settings, args.timeout)
             result.update(task=f"VMAS navigation, {envs:,} envs")
             rows.append(result)
             print(json.dumps({k: v for k, v in result.items() if k != "curve"}), flush=True)
     if args.atari_frames:
         for library in ("ppo_td", "sb3"):
-            result = _atari(library, args.atari_workers, args.atari_frames, args.device, args.seed)
+            result = _atari(library, args.atari_workers, args.atari_frames, args.device, args.seed, args.timeout)
             result.update(task=f"Atari Pong, {args.atari_workers} env processes")
             rows.append(result)
             print(json.dumps({k: v for k, v in result.items() if k != "curve"}), flush=True)
+    if args.mujoco_frames:
+        for mode in args.mujoco_modes:
+            result = _mujoco(mode, args.mujoco_frames, args.device, args.seed, args.timeout)
+            result.update(task="HalfCheetah-v5, 1 env (CleanRL's settings)")
+            rows.append(result)
+            print(json.dumps({k: v for k, v in result.items() if k != "curve"}), flush=True)
     lines = [f"Device: {args.device}. Seed {args.seed}. `python -m benchmarks gpu` with these settings.", "",
-             "| task | library | frames | seconds | frames/s | collection frames/s | update seconds | "
-             "frames/s, iteration 5 to last: median (min-max) | last reward |", "|---|---|---|---|---|---|---|---|---|"]
+             "| task | library | device | frames | seconds | frames/s | collection frames/s | update seconds | "
+             "frames/s, iteration 5 to last: median (min-max) | last reward |", "|---" * 10 + "|"]
     for r in rows:
         sps = r.get("sps_per_iteration", [])[4:]
         spread = (f"{statistics.median(sps):,.0f} ({min(sps):,.0f}-{max(sps):,.0f})" if sps else "-")
         last = r["curve"][-1][2] if r["curve"] else float("nan")
-        lines.append(f"| {r['task']} | {r['library']} | {r['frames']:,} | {r['seconds']:.1f} | "
+        lines.append(f"| {r['task']} | {r['library']} | {r['device']} | {r['frames']:,} | {r['seconds']:.1f} | "
                      f"{r['frames'] / r['seconds']:,.0f} | {r['frames'] / max(r['collect_seconds'], 1e-9):,.0f} | "
                      f"{r['update_seconds']:.1f} | {spread} | {last:.3g} |")
     (out / "gpu.md").write_text("\n".join(lines) + "\n")
     (out / "gpu.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     print("\n".join(lines))
     _plot(rows, out / "gpu.png")
+    return 0
 
 
 def _plot(rows: list[dict[str, Any]], path: Path) -> None:
@@ -250,4 +291,4 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

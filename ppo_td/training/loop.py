@@ -392,7 +392,7 @@ def _compiled_or_eager(p: Pipeline, lean: FastLoss, minibatch: TensorDictBase, p
     """The compiled loss terms; with ``compile='auto'``, its first minibatch tried first, forward and backward (both
     compile then), the gradients and random numbers put back as they were: where compiling fails, the run goes on
     eager from here (``p.compiled`` False, so its checkpoints say so), said in one line, instead of stopping."""
-    compiled = lean.compiled_terms(p.device)
+    compiled = lean.compiled_terms(p.device, cudagraphs=p.config.cudagraphs)
     if p.config.compile != "auto" or lean.compile_tried:
         return compiled
     lean.compile_tried = True

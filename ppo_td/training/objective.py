@@ -463,19 +463,23 @@ class FastLoss:
         """Every output ``ClipPPOLoss.forward`` writes for ``td``."""
         return self._run(td, self._forward)
 
-    def compiled_terms(self, device: torch.device, fullgraph: bool = False) -> Any:
+    def compiled_terms(self, device: torch.device, fullgraph: bool = False, cudagraphs: bool = False) -> Any:
         """:meth:`terms` through ``torch.compile``, compiled on first use and kept: the same operations, fused;
-        results within float rounding of :meth:`terms`. Without CUDA graphs: the update keeps each minibatch's terms
-        until the epoch's end, which a graph's next replay would overwrite. ``fullgraph``: refuse a graph break
-        (torch.compile's own error) instead of compiling the pieces apart (tests hold ppo_td's loss to one graph)."""
+        results within float rounding of :meth:`terms`. ``fullgraph``: refuse a graph break (torch.compile's own
+        error) instead of compiling the pieces apart (tests hold ppo_td's loss to one graph). ``cudagraphs``: replayed
+        as CUDA graphs (``mode='reduce-overhead'``; on a CPU torch.compile skips the graphs): each call marks a new
+        step (``torch.compiler.cudagraph_mark_step_begin``) and returns its terms copied out of the graphs' memory,
+        since the update keeps them until the epoch's end and the next replay overwrites that memory; the loss itself
+        is read (``item``, ``backward``) before the next call."""
         # read here: a float() or an `if` of a tensor (the loss keeps clip_value as one) inside the compiled function
         # would break its graph in two, and cost most of the gain (a CartPole minibatch 1.60 against 1.14 ms)
         zero_entropy = bool(self.loss.entropy_bonus) and not float(self.loss.entropy_coeff)
-        settings = (zero_entropy, bool(self.loss.clip_value), fullgraph)
+        settings = (zero_entropy, bool(self.loss.clip_value), fullgraph, cudagraphs)
         if self._compiled is None or self._compiled[0] != settings:
             compute = functools.partial(self._terms, zero_entropy=zero_entropy, clip_value=settings[1])
-            self._compiled = (settings, torch.compile(functools.partial(self._run, compute=compute), dynamic=False,
-                                                      fullgraph=fullgraph))
+            compiled = torch.compile(functools.partial(self._run, compute=compute), dynamic=False,
+                                     fullgraph=fullgraph, mode="reduce-overhead" if cudagraphs else None)
+            self._compiled = (settings, functools.partial(_replayed, compiled) if cudagraphs else compiled)
         return self._compiled[1]
 
     def terms(self, td: TensorDictBase) -> tuple[torch.Tensor, LeanTerms]:
@@ -693,6 +697,23 @@ class LeanTerms:
     log_weight: torch.Tensor
     entropy: torch.Tensor | None
     pre_clipped: torch.Tensor | None
+
+
+def _replayed(compiled: Any, td: TensorDictBase) -> tuple[torch.Tensor, LeanTerms]:
+    """One call of a loss compiled with CUDA graphs (:meth:`FastLoss.compiled_terms`): a new step marked, the kept
+    terms copied (detached) out of the memory the next replay writes."""
+    torch.compiler.cudagraph_mark_step_begin()
+    loss, terms = compiled(td)
+    return loss, copied(terms)
+
+
+def copied(terms: LeanTerms) -> LeanTerms:
+    """``terms`` detached and copied: what stays valid after the CUDA graph that computed them is replayed."""
+    def copy(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.detach().clone()
+
+    return LeanTerms(losses={k: copy(v) for k, v in terms.losses.items()}, log_weight=copy(terms.log_weight),
+                     entropy=copy(terms.entropy), pre_clipped=copy(terms.pre_clipped))
 
 
 def epoch_metrics(terms: list[LeanTerms], clip_epsilon: torch.Tensor, clip_value: float | None

@@ -470,6 +470,9 @@ def _build(config: TrainConfig, env: Any, actor: TensorDictModule | None, critic
     if ranks is not None:
         device = ranks.run_device(device)
     check_run(config, description, on_host=device.type == "cpu")
+    if config.cudagraphs and device.type != "cuda":
+        raise ValueError(f"cudagraphs=True on device {str(device)!r}: CUDA graphs replay CUDA kernels; set "
+                         "device='cuda' on a machine with a CUDA GPU, or cudagraphs=False")
     _check_devices(device, actor=actor, critic=critic, loss=loss)
     if actor is None or critic is None:
         with using_threads(threads):  # the run's count from its first float (an init's rounding can change a seed)
