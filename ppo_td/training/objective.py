@@ -467,10 +467,13 @@ class FastLoss:
         """:meth:`terms` through ``torch.compile``, compiled on first use and kept: the same operations, fused;
         results within float rounding of :meth:`terms`. ``fullgraph``: refuse a graph break (torch.compile's own
         error) instead of compiling the pieces apart (tests hold ppo_td's loss to one graph). ``cudagraphs``: replayed
-        as CUDA graphs (``mode='reduce-overhead'``; on a CPU torch.compile skips the graphs): each call marks a new
-        step (``torch.compiler.cudagraph_mark_step_begin``) and returns its terms copied out of the graphs' memory,
-        since the update keeps them until the epoch's end and the next replay overwrites that memory; the loss itself
-        is read (``item``, ``backward``) before the next call."""
+        as CUDA graphs (the options of ``mode='reduce-overhead'``, and ``triton.cudagraph_or_error``: a piece torch
+        cannot graph on CUDA is torch's error naming it, not a silent fallback; on a CPU torch.compile runs it without
+        graphs): each call marks a new step (``torch.compiler.cudagraph_mark_step_begin``) and returns its terms
+        copied out of the graphs' memory, since the update keeps them until the epoch's end and the next replay
+        overwrites that memory; the loss itself is read (``item``, ``backward``) before the next call, and the
+        gradients the backward leaves in ``.grad`` are graph memory too (:func:`~ppo_td.training.loop.update` sets
+        them to None before each backward and after the update)."""
         # read here: a float() or an `if` of a tensor (the loss keeps clip_value as one) inside the compiled function
         # would break its graph in two, and cost most of the gain (a CartPole minibatch 1.60 against 1.14 ms)
         zero_entropy = bool(self.loss.entropy_bonus) and not float(self.loss.entropy_coeff)
@@ -478,7 +481,7 @@ class FastLoss:
         if self._compiled is None or self._compiled[0] != settings:
             compute = functools.partial(self._terms, zero_entropy=zero_entropy, clip_value=settings[1])
             compiled = torch.compile(functools.partial(self._run, compute=compute), dynamic=False,
-                                     fullgraph=fullgraph, mode="reduce-overhead" if cudagraphs else None)
+                                     fullgraph=fullgraph, options=_CUDA_GRAPHS if cudagraphs else None)
             self._compiled = (settings, functools.partial(_replayed, compiled) if cudagraphs else compiled)
         return self._compiled[1]
 
@@ -699,9 +702,16 @@ class LeanTerms:
     pre_clipped: torch.Tensor | None
 
 
+_CUDA_GRAPHS = {"triton.cudagraphs": True, "triton.cudagraph_or_error": True}
+"""torch.compile's options for ``cudagraphs=True``: ``mode='reduce-overhead'``'s (``torch._inductor.list_mode_options``)
+and an error where a piece cannot be graphed (torch only logs a warning by default and runs that piece eager)."""
+
+
 def _replayed(compiled: Any, td: TensorDictBase) -> tuple[torch.Tensor, LeanTerms]:
     """One call of a loss compiled with CUDA graphs (:meth:`FastLoss.compiled_terms`): a new step marked, the kept
-    terms copied (detached) out of the memory the next replay writes."""
+    terms copied (detached) out of the memory the next replay writes. torch's step counter is the process's: once a
+    step is marked, every function compiled with CUDA graphs in the process starts a new generation only at a mark
+    (a backward still pending then reads overwritten memory)."""
     torch.compiler.cudagraph_mark_step_begin()
     loss, terms = compiled(td)
     return loss, copied(terms)
