@@ -1,11 +1,12 @@
 """The accelerator suite (issue 37): VMAS navigation, ppo_td beside TorchRL's own MAPPO parts at the same settings,
-Atari Pong, ppo_td beside SB3, and HalfCheetah's small networks on the GPU eager, compiled and replayed as CUDA
-graphs, each run in its own process, one at a time.
+Atari Pong, ppo_td beside SB3, and a MuJoCo preset's small networks (HalfCheetah's) on the GPU eager, compiled and
+replayed as CUDA graphs, each run in its own process, one at a time.
 
     python -m benchmarks gpu                       # on a GPU machine: VMAS at 4,096 and 32,768 envs, Pong x 16,
                                                    # HalfCheetah on the CPU and on the GPU three ways
-    python -m benchmarks gpu --vmas-envs --atari-frames 0    # HalfCheetah's four runs only (a few minutes)
-    python -m benchmarks gpu --device cpu --vmas-envs 64 --vmas-frames 20480 --atari-frames 0 --mujoco-frames 0
+    python -m benchmarks gpu --vmas-envs --atari-frames 0    # the four compile runs only (a few minutes)
+    python -m benchmarks gpu --vmas-envs --atari-frames 0 --compile-preset pendulum   # the same without MuJoCo
+    python -m benchmarks gpu --device cpu --vmas-envs 64 --vmas-frames 20480 --atari-frames 0 --compile-frames 0
                                                    # a check on a CPU
 
 VMAS: ``navigation`` as ppo_td's ``vmas-navigation`` preset makes it (3 agents, 100 steps), ``--vmas-steps`` steps
@@ -16,9 +17,10 @@ its preset with the same settings (``env.device``, ``device``).
 Atari: CleanRL's settings, ``--atari-workers`` env copies each in a process of its own for each library (ppo_td's
 ``env.vectorization='async'``, SB3's ``SubprocVecEnv``), the networks on ``--device`` in the training process.
 
-HalfCheetah: the ``halfcheetah`` preset (CleanRL's MuJoCo settings: 1 env, 32 minibatches of 64, LeanRL's PPO
-continuous), ``--mujoco-modes`` of: ``cpu`` (eager on the CPU, the reference), ``eager``, ``compile``
-(``compile=True``) and ``cudagraphs`` (``compile=True, cudagraphs=True``) on ``--device``; compile time included.
+Compile runs: ``--compile-preset`` (``halfcheetah``: CleanRL's MuJoCo settings, 1 env, 32 minibatches of 64, LeanRL's
+PPO continuous; a machine without MuJoCo: ``pendulum``, Gymnasium's own), ``--compile-modes`` of: ``cpu`` (eager on
+the CPU, the reference), ``eager``, ``compile`` (``compile=True``) and ``cudagraphs`` (``compile=True,
+cudagraphs=True``) on ``--device``; compile time included.
 
 Prints the device, frames/s (collection and update apart) and reward against wall time for each run, a table
 (``--out``/gpu.md) and a plot of reward against seconds (``--out``/gpu.png).
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import run_worker
+from ppo_td import get_preset
 
 # TorchRL's multi-agent PPO tutorial's settings, used by both sides (its ClipPPOLoss with the l2 value loss of ppo_td)
 TUTORIAL_LOSS = dict(gamma=0.99, gae_lambda=0.9, clip_epsilon=0.2, entropy_coeff=1e-4, critic_coeff=1.0,
@@ -187,19 +190,35 @@ def _atari(library: str, workers: int, frames: int, device: str, seed: int, time
             "curve": [(f, s, r) for f, s, r in out.get("episodes", [])]}
 
 
-MUJOCO_MODES = {"cpu": {"device": "cpu", "compile": False}, "eager": {"compile": False},
+COMPILE_MODES = {"cpu": {"device": "cpu", "compile": False}, "eager": {"compile": False},
                 "compile": {"compile": True}, "cudagraphs": {"compile": True, "cudagraphs": True}}
-"""``--mujoco-modes``: each run's worker settings (no ``device``: ``--device``)."""
+"""``--compile-modes``: each run's worker settings (no ``device``: ``--device``)."""
 
 
-def _mujoco(mode: str, frames: int, device: str, seed: int, timeout: float) -> dict[str, Any]:
-    """One HalfCheetah run of ``mode`` (:data:`MUJOCO_MODES`)."""
-    spec = {"library": "ppo_td", "preset": "halfcheetah", "seed": seed, "total_frames": frames, "eval_episodes": 0,
-            "device": device, **MUJOCO_MODES[mode]}  # (cpu's own device over --device)
+def _compile_run(preset: str, mode: str, frames: int, device: str, seed: int, timeout: float) -> dict[str, Any]:
+    """One run of ``preset`` in ``mode`` (:data:`COMPILE_MODES`)."""
+    spec = {"library": "ppo_td", "preset": preset, "seed": seed, "total_frames": frames, "eval_episodes": 0,
+            "device": device, **COMPILE_MODES[mode]}  # (cpu's own device over --device)
     out = run_worker(spec, timeout=timeout)
     return {"library": f"ppo_td {mode}", "frames": out["frames"], "seconds": out["train_seconds"],
             "collect_seconds": out["collect_seconds"], "update_seconds": out["update_seconds"],
             "device": spec["device"], "curve": [(f, s, r) for f, s, r in out.get("episodes", [])]}
+
+
+def _preset_problem(preset: str) -> str | None:
+    """Why ``preset``'s env cannot be made here (an unknown preset, MuJoCo not installed), or None."""
+    import gymnasium as gym
+
+    try:
+        env_id = get_preset(preset).env.env_id
+    except (KeyError, ValueError) as err:
+        return str(err)
+    try:
+        gym.make(env_id).close()
+    except (gym.error.Error, ImportError) as err:
+        return (f"its env {env_id} cannot be made here ({type(err).__name__}: {str(err).splitlines()[0][:200]}); "
+                "install what it needs, or give --compile-preset pendulum (Gymnasium's own)")
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,17 +230,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vmas-steps", type=int, default=32)
     parser.add_argument("--atari-workers", type=int, default=16)
     parser.add_argument("--atari-frames", type=int, default=500_000, help="0: no Atari runs")
-    parser.add_argument("--mujoco-frames", type=int, default=100_000, help="0: no HalfCheetah runs")
-    parser.add_argument("--mujoco-modes", nargs="+", choices=list(MUJOCO_MODES), default=list(MUJOCO_MODES),
-                        help="HalfCheetah's runs: cpu (eager, the reference), and on --device eager, compile, "
+    parser.add_argument("--compile-preset", default="halfcheetah",
+                        help="the compile runs' preset (pendulum where MuJoCo is not installed)")
+    parser.add_argument("--compile-frames", type=int, default=100_000, help="0: no compile runs")
+    parser.add_argument("--compile-modes", nargs="+", choices=list(COMPILE_MODES), default=list(COMPILE_MODES),
+                        help="the compile runs: cpu (eager, the reference), and on --device eager, compile, "
                              "cudagraphs (compile with CUDA graphs)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds one run may take")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default="bench_results/gpu")
     args = parser.parse_args(argv)
-    if args.mujoco_frames and "cudagraphs" in args.mujoco_modes and not args.device.startswith("cuda"):
-        parser.error(f"--mujoco-modes cudagraphs on --device {args.device}: CUDA graphs need a CUDA device; give "
-                     "--device cuda, or leave cudagraphs out of --mujoco-modes")
+    if args.compile_frames and not args.child:
+        problem = _preset_problem(args.compile_preset)
+        if problem:
+            parser.error(f"--compile-preset {args.compile_preset}: {problem}")
+        if "cudagraphs" in args.compile_modes and not args.device.startswith("cuda"):
+            parser.error(f"--compile-modes cudagraphs on --device {args.device}: CUDA graphs need a CUDA device; give "
+                         "--device cuda, or leave cudagraphs out of --compile-modes")
     if args.child:
         kind, child_args = args.child[0], json.loads(args.child[1])
         import logging
@@ -249,10 +274,11 @@ def main(argv: list[str] | None = None) -> int:
             result.update(task=f"Atari Pong, {args.atari_workers} env processes")
             rows.append(result)
             print(json.dumps({k: v for k, v in result.items() if k != "curve"}), flush=True)
-    if args.mujoco_frames:
-        for mode in args.mujoco_modes:
-            result = _mujoco(mode, args.mujoco_frames, args.device, args.seed, args.timeout)
-            result.update(task="HalfCheetah-v5, 1 env (CleanRL's settings)")
+    if args.compile_frames:
+        env_id = get_preset(args.compile_preset).env.env_id
+        for mode in args.compile_modes:
+            result = _compile_run(args.compile_preset, mode, args.compile_frames, args.device, args.seed, args.timeout)
+            result.update(task=f"{env_id}, preset {args.compile_preset}")
             rows.append(result)
             print(json.dumps({k: v for k, v in result.items() if k != "curve"}), flush=True)
     lines = [f"Device: {args.device}. Seed {args.seed}. `python -m benchmarks gpu` with these settings.", "",
