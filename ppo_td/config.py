@@ -812,7 +812,7 @@ ADDED_FIELDS: dict[str, dict[str, Any]] = {"model": {"scale_images": True, "orth
                                             "optim": {"desired_kl": None, "kl_lr_every": "minibatch", "min_lr": 1e-5,
                                                       "max_lr": 1e-2, "grad_clip_scope": "all",
                                                       "shuffle": "epoch"},
-                                            "": {"eval_every": 0, "eval_stop_return": None}}
+                                            "": {"eval_every": 0, "eval_stop_return": None, "cudagraphs": False}}
 """Fields added to the config after records of it were written (a returns store's keys, a study's ``tune.json``),
 each with the default that keeps the earlier behaviour. A field added to a section goes here with its default
 (``""``: the top level's)."""

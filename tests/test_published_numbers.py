@@ -146,3 +146,21 @@ def test_the_command_refuses_a_store_it_cannot_read(tmp_path, capsys):
     with pytest.raises(SystemExit):
         published.main(["--store", str(tmp_path)])
     assert "make it with --report" in capsys.readouterr().err
+
+
+def test_a_speed_row_is_recomputed_from_the_rows_above_it(runs):
+    """The report's ``frames/s, ppo_td / SB3`` row (each seed's ppo_td run over its SB3 run: median and range) is
+    checked against the runs matched above it, like a P row."""
+    from benchmarks.returns.report import SPEED_LABEL, write_report
+
+    report = write_report(["classic"], published.STORE, plots=False, write=False).splitlines()
+    header = next(i for i, line in enumerate(report) if line.startswith("| env |"))
+    start = next(i for i, line in enumerate(report) if line.startswith("| CartPole-v1 | ppo_td |"))
+    end = next(i for i in range(start, len(report)) if SPEED_LABEL in report[i])
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in [report[header],
+                                                                                 *report[start:end + 1]]]
+    assert published.check_run_table("report", cells, published.groups(runs)) == []
+    written = cells[-1][-1]
+    cells[-1][-1] = "9.99x" + written[written.index("x") + 1:]
+    problems = published.check_run_table("report", cells, published.groups(runs))
+    assert len(problems) == 1 and SPEED_LABEL in problems[0] and f"the store gives {written}" in problems[0]

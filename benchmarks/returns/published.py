@@ -29,10 +29,12 @@ import numpy as np
 
 from benchmarks.returns.report import (
     LABEL,
+    SPEED_LABEL,
     aggregates,
     eval_notes,
     pair_improvement,
     row_values,
+    speed_ratio,
     suite_scores,
     write_report,
 )
@@ -205,6 +207,16 @@ def _check_unseeded(row: str, label: str, cells: list[str],
         written = [w for c in cells for w in numbers(c)]
         if len(written) != 3 or not all(w.holds(e) for w, e in zip(written, (p, low, high), strict=True)):
             return [f"{row}: written {' '.join(cells).strip()!r}, the store gives {p:.2f} [{low:.2f}, {high:.2f}]"]
+        return []
+    if SPEED_LABEL in label:
+        if matched.get("ppo_td") is None or matched.get("sb3") is None:
+            return [f"{row}: no ppo_td and SB3 rows matched above it to compute it from"]
+        speed = speed_ratio(matched["ppo_td"], matched["sb3"])
+        ratio = re.search(r"(\d[\d.]*)x \((\d[\d.]*)-(\d[\d.]*)\)", " ".join(cells))
+        if speed is None or ratio is None or not all(
+                numbers(g)[0].holds(e) for g, e in zip(ratio.groups(), speed[:3], strict=True)):
+            given = "nothing" if speed is None else "{:.2f}x ({:.2f}-{:.2f})".format(*speed[:3])
+            return [f"{row}: written {' '.join(cells).strip()!r}, the store gives {given}"]
         return []
     written = [w for c in cells for w in numbers(c.split("(")[0])]
     published = [mean for anchors in ANCHORS.values() for source, mean, _, _ in anchors if source in label]

@@ -239,7 +239,30 @@ def env_rows(task: Task, runs: list[dict[str, Any]]) -> tuple[list[str], dict[st
     if len(scores) == 2:
         p, low, high = pair_improvement(groups["ppo_td"], groups["sb3"])
         rows.append(f"| | P(ppo_td run > SB3 run) | | {p:.2f} [{low:.2f}, {high:.2f}] | | | | | |")
+        speed = speed_ratio(groups["ppo_td"], groups["sb3"])
+        if speed is not None:
+            median, low, high, seeds, days = speed
+            rows.append(f"| | {SPEED_LABEL} | | | | | | (median and range over {seeds} seeds, each seed's two runs; "
+                        f"run on {days}) | {median:.2f}x ({low:.2f}-{high:.2f}) |")
     return rows, scores
+
+
+SPEED_LABEL = "frames/s, ppo_td / SB3"
+"""The label of an env's row of frames/s ratios (:func:`speed_ratio`)."""
+
+
+def speed_ratio(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]
+                ) -> tuple[float, float, float, int, str] | None:
+    """ppo_td's frames/s over SB3's, run by run of the same seed: the median ratio, its lowest and highest, the seeds
+    and the days the runs finished on; None where no seed has both."""
+    fps = {lib: {r["seed"]: (r["frames"] / r["train_seconds"], r["finished"][:10]) for r in runs}
+           for lib, runs in (("mine", mine), ("theirs", theirs))}
+    seeds = sorted(set(fps["mine"]) & set(fps["theirs"]))
+    if not seeds:
+        return None
+    ratios = [fps["mine"][s][0] / fps["theirs"][s][0] for s in seeds]
+    days = sorted({fps[lib][s][1] for lib in fps for s in seeds})
+    return statistics.median(ratios), min(ratios), max(ratios), len(seeds), ", ".join(days)
 
 
 def _curve(run: dict[str, Any], grid: np.ndarray, axis: int) -> np.ndarray:
