@@ -185,13 +185,13 @@ def test_cuda_graphs_are_refused_without_compile_or_off_cuda(tmp_path, capsys):
         TrainConfig(compile=False, cudagraphs=True)
     with pytest.raises(ValueError, match=r"cudagraphs=True on device 'cpu'.*device='cuda'.*cudagraphs=False"):
         build_pipeline(small_config(device="cpu", compile=True, cudagraphs=True))
-    run = tmp_path / "run"
+    run = tmp_path / "runs" / "run"  # refused before anything is written: not even the run folder's parent
     assert main(["train", "--preset", "cleanrl", "--cudagraphs", "--run-dir", str(run)]) == 2
     assert "set compile=True" in capsys.readouterr().err
     assert main(["train", "--preset", "cleanrl", "--compile", "--cudagraphs", "--device", "cpu",
                  "--run-dir", str(run)]) == 2
     assert "device='cuda'" in capsys.readouterr().err
-    assert not (run / "checkpoints").exists()
+    assert not (tmp_path / "runs").exists()
 
 
 @needs_cuda

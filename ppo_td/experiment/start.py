@@ -164,12 +164,18 @@ def _check_display(progress: Any, log_every: int | None, video_every: int, run_d
 
 
 def check_device(config: TrainConfig) -> None:
-    """Refuse a device this machine lacks (the networks' or the simulator's) before the run folder is created
+    """Refuse a device this machine lacks (the networks' or the simulator's), and CUDA graphs off CUDA where that is
+    known already (``auto`` on a machine with a GPU resolves when the env is built), before the run folder is created
     (``auto`` always resolves)."""
+    import torch
+
     from ppo_td.envs.sources.vmas import env_device
     from ppo_td.models import resolve_device
+    from ppo_td.training.pipeline import check_cudagraphs
 
-    resolve_device(config.device)
+    device = resolve_device(config.device)
+    if config.device != "auto" or not torch.cuda.is_available():
+        check_cudagraphs(config, device)
     env_device(config.env)
 
 

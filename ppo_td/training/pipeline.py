@@ -470,9 +470,7 @@ def _build(config: TrainConfig, env: Any, actor: TensorDictModule | None, critic
     if ranks is not None:
         device = ranks.run_device(device)
     check_run(config, description, on_host=device.type == "cpu")
-    if config.cudagraphs and device.type != "cuda":
-        raise ValueError(f"cudagraphs=True on device {str(device)!r}: CUDA graphs replay CUDA kernels; set "
-                         "device='cuda' on a machine with a CUDA GPU, or cudagraphs=False")
+    check_cudagraphs(config, device)
     _check_devices(device, actor=actor, critic=critic, loss=loss)
     if actor is None or critic is None:
         with using_threads(threads):  # the run's count from its first float (an init's rounding can change a seed)
@@ -577,6 +575,17 @@ against eager at the same time on this project's 2-core CPU (``python -m benchma
 2026-12-07, seeds 1-2): Acrobot 0.94-0.95x at 31,232 steps, 1.03x at 49,920, 1.03-1.06x at 62,464; HalfCheetah
 0.99-1.02x at 31,040. From the Acrobot pairs the compilation costs about 13-15 s there and saves 0.26-0.37 ms a
 step: even at about 41,000-49,000 steps (noisy); both 49,920-step pairs gained 3% (docs/performance.md#compile)."""
+
+
+def check_cudagraphs(config: TrainConfig, device: torch.device) -> None:
+    """Refuse ``cudagraphs=True`` on a run whose device (resolved) is not CUDA.
+
+    Raises:
+        ValueError: naming the device and the two ways out.
+    """
+    if config.cudagraphs and device.type != "cuda":
+        raise ValueError(f"cudagraphs=True on device {str(device)!r}: CUDA graphs replay CUDA kernels; set "
+                         "device='cuda' on a machine with a CUDA GPU, or cudagraphs=False")
 
 
 def compiles(config: TrainConfig, device: torch.device, ranks: Ranks | None, loss: LossModule,
