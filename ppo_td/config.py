@@ -696,7 +696,7 @@ class TrainConfig:
     of one per kernel, for updates made of many small kernels. The terms an update keeps for its metrics are copied
     out of the graphs' memory before the next minibatch replays them; results equal eager within float rounding.
     Refused with ``compile`` other than True, and on a run whose device is not CUDA. Off by default until measured
-    to pay on a GPU (``python -m benchmarks gpu``'s HalfCheetah runs; docs/gpu.md#cuda-graphs). ``--cudagraphs``."""
+    to pay on a GPU (``python -m benchmarks gpu``'s HalfCheetah runs; docs/gpu.md, CUDA graphs). ``--cudagraphs``."""
 
     def __post_init__(self) -> None:
         _check_types(self, "")

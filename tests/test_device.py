@@ -84,6 +84,16 @@ def test_resume_may_change_the_device(tmp_path, capsys):
     resumed.pipeline.collector.shutdown()
     assert resumed.pipeline.config.device == "cpu" and resumed.pipeline.device == torch.device("cpu")
 
+    # a run that replayed its loss as CUDA graphs (its checkpoint as a GPU run writes it) goes on without them here
+    early = run / "checkpoints" / sorted(p.name for p in (run / "checkpoints").iterdir())[0]
+    state = load_checkpoint(early)
+    state["config"].update(device="cuda", compile=True, cudagraphs=True)
+    torch.save(state, tmp_path / "graphs.pt")
+    resumed = resume_pipeline(tmp_path / "graphs.pt", device="cpu")
+    resumed.pipeline.collector.shutdown()
+    assert resumed.pipeline.device == torch.device("cpu") and not resumed.pipeline.config.cudagraphs
+    assert resumed.pipeline.config.compile is True
+
 
 @needs_cuda
 @pytest.mark.parametrize("preset", ["cleanrl", "pendulum"])
@@ -192,6 +202,22 @@ def test_cuda_graphs_are_refused_without_compile_or_off_cuda(tmp_path, capsys):
                  "--run-dir", str(run)]) == 2
     assert "device='cuda'" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
+
+
+def test_cuda_graphs_are_refused_with_a_loss_ppo_td_does_not_compile():
+    """A loss given from Python that ppo_td does not compile would replay nothing as CUDA graphs: refused (checked
+    as if on CUDA: here the device check comes first)."""
+    from torchrl.objectives import ClipPPOLoss
+
+    from ppo_td.training.pipeline import check_cudagraphs
+
+    p = build_pipeline(small_config())
+    p.collector.shutdown()
+    graphs = small_config(compile=True, cudagraphs=True)
+    check_cudagraphs(graphs, torch.device("cuda"), p.loss)  # ppo_td's own: accepted
+    with pytest.raises(ValueError, match=r"cudagraphs=True with a loss ppo_td does not compile \(ClipPPOLoss"):
+        check_cudagraphs(graphs, torch.device("cuda"), ClipPPOLoss(p.actor, p.critic))
+    check_cudagraphs(small_config(), torch.device("cpu"), ClipPPOLoss(p.actor, p.critic))  # off: nothing to check
 
 
 @needs_cuda

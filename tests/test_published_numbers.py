@@ -160,7 +160,14 @@ def test_a_speed_row_is_recomputed_from_the_rows_above_it(runs):
     cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in [report[header],
                                                                                  *report[start:end + 1]]]
     assert published.check_run_table("report", cells, published.groups(runs)) == []
-    written = cells[-1][-1]
+    written, note = cells[-1][-1], cells[-1][-2]
     cells[-1][-1] = "9.99x" + written[written.index("x") + 1:]
     problems = published.check_run_table("report", cells, published.groups(runs))
-    assert len(problems) == 1 and SPEED_LABEL in problems[0] and f"the store gives {written}" in problems[0]
+    assert len(problems) == 1 and SPEED_LABEL in problems[0] and f"the store gives {written} over" in problems[0]
+    cells[-1][-1], cells[-1][-2] = written, note.replace("run on 20", "run on 19")  # a stale date fails too
+    assert len(published.check_run_table("report", cells, published.groups(runs))) == 1
+    # an ablation's rows between the env's own and its P and speed rows are not what those are computed from
+    mcc = next(i for i, line in enumerate(report) if line.startswith("| MountainCarContinuous-v0 | ppo_td |"))
+    end = next(i for i in range(mcc, len(report)) if SPEED_LABEL in report[i])
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in [report[header], *report[mcc:end + 1]]]
+    assert any("on `" in r[1] for r in rows) and published.check_run_table("report", rows, published.groups(runs)) == []

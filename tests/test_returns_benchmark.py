@@ -300,7 +300,7 @@ def test_settings_change_fields_together_in_any_order():
         suites.settings_config("walker2d+optim.desired_kl=0.01")
 
 
-def test_again_before_runs_again_what_finished_before_it_and_a_restart_skips_what_it_ran(tiny, tmp_path, monkeypatch,
+def test_again_before_runs_again_what_started_before_it_and_a_restart_skips_what_it_ran(tiny, tmp_path, monkeypatch,
                                                                                          capsys):
     from ppo_td.config import to_dict
 
@@ -324,7 +324,7 @@ def test_again_before_runs_again_what_finished_before_it_and_a_restart_skips_wha
     monkeypatch.setattr(run.subprocess, "Popen", Worker)
     common = [tiny, "--seeds", "1", "--libraries", "ppo_td", "--store", str(tmp_path)]
     assert run.main(common) == 0 and started == []  # in the store: skipped
-    assert run.main([*common, "--again-before", "2026-12-01T09:59"]) == 0 and started == []  # finished after it
+    assert run.main([*common, "--again-before", "2026-12-01T09:59Z"]) == 0 and started == []  # started after it
     assert run.main([*common, "--again-before", "2026-12-02"]) == 1 and started == [1]  # before it: run again
     assert "0 in the store since 2026-12-02T00:00+00:00" in capsys.readouterr().out
 
@@ -335,6 +335,10 @@ def test_again_before_runs_again_what_finished_before_it_and_a_restart_skips_wha
     started.clear()
     assert run.main([*common, "--again-before", "2026-12-02"]) == 0 and started == []
     assert "1 in the store since" in capsys.readouterr().out
+    # one that started before the time on the old code and finished after it is run again
+    with (tmp_path / "runs.jsonl").open("a") as f:
+        f.write(json.dumps(dict(again, finished="2026-12-04T08:00:00+00:00", wall_seconds=2 * 86400.0)) + "\n")
+    assert run.main([*common, "--again-before", "2026-12-02T12:00"]) == 1 and started == [1]
 
     for bad, says in (("yesterday", "not an ISO date"), ("2999-01-01", "is after now")):
         with pytest.raises(SystemExit) as exit_:
@@ -343,4 +347,4 @@ def test_again_before_runs_again_what_finished_before_it_and_a_restart_skips_wha
     with pytest.raises(SystemExit):
         run.main([tiny, "--report", "--again-before", "2026-12-02", "--store", str(tmp_path)])
     assert "give one of them" in capsys.readouterr().err
-    assert started == [] and len(suites.read_store(tmp_path)) == 2  # nothing refused wrote anything
+    assert started == [1] and len(suites.read_store(tmp_path)) == 3  # nothing refused wrote anything

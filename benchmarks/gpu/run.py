@@ -206,18 +206,24 @@ def _compile_run(preset: str, mode: str, frames: int, device: str, seed: int, ti
 
 
 def _preset_problem(preset: str) -> str | None:
-    """Why ``preset``'s env cannot be made here (an unknown preset, MuJoCo not installed), or None."""
+    """Why ``preset``'s env cannot be made here (an unknown preset, MuJoCo not installed), or None: one copy built
+    as ppo_td builds it (its registrations and sources: ALE, MiniGrid, a module's env), then closed."""
+    import dataclasses
+
     import gymnasium as gym
 
+    from ppo_td.envs import build_env
+
     try:
-        env_id = get_preset(preset).env.env_id
+        config = get_preset(preset).env
     except (KeyError, ValueError) as err:
         return str(err)
     try:
-        gym.make(env_id).close()
-    except (gym.error.Error, ImportError) as err:
-        return (f"its env {env_id} cannot be made here ({type(err).__name__}: {str(err).splitlines()[0][:200]}); "
-                "install what it needs, or give --compile-preset pendulum (Gymnasium's own)")
+        build_env(dataclasses.replace(config, num_envs=1), seed=0).env.close()
+    except (gym.error.Error, ImportError, ValueError) as err:
+        return (f"its env {config.env_id} cannot be made here ({type(err).__name__}: "
+                f"{(str(err).splitlines() or [''])[0][:200]}); install what it needs, or give --compile-preset "
+                "pendulum (Gymnasium's own)")
     return None
 
 
@@ -259,29 +265,37 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows: list[dict[str, Any]] = []
+
+    def keep(result: dict[str, Any], task: str) -> None:  # the table written after every run: a kill keeps the rest
+        result.update(task=task)
+        rows.append(result)
+        print(json.dumps({k: v for k, v in result.items() if k != "curve"}), flush=True)
+        _write(rows, out, args.device, args.seed)
+
     for envs in args.vmas_envs:
         settings = dict(num_envs=envs, frames=args.vmas_frames, steps=args.vmas_steps, device=args.device,
                         seed=args.seed)
         for kind in ("vmas-ppo_td", "vmas-torchrl"):
-            result = _child(kind, settings, args.timeout)
-            result.update(task=f"VMAS navigation, {envs:,} envs")
-            rows.append(result)
-            print(json.dumps({k: v for k, v in result.items() if k != "curve"}), flush=True)
+            keep(_child(kind, settings, args.timeout), f"VMAS navigation, {envs:,} envs")
     if args.atari_frames:
         for library in ("ppo_td", "sb3"):
-            result = _atari(library, args.atari_workers, args.atari_frames, args.device, args.seed, args.timeout)
-            result.update(task=f"Atari Pong, {args.atari_workers} env processes")
-            rows.append(result)
-            print(json.dumps({k: v for k, v in result.items() if k != "curve"}), flush=True)
+            keep(_atari(library, args.atari_workers, args.atari_frames, args.device, args.seed, args.timeout),
+                 f"Atari Pong, {args.atari_workers} env processes")
     if args.compile_frames:
         env_id = get_preset(args.compile_preset).env.env_id
         for mode in args.compile_modes:
-            result = _compile_run(args.compile_preset, mode, args.compile_frames, args.device, args.seed, args.timeout)
-            result.update(task=f"{env_id}, preset {args.compile_preset}")
-            rows.append(result)
-            print(json.dumps({k: v for k, v in result.items() if k != "curve"}), flush=True)
-    lines = [f"Device: {args.device}. Seed {args.seed}. `python -m benchmarks gpu` with these settings.", "",
+            keep(_compile_run(args.compile_preset, mode, args.compile_frames, args.device, args.seed, args.timeout),
+                 f"{env_id}, preset {args.compile_preset}")
+    print((out / "gpu.md").read_text() if rows else "no runs asked for")
+    if rows:
+        _plot(rows, out / "gpu.png")
+    return 0
+
+
+def _write(rows: list[dict[str, Any]], out: Path, device: str, seed: int) -> None:
+    """The table of ``rows`` (``out``/gpu.md) and the rows themselves (``out``/gpu.jsonl), whole each time."""
+    lines = [f"Device: {device}. Seed {seed}. `python -m benchmarks gpu` with these settings.", "",
              "| task | library | device | frames | seconds | frames/s | collection frames/s | update seconds | "
              "frames/s, iteration 5 to last: median (min-max) | last reward |", "|---" * 10 + "|"]
     for r in rows:
@@ -293,9 +307,6 @@ def main(argv: list[str] | None = None) -> int:
                      f"{r['update_seconds']:.1f} | {spread} | {last:.3g} |")
     (out / "gpu.md").write_text("\n".join(lines) + "\n")
     (out / "gpu.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    print("\n".join(lines))
-    _plot(rows, out / "gpu.png")
-    return 0
 
 
 def _plot(rows: list[dict[str, Any]], path: Path) -> None:

@@ -164,7 +164,7 @@ def check_run_table(where: str, rows: list[list[str]], store_groups: dict[str, l
         row = f"{where}, row {n} ({label.strip() or cells[0]})"
         if seeds_col is None or not cells[seeds_col].strip():
             figures = [c for c, k in zip(cells, kinds, strict=False) if k != "text"]
-            problems += _check_unseeded(row, label, figures, matched)
+            problems += _check_unseeded(row, label, figures, matched, " ".join(cells))
             continue
         library = _library(label)
         if not cells[seeds_col].strip().isdigit():
@@ -182,7 +182,8 @@ def check_run_table(where: str, rows: list[list[str]], store_groups: dict[str, l
                 found = group
                 break
             closest = closest or (key, wrong)
-        matched[library] = found  # (None where it matched nothing: no P row is computed from an older row)
+        if "on `" not in label and "*" not in label:  # an ablation's or an older run's row is no P row's source
+            matched[library] = found  # (None where it matched nothing: no P row is computed from an older row)
         if found is None:
             because = f"; the nearest, {closest[0]}: {'; '.join(closest[1])}" if closest else ""
             problems.append(f"{row}: no {LABEL[library]} runs in the store give these numbers{because} (a row "
@@ -197,9 +198,9 @@ def _last(group: list[dict[str, Any]]) -> tuple[float, float]:
 
 
 def _check_unseeded(row: str, label: str, cells: list[str],
-                    matched: dict[str, list[dict[str, Any]] | None]) -> list[str]:
-    """A row without seeds (``cells``: its columns of numbers): P(ppo_td run > SB3 run) from the runs matched above
-    it, or a published anchor."""
+                    matched: dict[str, list[dict[str, Any]] | None], whole: str = "") -> list[str]:
+    """A row without seeds (``cells``: its columns of numbers; ``whole``: all its cells): P(ppo_td run > SB3 run) or
+    the frames/s ratio from the env's own ppo_td and SB3 rows matched above it, or a published anchor."""
     if "P(ppo_td run > SB3 run)" in label:
         if matched.get("ppo_td") is None or matched.get("sb3") is None:
             return [f"{row}: no ppo_td and SB3 rows matched above it to compute it from"]
@@ -212,11 +213,12 @@ def _check_unseeded(row: str, label: str, cells: list[str],
         if matched.get("ppo_td") is None or matched.get("sb3") is None:
             return [f"{row}: no ppo_td and SB3 rows matched above it to compute it from"]
         speed = speed_ratio(matched["ppo_td"], matched["sb3"])
-        ratio = re.search(r"(\d[\d.]*)x \((\d[\d.]*)-(\d[\d.]*)\)", " ".join(cells))
-        if speed is None or ratio is None or not all(
+        ratio = re.search(r"(\d[\d.]*)x \((\d[\d.]*)-(\d[\d.]*)\)", whole)
+        said = speed is not None and f"over {speed[3]} seeds" in whole and f"run on {speed[4]}" in whole
+        if speed is None or ratio is None or not said or not all(
                 numbers(g)[0].holds(e) for g, e in zip(ratio.groups(), speed[:3], strict=True)):
-            given = "nothing" if speed is None else "{:.2f}x ({:.2f}-{:.2f})".format(*speed[:3])
-            return [f"{row}: written {' '.join(cells).strip()!r}, the store gives {given}"]
+            given = "nothing" if speed is None else "{:.2f}x ({:.2f}-{:.2f}) over {} seeds, run on {}".format(*speed)
+            return [f"{row}: written {whole.strip()!r}, the store gives {given}"]
         return []
     written = [w for c in cells for w in numbers(c.split("(")[0])]
     published = [mean for anchors in ANCHORS.values() for source, mean, _, _ in anchors if source in label]

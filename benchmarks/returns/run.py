@@ -9,7 +9,7 @@
 Every finished run is one JSON line in the result store (``--store``, default ``benchmarks/results/returns``:
 ``runs.jsonl``) with its command, commit, seed, training episodes (past 2,000, their curve) and final numbers; a
 run already in the store is skipped, so the same command continues a suite after Ctrl-C, a crash or the next day.
-``--again-before TIME`` runs again each run whose latest stored run finished before ``TIME`` (UTC; a code change
+``--again-before TIME`` runs again each run whose latest stored run started before ``TIME`` (UTC; a code change
 re-measured, frames/s included): the new line is appended and the report reads the latest run of a key, and the same
 command, restarted, skips what it has run again since ``TIME``.
 A run is a ``benchmarks.common.worker`` process (``torch.set_num_threads(1)``), killed after ``--timeout`` seconds.
@@ -190,10 +190,21 @@ def _eta(done: list[dict[str, Any]], left: list[tuple[str, Task, str, int]], job
 
 
 def stored_since(runs: list[dict[str, Any]], since: dt.datetime | None) -> set[str]:
-    """The keys with a stored run that counts as done: a whole evaluation (:func:`whole_evaluation`), finished at or
-    after ``since`` where it is given (the runs before it are to be run again)."""
-    return {r["key"] for r in runs
-            if whole_evaluation(r) and (since is None or dt.datetime.fromisoformat(r["finished"]) >= since)}
+    """The keys with a stored run that counts as done: a whole evaluation (:func:`whole_evaluation`), the latest such
+    run of a key started at or after ``since`` where it is given (its finish less its wall seconds: a run that began
+    on the code before ``since`` and ended after it is run again too)."""
+    def started(run: dict[str, Any]) -> dt.datetime:
+        return _utc(run["finished"]) - dt.timedelta(seconds=run.get("wall_seconds", 0.0))
+
+    latest = {r["key"]: r for r in runs if whole_evaluation(r)}  # (in the order written: the last of a key)
+    return {key for key, r in latest.items() if since is None or started(r) >= since}
+
+
+def _utc(text: str) -> dt.datetime:
+    """An ISO time (a trailing Z read as UTC, which Python 3.10's fromisoformat does not), UTC where it names no
+    zone."""
+    when = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
 def parse_utc(text: str) -> dt.datetime:
@@ -203,10 +214,9 @@ def parse_utc(text: str) -> dt.datetime:
         ValueError: not an ISO date, or later than now (a restart would run again what it had just run).
     """
     try:
-        when = dt.datetime.fromisoformat(text)
+        when = _utc(text)
     except ValueError as err:
         raise ValueError(f"{text!r} is not an ISO date or date and time (e.g. 2026-12-07 or 2026-12-07T09:00)") from err
-    when = when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
     now = dt.datetime.now(dt.timezone.utc)
     if when > now:
         raise ValueError(f"{text} is after now ({now.isoformat(timespec='minutes')}): the command, restarted, would "
@@ -291,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=6 * 3600, help="seconds one run may take")
     parser.add_argument("--report", action="store_true", help="write the report from the store; run nothing")
     parser.add_argument("--again-before", metavar="TIME",
-                        help="run again each run whose latest stored run finished before TIME (ISO, UTC unless it says "
+                        help="run again each run whose latest stored run started before TIME (ISO, UTC unless it says "
                              "otherwise): today's code re-measured; the report reads the latest run of a key")
     args = parser.parse_args(argv)
     again_before = None

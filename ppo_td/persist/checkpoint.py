@@ -360,6 +360,9 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     check_compatible(state, env.description)
     where = run_device(config, env.description, env.env.device)
     where = ranks.run_device(where) if ranks is not None else where
+    if config.cudagraphs and where.type != "cuda":  # CUDA graphs are CUDA's: a run moved off it goes on without
+        config = dataclasses.replace(config, cudagraphs=False)  # them (a move is not exact anyway: inexact_reason)
+        local = config if ranks is None else ranks.local_config(config)
     actor, critic = make_actor_critic(env.description, config.model, device=where)
     # a recurrent model's states, a gSDE actor's noise matrices (the snapshot restores them), before the collector
     # plans its steps

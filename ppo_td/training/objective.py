@@ -703,8 +703,9 @@ class LeanTerms:
 
 
 _CUDA_GRAPHS = {"triton.cudagraphs": True, "triton.cudagraph_or_error": True}
-"""torch.compile's options for ``cudagraphs=True``: ``mode='reduce-overhead'``'s (``torch._inductor.list_mode_options``)
-and an error where a piece cannot be graphed (torch only logs a warning by default and runs that piece eager)."""
+"""torch.compile's options for ``cudagraphs=True``: what ``mode='reduce-overhead'`` sets (CUDA graphs; torch.compile
+takes a mode or options, not both), and an error where a piece cannot be graphed (torch only logs a warning by
+default and runs that piece eager)."""
 
 
 def _replayed(compiled: Any, td: TensorDictBase) -> tuple[torch.Tensor, LeanTerms]:

@@ -502,6 +502,7 @@ def _build(config: TrainConfig, env: Any, actor: TensorDictModule | None, critic
             raise ValueError("env.opponent='self' (self-play) runs in one process: its pool is not shared over ranks")
         selfplay = (TeamSelfPlay(config, actor, loss, teams, advantage) if config.env.multiagent else
                     SelfPlay(config, actor, built, torchrl_env(env)))
+    check_cudagraphs(config, device, loss)
     compiled = compiles(config, device, ranks, loss, recurrent)
     collector = _collector(collector, env, actor, critic, dataclasses.replace(local, compile=compiled), device,
                            threads)
@@ -577,15 +578,23 @@ against eager at the same time on this project's 2-core CPU (``python -m benchma
 step: even at about 41,000-49,000 steps (noisy); both 49,920-step pairs gained 3% (docs/performance.md#compile)."""
 
 
-def check_cudagraphs(config: TrainConfig, device: torch.device) -> None:
-    """Refuse ``cudagraphs=True`` on a run whose device (resolved) is not CUDA.
+def check_cudagraphs(config: TrainConfig, device: torch.device, loss: LossModule | None = None) -> None:
+    """Refuse ``cudagraphs=True`` on a run whose device (resolved) is not CUDA, or (``loss`` given) whose loss is not
+    one ppo_td compiles (its own, with settings its fast forward implements): the graphs would replay nothing.
 
     Raises:
-        ValueError: naming the device and the two ways out.
+        ValueError: naming the device or the loss, and the ways out.
     """
-    if config.cudagraphs and device.type != "cuda":
+    if not config.cudagraphs:
+        return
+    if device.type != "cuda":
         raise ValueError(f"cudagraphs=True on device {str(device)!r}: CUDA graphs replay CUDA kernels; set "
                          "device='cuda' on a machine with a CUDA GPU, or cudagraphs=False")
+    lean = lean_of(loss) if loss is not None else None
+    if loss is not None and (lean is None or not lean.settings_apply()):
+        raise ValueError(f"cudagraphs=True with a loss ppo_td does not compile ({type(loss).__name__}: a loss given "
+                         "from Python, several agent groups' losses, or settings its fast forward leaves to "
+                         "ClipPPOLoss), so no CUDA graph would be replayed; set cudagraphs=False")
 
 
 def compiles(config: TrainConfig, device: torch.device, ranks: Ranks | None, loss: LossModule,
