@@ -455,7 +455,7 @@ def test_compile_auto_goes_on_eager_where_the_loss_fails_to_compile(monkeypatch,
 
     monkeypatch.setattr(pipeline, "COMPILE_PAYS_STEPS", 1)
 
-    def broken(self, device, fullgraph=False):
+    def broken(self, device, fullgraph=False, cudagraphs=False):
         def fail(minibatch):
             raise RuntimeError("inductor: cannot compile this loss")
         return fail
