@@ -137,12 +137,9 @@ def test_history_rows_do_not_repeat_the_episodes(tiny_config):
     assert result.episodes  # they are kept once, here
 
 
-@pytest.mark.slow  # about 10 s of compiling each
-@pytest.mark.parametrize("preset", ["cleanrl", "pendulum", "mountaincar-continuous"])
-def test_the_compiled_loss_is_one_graph(preset):
-    """compile=True's loss (a categorical policy with the value loss clipped, a Gaussian, a gSDE policy) compiles
-    into one graph (torch.compile's fullgraph refuses a break: one made by an `if` on the loss's clip_value tensor
-    cost most of the gain) and gives the eager loss within float rounding."""
+def _first_minibatch(preset):
+    """A pipeline of ``preset`` (one batch's budget) and the first minibatch of its first batch, with advantages, as
+    the update's loss reads it."""
     from ppo_td.training.loop import _loss_data
 
     config = get_preset(preset)
@@ -152,7 +149,16 @@ def test_the_compiled_loss_is_one_graph(preset):
     p.collector.shutdown()
     with torch.no_grad():
         p.advantage(batch)
-    minibatch = _loss_data(p, batch).reshape(-1)[: config.minibatch_size]
+    return p, _loss_data(p, batch).reshape(-1)[: config.minibatch_size]
+
+
+@pytest.mark.slow  # about 10 s of compiling each
+@pytest.mark.parametrize("preset", ["cleanrl", "pendulum", "mountaincar-continuous"])
+def test_the_compiled_loss_is_one_graph(preset):
+    """compile=True's loss (a categorical policy with the value loss clipped, a Gaussian, a gSDE policy) compiles
+    into one graph (torch.compile's fullgraph refuses a break: one made by an `if` on the loss's clip_value tensor
+    cost most of the gain) and gives the eager loss within float rounding."""
+    p, minibatch = _first_minibatch(preset)
     assert bool(p.loss.clip_value) == (preset == "cleanrl")
     loss, terms = p.loss.fast.compiled_terms(p.device, fullgraph=True)(minibatch)
     eager, eager_terms = p.loss.fast.terms(minibatch)
@@ -213,16 +219,7 @@ def test_the_loss_compiled_for_cuda_graphs_equals_eager_and_trains():
     """compiled_terms(cudagraphs=True) compiles ppo_td's loss with the CUDA graph options and goes through the
     replay wrapper; on a CPU torch.compile runs it without graphs, so this holds the options and the wrapper to the
     eager loss, terms and gradients (tests/test_device.py holds the graphs themselves to compile, on a GPU)."""
-    from ppo_td.training.loop import _loss_data
-
-    config = get_preset("cleanrl")
-    config = dataclasses.replace(config, total_frames=config.frames_per_batch, eval_episodes=0)
-    p = build_pipeline(config)
-    batch = next(iter(p.collector))
-    p.collector.shutdown()
-    with torch.no_grad():
-        p.advantage(batch)
-    minibatch = _loss_data(p, batch).reshape(-1)[: config.minibatch_size]
+    p, minibatch = _first_minibatch("cleanrl")
     grads = {}
     for name, terms_of in (("eager", p.loss.fast.terms), ("graphs", p.loss.fast.compiled_terms(p.device,
                                                                                                cudagraphs=True))):
