@@ -93,6 +93,7 @@ def test_resume_may_change_the_device(tmp_path, capsys):
     resumed.pipeline.collector.shutdown()
     assert resumed.pipeline.device == torch.device("cpu") and not resumed.pipeline.config.cudagraphs
     assert resumed.pipeline.config.compile is True
+    assert not resumed.exact and "without CUDA graphs (cudagraphs=False) on cpu" in resumed.describe()
 
 
 @needs_cuda

@@ -360,8 +360,9 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     check_compatible(state, env.description)
     where = run_device(config, env.description, env.env.device)
     where = ranks.run_device(where) if ranks is not None else where
-    if config.cudagraphs and where.type != "cuda":  # CUDA graphs are CUDA's: a run moved off it goes on without
-        config = dataclasses.replace(config, cudagraphs=False)  # them (a move is not exact anyway: inexact_reason)
+    graphless = config.cudagraphs and where.type != "cuda"  # CUDA graphs are CUDA's: a run moved off it goes on
+    if graphless:  # without them (a move is not exact anyway: inexact_reason), and says so
+        config = dataclasses.replace(config, cudagraphs=False)
         local = config if ranks is None else ranks.local_config(config)
     actor, critic = make_actor_critic(env.description, config.model, device=where)
     # a recurrent model's states, a gSDE actor's noise matrices (the snapshot restores them), before the collector
@@ -397,6 +398,9 @@ def resume_pipeline(path: str | os.PathLike, collector: dict[str, Any] | None = 
     if exact and lost:
         exact, why = False, (f"the run compiled its update and torch.compile fails here ({lost}): it goes on eager, "
                              "within float rounding of compiled, not bit for bit")
+    if graphless:  # (compiled without graphs: within float rounding of the replayed graphs, not bit for bit)
+        dropped = f"it goes on without CUDA graphs (cudagraphs=False) on {where.type}"
+        exact, why = False, f"{why}; {dropped}" if why else dropped
     resumed = Resumed(pipeline, state["frames"], state["iteration"], exact, float(state.get("elapsed", 0.0)), why)
     logging.getLogger("ppo_td").info("resumed %s", resumed.describe())
     return resumed
