@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One command for a lent GPU machine (the device tool; ../shared/gpu/README.md): the wheels in .whl/ installed
 # (bash ../shared/gpu/wheels.sh fills it where pip works; .whl/ is git-excluded, so the device call carries it:
-# carry [".whl"]), then the CUDA tests and `benchmarks gpu`'s compile runs (eager on the CPU, then eager, compile and
-# CUDA graphs on the GPU), each step under a timeout of its own that together fit the device tool's 600 s a call,
-# printing as they go; the table lands in $OUT/gpu (bench_results/gpu where OUT is unset), rewritten after every run.
+# carry [".whl"]), then the CUDA tests, `benchmarks gpu`'s pinned-memory moves (Atari's and Pendulum's batch and step:
+# pinned.md) and its compile runs (eager on the CPU, then eager, compile and CUDA graphs on the GPU), each step
+# under a timeout of its own that together fit the device tool's 600 s a call, printing as
+# they go; the tables land in $OUT/gpu (bench_results/gpu where OUT is unset), rewritten after every run.
 # Exit status: 0 when every step passed, else 1 (the steps after a failed one still run). Under 10 minutes.
 #   bash benchmarks/gpu/lent.sh [FRAMES]
 set -uo pipefail
@@ -19,10 +20,13 @@ date -u +%FT%TZ
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || echo "nvidia-smi: none"
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
 echo "== tests/test_device.py (CUDA tests included)"
-timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_device.py || rc=1
+timeout 130 python3 -m pytest -q -p no:cacheprovider tests/test_device.py || rc=1
+echo "== python -m benchmarks gpu, pinned memory: Atari's and Pendulum's batch and step moves"
+timeout 60 python3 -m benchmarks gpu --vmas-envs --atari-frames 0 --compile-frames 0 --pinned-presets atari pendulum \
+  --pinned-rounds 20 --timeout 50 --out "$out/gpu" || rc=1
 preset=halfcheetah
 python3 -c "import mujoco" 2> /dev/null || preset=pendulum  # wheels.sh brings no MuJoCo: the lent image has none
 echo "== python -m benchmarks gpu, compile runs: preset $preset, $frames frames"
-timeout 370 python3 -m benchmarks gpu --vmas-envs --atari-frames 0 --compile-preset "$preset" \
-  --compile-frames "$frames" --timeout 90 --out "$out/gpu" || rc=1
+timeout 330 python3 -m benchmarks gpu --vmas-envs --atari-frames 0 --pinned-presets --compile-preset "$preset" \
+  --compile-frames "$frames" --timeout 80 --out "$out/gpu" || rc=1
 exit $rc

@@ -1,13 +1,16 @@
 """The accelerator suite (issue 37): VMAS navigation, ppo_td beside TorchRL's own MAPPO parts at the same settings,
 Atari Pong, ppo_td beside SB3, and a MuJoCo preset's small networks (HalfCheetah's) on the GPU eager, compiled and
-replayed as CUDA graphs, each run in its own process, one at a time.
+replayed as CUDA graphs, each run in its own process, one at a time; and the batch's and step's moves to the GPU
+from pinned memory.
 
     python -m benchmarks gpu                       # on a GPU machine: VMAS at 4,096 and 32,768 envs, Pong x 16,
-                                                   # HalfCheetah on the CPU and on the GPU three ways
-    python -m benchmarks gpu --vmas-envs --atari-frames 0    # the four compile runs only (a few minutes)
+                                                   # Atari's and Pendulum's moves, HalfCheetah on the CPU and on
+                                                   # the GPU three ways
+    python -m benchmarks gpu --vmas-envs --atari-frames 0    # the moves and the four compile runs (a few minutes)
     python -m benchmarks gpu --vmas-envs --atari-frames 0 --compile-preset pendulum   # the same without MuJoCo
-    python -m benchmarks gpu --device cpu --vmas-envs 64 --vmas-frames 20480 --atari-frames 0 --compile-frames 0
-                                                   # a check on a CPU
+    python -m benchmarks gpu --vmas-envs --atari-frames 0 --compile-frames 0   # pinned memory only (seconds)
+    python -m benchmarks gpu --device cpu --vmas-envs 64 --vmas-frames 20480 --atari-frames 0 --compile-frames 0 \
+        --pinned-presets                           # a check on a CPU
 
 VMAS: ``navigation`` as ppo_td's ``vmas-navigation`` preset makes it (3 agents, 100 steps), ``--vmas-steps`` steps
 per env per batch, TorchRL's multi-agent PPO tutorial's loss settings (5 epochs of 4 minibatches, lr 3e-4, ...),
@@ -21,6 +24,9 @@ Compile runs: ``--compile-preset`` (``halfcheetah``: CleanRL's MuJoCo settings, 
 PPO continuous; a machine without MuJoCo: ``pendulum``, Gymnasium's own), ``--compile-modes`` of: ``cpu`` (eager on
 the CPU, the reference), ``eager``, ``compile`` (``compile=True``) and ``cudagraphs`` (``compile=True,
 cudagraphs=True``) on ``--device``; compile time included.
+
+Pinned memory (``--pinned-presets``, :mod:`benchmarks.gpu.pinned`): each preset's batch and step moved to the GPU
+from pageable and from pinned memory, timed (``--out``/pinned.md).
 
 Prints the device, frames/s (collection and update apart) and reward against wall time for each run, a table
 (``--out``/gpu.md) and a plot of reward against seconds (``--out``/gpu.png).
@@ -38,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import run_worker
+from benchmarks.gpu import pinned
 from ppo_td import get_preset
 
 # TorchRL's multi-agent PPO tutorial's settings, used by both sides (its ClipPPOLoss with the l2 value loss of ppo_td)
@@ -242,6 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile-modes", nargs="+", choices=list(COMPILE_MODES), default=list(COMPILE_MODES),
                         help="the compile runs: cpu (eager, the reference), and on --device eager, compile, "
                              "cudagraphs (compile with CUDA graphs)")
+    parser.add_argument("--pinned-presets", nargs="*", default=["atari", "pendulum"],
+                        help="presets whose batch and step moves are timed from pageable and pinned memory (none: "
+                             "no pinned runs)")
+    parser.add_argument("--pinned-rounds", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds one run may take")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default="bench_results/gpu")
@@ -253,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
         if "cudagraphs" in args.compile_modes and not args.device.startswith("cuda"):
             parser.error(f"--compile-modes cudagraphs on --device {args.device}: CUDA graphs need a CUDA device; give "
                          "--device cuda, or leave cudagraphs out of --compile-modes")
+    if args.pinned_presets and not args.child and not args.device.startswith("cuda"):
+        parser.error(f"--pinned-presets on --device {args.device}: pinned memory is CUDA's; give --device cuda, or "
+                     "--pinned-presets with no preset")
     if args.child:
         kind, child_args = args.child[0], json.loads(args.child[1])
         import logging
@@ -261,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(1)
         logging.getLogger("torchrl").setLevel(logging.WARNING)
-        print(json.dumps({"vmas-ppo_td": vmas_ppo_td, "vmas-torchrl": vmas_torchrl}[kind](**child_args)))
+        kinds = {"vmas-ppo_td": vmas_ppo_td, "vmas-torchrl": vmas_torchrl, "pinned": pinned.measure}
+        print(json.dumps(kinds[kind](**child_args)))
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -282,12 +297,20 @@ def main(argv: list[str] | None = None) -> int:
         for library in ("ppo_td", "sb3"):
             keep(_atari(library, args.atari_workers, args.atari_frames, args.device, args.seed, args.timeout),
                  f"Atari Pong, {args.atari_workers} env processes")
+    moves: list[dict[str, Any]] = []
+    for preset in args.pinned_presets:  # (before the long runs: seconds each)
+        moves.append(_child("pinned", dict(preset=preset, device=args.device, rounds=args.pinned_rounds,
+                                           seed=args.seed), args.timeout))
+        pinned.write(moves, out)
+        print(json.dumps(moves[-1]), flush=True)
     if args.compile_frames:
         env_id = get_preset(args.compile_preset).env.env_id
         for mode in args.compile_modes:
             keep(_compile_run(args.compile_preset, mode, args.compile_frames, args.device, args.seed, args.timeout),
                  f"{env_id}, preset {args.compile_preset}")
-    print((out / "gpu.md").read_text() if rows else "no runs asked for")
+    print((out / "gpu.md").read_text() if rows else "" if moves else "no runs asked for")
+    if moves:
+        print((out / "pinned.md").read_text())
     if rows:
         _plot(rows, out / "gpu.png")
     return 0
