@@ -82,7 +82,8 @@ RESERVED_GROUP_NAMES = frozenset({"observation", "state", "reward", "done", "ter
 
 
 RESERVED_INFO_KEYS = frozenset({
-    "iteration", "frames", "time", "sps", "collect_seconds", "collect_sps", "update_seconds", "lr", "episodes",
+    "iteration", "frames", "time", "sps", "collect_seconds", "collect_sps", "update_seconds", "advantage_seconds",
+    "lr", "episodes",
     "episode_return", "episode_length", "loss_policy", "loss_value", "loss_entropy", "entropy", "kl_k1", "kl_k3",
     "clip_fraction", "value_clip_fraction", "explained_variance", "grad_norm", "epochs", "return", "length",
     "ended_episodes"})

@@ -155,3 +155,18 @@ def test_a_run_refused_while_building_leaves_the_folder_free(tmp_path, capsys):
     assert main(refused) == 2 and list(run_dir.iterdir()) == []  # the user's own folder stays, empty
     assert main(["train", "--run-dir", str(run_dir), "--total-frames", "512", "--eval-episodes", "1"]) == 0
     assert (run_dir / "checkpoint.pt").exists()
+
+
+def test_a_resume_keeps_the_rows_of_a_history_written_before_a_column_was_added(tmp_path):
+    """A metrics.csv an earlier ppo_td wrote lacks the columns added since (advantage_seconds): its rows are whole by
+    their own columns and kept, nan in the new one; a row cut short is still dropped."""
+    from ppo_td.persist.runlog import METRIC_COLUMNS
+
+    old = [c for c in METRIC_COLUMNS if c != "advantage_seconds"]
+    (tmp_path / "metrics.csv").write_text(",".join(old) + "\n" + "".join(
+        ",".join(str(i) if c == "iteration" else "0.5" for c in old) + "\n" for i in (1, 2, 3)) + "4,256\n")
+    (tmp_path / "episodes.csv").write_text("iteration,frames,return,length\n1,64,10.0,10\n")
+    RunLogger(tmp_path, small_config(), resume_iteration=2).close()
+    rows = _rows(tmp_path / "metrics.csv")
+    assert [r["iteration"] for r in rows] == ["1", "2"] and [r["advantage_seconds"] for r in rows] == ["nan", "nan"]
+    assert rows[0]["loss_policy"] == "0.5" and _rows(tmp_path / "episodes.csv")[0]["return"] == "10.0"

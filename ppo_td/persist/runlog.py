@@ -16,8 +16,8 @@ from ppo_td.persist.runfolder import write_atomically
 from ppo_td.training import Pipeline
 
 METRIC_COLUMNS = [
-    "iteration", "frames", "time", "sps", "collect_seconds", "collect_sps", "update_seconds", "lr",
-    "episodes", "episode_return", "episode_length",
+    "iteration", "frames", "time", "sps", "collect_seconds", "collect_sps", "update_seconds", "advantage_seconds",
+    "lr", "episodes", "episode_return", "episode_length",
     "loss_policy", "loss_value", "loss_entropy", "entropy", "kl_k1", "kl_k3",
     "clip_fraction", "value_clip_fraction", "explained_variance", "grad_norm", "epochs",
 ]  # fmt: skip
@@ -136,8 +136,10 @@ class _CsvTable:
         if keep_through is not None and path.exists():
             with path.open(newline="") as f:
                 reader = csv.DictReader(f)
-                self.columns += [c for c in reader.fieldnames or () if c not in self.columns]  # joined before
-                kept = [row for row in reader if _complete(row, self.columns, keep_through)]
+                present = list(reader.fieldnames or ())
+                self.columns += [c for c in present if c not in self.columns]  # joined before
+                # whole by the file's own columns: one ppo_td added since (nan in the rows before) loses no row
+                kept = [row for row in reader if _complete(row, present, keep_through)]
             self._rewrite(kept)
             return
         self._file = path.open("w", newline="")

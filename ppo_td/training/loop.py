@@ -181,8 +181,10 @@ def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iterati
                 # of a freed source can read garbage)
             iteration += 1
             frames += batch.numel() * p.world  # the whole run's: every rank collects as many
+            estimating = time.perf_counter()
             with torch.no_grad():
                 p.advantage(batch)  # on [env, time], before flattening
+            advantaged = time.perf_counter()  # (its seconds apart: SB3 counts its GAE and value pass in collection)
             metrics: dict[str, Any] = {"iteration": iteration, "frames": frames,
                                        "lr": p.optimizer.param_groups[0]["lr"]}
             metrics.update(_episode_stats(batch, iteration, frames, result.episodes, p.description.group,
@@ -209,7 +211,7 @@ def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iterati
             now = time.perf_counter()
             metrics.update(time=elapsed + now - start, sps=(frames - start_frames) / (now - start),
                            collect_seconds=collected - last, collect_sps=batch.numel() / (collected - last),
-                           update_seconds=now - collected)
+                           update_seconds=now - collected, advantage_seconds=advantaged - estimating)
             stop = _call(each_iteration, metrics, p)
             if p.ranks is not None:  # one decision for every rank: any rank's stop (a signal, a callback) ends all
                 stop = _agreed(p, stop)

@@ -95,7 +95,7 @@ def expected(run: Path, actions: bool) -> dict[str, object]:
     return out
 
 
-TIMING = {"time", "sps", "collect_seconds", "collect_sps", "update_seconds"}
+TIMING = {"time", "sps", "collect_seconds", "collect_sps", "update_seconds", "advantage_seconds"}
 
 
 def stop_after_first(metrics: dict, pipeline: object) -> None:
