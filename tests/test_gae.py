@@ -287,3 +287,35 @@ def test_value_statistics_are_checkpointed_and_an_estimator_without_them_is_refu
         build_pipeline(config, advantage=GAE(gamma=0.99, lmbda=0.95, value_network=p.critic))
     for pipeline in (p, fresh, plain):
         shutdown(pipeline.collector)
+
+
+def test_ppo_tds_own_critic_runs_directly_with_the_same_values_and_no_pandas():
+    """GAE runs ppo_td's own critic's network directly: the same values bit for bit as through a TensorDictModule
+    (the path of any other critic), without tensordict's ``from_any``, whose first call imports pandas (0.3-0.4 s of
+    a run's first iteration where pandas is installed): a run's training imports no pandas."""
+    import subprocess
+    import sys
+
+    from ppo_td import get_preset
+    from ppo_td.training import build_pipeline
+
+    p = build_pipeline(dataclasses.replace(get_preset("cleanrl"), frames_per_batch=4 * 32))
+    batch = next(iter(p.collector))
+    p.collector.shutdown()
+    plain = TensorDictModule(p.critic.module, in_keys=list(p.critic.in_keys), out_keys=list(p.critic.out_keys))
+    ours, theirs = batch.clone(), batch.clone()
+    calls = []
+    hook = p.critic.register_forward_hook(lambda *_: calls.append(1))  # the TensorDictModule's own forward
+    with torch.no_grad():
+        make_advantage(p.critic, LossConfig())(ours)
+        make_advantage(plain, LossConfig())(theirs)
+    hook.remove()
+    assert not calls  # ppo_td's critic: its network only
+    for key in ("state_value", ("next", "state_value"), "advantage", "value_target"):
+        assert torch.equal(ours[key], theirs[key]), key
+    code = ("import dataclasses, sys, torch; torch.set_num_threads(1)\n"
+            "from ppo_td import get_preset; from ppo_td.training import train\n"
+            "train(dataclasses.replace(get_preset('cleanrl'), total_frames=1024, eval_episodes=0))\n"
+            "print('pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert out.stdout.split()[-1] == "False"

@@ -15,7 +15,7 @@ from ppo_td.persist import load_checkpoint
 
 TINY = ["--preset", "cleanrl", "--model.hidden-sizes", "16", "16", "--env.num-envs", "4",
         "--frames-per-batch", "64", "--no-progress", "--eval-episodes", "2"]
-TIMING = {"time", "sps", "collect_seconds", "collect_sps", "update_seconds"}
+TIMING = {"time", "sps", "collect_seconds", "collect_sps", "update_seconds", "advantage_seconds"}
 
 
 def _rows(path):

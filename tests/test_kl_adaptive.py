@@ -112,7 +112,7 @@ def test_the_adapted_rate_is_checkpointed_and_a_resume_is_exact(tmp_path):
     resumed = resume_pipeline(tmp_path / "checkpoint.pt")
     assert resumed.exact and resumed.pipeline.optimizer.param_groups[0]["lr"] == full.history[2]["lr"] != 1e-2
     second = run(resumed.pipeline, frames=resumed.frames, iteration=resumed.iteration)
-    timing = {"time", "sps", "collect_seconds", "collect_sps", "update_seconds"}
+    timing = {"time", "sps", "collect_seconds", "collect_sps", "update_seconds", "advantage_seconds"}
 
     def rows(history):  # as text: a NaN (no episode ended yet) equals itself
         return [json.dumps({k: v for k, v in m.items() if k not in timing}) for m in history]

@@ -22,7 +22,7 @@ from ppo_td.cli import main
 from ppo_td.config import EnvConfig
 from ppo_td.training import Callback, StopTraining
 
-TIMING = {"time", "sps", "collect_seconds", "collect_sps", "update_seconds"}
+TIMING = {"time", "sps", "collect_seconds", "collect_sps", "update_seconds", "advantage_seconds"}
 EVAL = {"eval_return", "eval_return_std", "eval_ended"}
 TINY = ["--preset", "cleanrl", "--model.hidden-sizes", "16", "16", "--env.num-envs", "4", "--frames-per-batch", "64",
         "--eval-episodes", "2"]

@@ -12,7 +12,7 @@ from ppo_td.persist import Checkpointer, load_checkpoint, resume_pipeline
 from ppo_td.presets import get_preset
 from ppo_td.training import run, train
 
-TIMING = {"time", "sps", "collect_seconds", "collect_sps", "update_seconds"}
+TIMING = {"time", "sps", "collect_seconds", "collect_sps", "update_seconds", "advantage_seconds"}
 
 
 def stop_after(run_dir, iteration):

@@ -51,13 +51,14 @@ def run_ppo_td(config: TrainConfig) -> dict[str, Any]:
     from ppo_td.training import train
 
     episodes: list[tuple[int, float, float]] = []
-    seconds = {"collect": 0.0, "update": 0.0, "frames": 0, "time": 0.0}
+    seconds = {"collect": 0.0, "update": 0.0, "advantage": 0.0, "frames": 0, "time": 0.0}
 
     def record(metrics: dict[str, Any], pipeline: Any) -> None:
         """Every iteration's episodes and times, as they come (TrainResult keeps only the recent ones)."""
         episodes.extend((e["frames"], metrics["time"], e["return"]) for e in metrics["ended_episodes"])
         seconds["collect"] += metrics["collect_seconds"]
         seconds["update"] += metrics["update_seconds"]
+        seconds["advantage"] += metrics["advantage_seconds"]  # (a part of the update's)
         seconds["frames"], seconds["time"] = metrics["frames"], metrics["time"]
 
     result = train(config, callbacks=[record])
@@ -71,6 +72,7 @@ def run_ppo_td(config: TrainConfig) -> dict[str, Any]:
         "train_seconds": seconds["time"],
         "collect_seconds": seconds["collect"],
         "update_seconds": seconds["update"],
+        "advantage_seconds": seconds["advantage"],
     }
 
 

@@ -175,6 +175,11 @@ class OnePassGAE(GAE):
         super().__init__(gamma=gamma, lmbda=lmbda, value_network=None, average_gae=False,
                          vectorized=gamma * lmbda > 1e-6)
         self.critic = critic
+        self._net = value_net(critic)
+        """ppo_td's own critic's network (None for any other critic): run directly, not through TensorDictModule's
+        forward, which passes each output through ``TensorDict.from_any`` (tensordict 0.14), whose first call imports
+        pandas where it is installed (0.3-0.4 s in a run's first iteration) and which looks for pandas on every call
+        where it is not (about 80 us a call)."""
         self.value_norm = value_norm
         """Value normalization (``loss.normalize_values``): the critic's outputs are in its units; None: values."""
 
@@ -219,11 +224,11 @@ class OnePassGAE(GAE):
             batch.set(value_key, collected)
             batch.del_(("collector", value_key))
         else:
-            self.critic(batch)
+            self._values(batch)
         value = batch.get(value_key)
         nxt = batch.get("next")
         if batch.batch_dims != 2 or batch.names[1] not in ("time", None) or value.shape[:2] != batch.batch_size:
-            self.critic(nxt)
+            self._values(nxt)
             return
         need = nxt.get("done").reshape(batch.batch_size).clone()  # episode ends: their final observation
         need[:, -1] = True  # the batch's last step: its next observation is the next batch's first
@@ -232,7 +237,7 @@ class OnePassGAE(GAE):
         if missing:  # the critic would read something else there (a recurrent state filled with zeros)
             raise KeyError(f"the critic reads {missing} at each step but the batch's next steps lack them")
         if not self._consecutive(reads, ~need[:, :-1]):  # not a collector's rows: both passes in full
-            self.critic(nxt)
+            self._values(nxt)
             return
         next_value = torch.empty_like(value)
         next_value[:, :-1] = value[:, 1:]
@@ -243,9 +248,16 @@ class OnePassGAE(GAE):
         for key, _, then in reads:
             if then is not None:
                 ends.set(key, then[need])
-        self.critic(ends)
+        self._values(ends)
         next_value[need] = ends.get(value_key)
         nxt.set(value_key, next_value)
+
+    def _values(self, td: TensorDictBase) -> None:
+        """The critic's values of ``td``'s rows into ``td``, as ``self.critic(td)`` writes them."""
+        if self._net is None:
+            self.critic(td)
+        else:
+            td.set(keys.STATE_VALUE, self._net(td.get(keys.OBSERVATION)))
 
     @staticmethod
     def _consecutive(reads: list[tuple[Any, Any, Any]], goes_on: torch.Tensor) -> bool:
