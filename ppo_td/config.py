@@ -467,8 +467,9 @@ class LossConfig:
     single-agent PPO details have none)."""
     fast_forward: bool = True
     """Compute ClipPPOLoss's outputs on plain tensors when the actor and critic are ppo_td's own (identical
-    results without TensorDict bookkeeping, see ppo_td.training.objective.FastLoss); False always runs
-    ClipPPOLoss.forward."""
+    results without TensorDict bookkeeping, see ppo_td.training.objective.FastLoss), and run ppo_td's own critic's
+    network directly in GAE (OnePassGAE); False always runs ClipPPOLoss.forward, and GAE calls the critic's
+    TensorDictModule (whose forward hooks then fire)."""
     mirror: str = ""
     """A symmetry of the task, for data augmentation and the mirror loss (Mittal et al., ICRA 2024; rsl_rl's
     symmetry_cfg): the import path module:name of an object (or a class, built with no arguments) with two methods,

@@ -290,8 +290,8 @@ def test_value_statistics_are_checkpointed_and_an_estimator_without_them_is_refu
 
 
 def test_ppo_tds_own_critic_runs_directly_with_the_same_values_and_no_pandas():
-    """GAE runs ppo_td's own critic's network directly: the same values bit for bit as through a TensorDictModule
-    (the path of any other critic), without tensordict's ``from_any``, whose first call imports pandas (0.3-0.4 s of
+    """GAE runs ppo_td's own critic's network directly (unless loss.fast_forward=False): the same values bit for bit
+    as through a TensorDictModule (the path of any other critic), without tensordict's ``from_any``, whose first call imports pandas (0.3-0.4 s of
     a run's first iteration where pandas is installed): a run's training imports no pandas."""
     import subprocess
     import sys
@@ -309,8 +309,9 @@ def test_ppo_tds_own_critic_runs_directly_with_the_same_values_and_no_pandas():
     with torch.no_grad():
         make_advantage(p.critic, LossConfig())(ours)
         make_advantage(plain, LossConfig())(theirs)
+        make_advantage(p.critic, LossConfig(fast_forward=False))(batch.clone())  # through the wrapper, asked
     hook.remove()
-    assert not calls  # ppo_td's critic: its network only
+    assert len(calls) == 2  # ppo_td's critic: its network only, but with fast_forward=False (two passes: V(s), ends)
     for key in ("state_value", ("next", "state_value"), "advantage", "value_target"):
         assert torch.equal(ours[key], theirs[key]), key
     code = ("import dataclasses, sys, torch; torch.set_num_threads(1)\n"

@@ -17,6 +17,6 @@ def test_the_throughput_lines_pair_by_seed_and_count_the_advantages_as_sb3_does(
     lines = suites.throughput([1, 2], tmp_path, "cleanrl", 1000, "CartPole")
     assert "ppo_td / SB3, pairwise per seed: total 1.00 (1.00-1.00), collection 3.00 (3.00-3.00), update 0.75 " \
            "(0.75-0.75)" in "\n".join(lines)
-    assert ("counted in its collection, as SB3 counts its own: collection 2.00 (2.00-2.00), update (the epochs alone) "
-            "1.00 (1.00-1.00).") in "\n".join(lines)
+    assert ("counted in its collection, as SB3 counts its own: collection 2.00 (2.00-2.00), update without the "
+            "advantage estimation 1.00 (1.00-1.00).") in "\n".join(lines)
     assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 4

@@ -87,8 +87,8 @@ def throughput(seeds: list[int], out: Path, preset: str, frames: int, title: str
             alike = {what: median_range([p["sb3"][what] / ours(p["ppo_td"], what) for p in pairs], ".2f")
                      for what in ("collect_seconds", "update_seconds")}
             lines.append(f"The same with ppo_td's advantage estimation (the critic's pass and GAE) counted in its "
-                         f"collection, as SB3 counts its own: collection {alike['collect_seconds']}, update (the "
-                         f"epochs alone) {alike['update_seconds']}.")
+                         f"collection, as SB3 counts its own: collection {alike['collect_seconds']}, update without "
+                         f"the advantage estimation {alike['update_seconds']}.")
     if "skrl" in libraries:
         lines.append("skrl has no return-based reward scaling: where the preset normalizes rewards, skrl runs without.")
     return lines

@@ -139,7 +139,7 @@ class _CsvTable:
                 present = list(reader.fieldnames or ())
                 self.columns += [c for c in present if c not in self.columns]  # joined before
                 # whole by the file's own columns: one ppo_td added since (nan in the rows before) loses no row
-                kept = [row for row in reader if _complete(row, present, keep_through)]
+                kept = [row for row in reader if _complete(row, ["iteration", *present], keep_through)]
             self._rewrite(kept)
             return
         self._file = path.open("w", newline="")

@@ -184,6 +184,8 @@ def _run(pipeline: Pipeline, callbacks: Sequence[Callback], frames: int, iterati
             estimating = time.perf_counter()
             with torch.no_grad():
                 p.advantage(batch)  # on [env, time], before flattening
+            if p.device.type == "cuda":  # the estimator's kernels, done: its seconds, not the update's
+                torch.cuda.synchronize(p.device)
             advantaged = time.perf_counter()  # (its seconds apart: SB3 counts its GAE and value pass in collection)
             metrics: dict[str, Any] = {"iteration": iteration, "frames": frames,
                                        "lr": p.optimizer.param_groups[0]["lr"]}

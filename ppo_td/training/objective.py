@@ -47,7 +47,8 @@ def make_advantage(critic: TensorDictModule, config: LossConfig, group: str | No
     value_norm = ValueNorm() if config.normalize_values else None
     if group is not None:
         return AgentGAE(critic, gamma=config.gamma, lmbda=config.gae_lambda, group=group, value_norm=value_norm)
-    return OnePassGAE(critic, gamma=config.gamma, lmbda=config.gae_lambda, value_norm=value_norm)
+    return OnePassGAE(critic, gamma=config.gamma, lmbda=config.gae_lambda, value_norm=value_norm,
+                      direct=config.fast_forward)
 
 
 def make_team_advantage(critic: TensorDictModuleBase, config: LossConfig, groups: list[str]) -> TeamAdvantage:
@@ -163,11 +164,15 @@ class OnePassGAE(GAE):
     the batch when ppo_td's fast collector recorded it (``("collector", "state_value")``, from a trunk the
     critic shares with the actor; used once, then dropped), else from one critic pass. The advantages are
     GAE's own (``tests/test_gae.py`` checks them against a reference loop and against
-    ``GAE(value_network=critic)``); the cost is in ``docs/fast-paths.md``.
+    ``GAE(value_network=critic)``); the cost is in ``docs/fast-paths.md``. ``direct`` (``loss.fast_forward``): ppo_td's
+    own critic's network runs directly, not through TensorDictModule's forward, which passes each output through
+    ``TensorDict.from_any`` (tensordict 0.14): its first call imports pandas where it is installed (0.2-0.33 s of a
+    run's first iteration), and it looks for pandas on every call where it is not (about 80 us a call). The
+    wrapper's own hooks then do not fire (the network's do); ``direct=False`` runs the wrapper.
     """
 
     def __init__(self, critic: TensorDictModule, gamma: float, lmbda: float,
-                 value_norm: ValueNorm | None = None) -> None:
+                 value_norm: ValueNorm | None = None, direct: bool = True) -> None:
         # vectorized: TorchRL's closed-form recursion (vec_generalized_advantage_estimate), 6-30x faster than its
         # step-by-step loop, the default (16 ms vs 0.5 ms on a 2,048-step HalfCheetah batch); equal to the loop
         # within float32 rounding (tests/test_gae.py). It fails for gamma * lambda below about 1e-7 (its series
@@ -175,11 +180,7 @@ class OnePassGAE(GAE):
         super().__init__(gamma=gamma, lmbda=lmbda, value_network=None, average_gae=False,
                          vectorized=gamma * lmbda > 1e-6)
         self.critic = critic
-        self._net = value_net(critic)
-        """ppo_td's own critic's network (None for any other critic): run directly, not through TensorDictModule's
-        forward, which passes each output through ``TensorDict.from_any`` (tensordict 0.14), whose first call imports
-        pandas where it is installed (0.3-0.4 s in a run's first iteration) and which looks for pandas on every call
-        where it is not (about 80 us a call)."""
+        self.direct = direct
         self.value_norm = value_norm
         """Value normalization (``loss.normalize_values``): the critic's outputs are in its units; None: values."""
 
@@ -253,11 +254,13 @@ class OnePassGAE(GAE):
         nxt.set(value_key, next_value)
 
     def _values(self, td: TensorDictBase) -> None:
-        """The critic's values of ``td``'s rows into ``td``, as ``self.critic(td)`` writes them."""
-        if self._net is None:
+        """The critic's values of ``td``'s rows into ``td``, as ``self.critic(td)`` writes them (ppo_td's own critic's
+        network run directly, with ``direct``; the critic is looked up at each call, so a critic set later counts)."""
+        net = value_net(self.critic) if self.direct else None
+        if net is None:
             self.critic(td)
         else:
-            td.set(keys.STATE_VALUE, self._net(td.get(keys.OBSERVATION)))
+            td.set(keys.STATE_VALUE, net(td.get(keys.OBSERVATION)))
 
     @staticmethod
     def _consecutive(reads: list[tuple[Any, Any, Any]], goes_on: torch.Tensor) -> bool:
