@@ -225,6 +225,30 @@ def test_sb3_trains_on_the_env_ppo_td_trains_on_kwargs_and_wrappers_included():
     assert checked >= 5
 
 
+def test_sb3_steps_its_envs_without_a_render_mode_as_ppo_td_does():
+    """SB3's make_vec_env gives an env id render_mode='rgb_array' unless told, and LunarLander then adds a Box2D body
+    for each engine puff, which its world steps: the worker's SB3 envs have no render mode, as ppo_td's have none,
+    and step through as many bodies."""
+    import numpy as np
+
+    from benchmarks.common.worker import sb3_vec_env
+    from ppo_td.envs import gym_env
+
+    task = next(t for t in SUITES["box2d"] if t.env_id == "LunarLander-v3")
+    config = suites.config_of(task)
+    vec = sb3_vec_env(config, 2, seed=3)
+    assert vec.get_attr("render_mode") == [None, None]
+    ours, theirs = gym_env(config.env), vec.envs[0]
+    ours.reset(seed=3), theirs.reset(seed=3)
+    for _ in range(50):  # the main engine, every step
+        mine, theirs_step = ours.step(2), theirs.step(2)
+        np.testing.assert_array_equal(mine[0], theirs_step[0])
+    bodies = [len(env.unwrapped.world.bodies) for env in (ours, theirs)]
+    assert bodies[0] == bodies[1], bodies
+    ours.close()
+    vec.close()
+
+
 def test_sb3_plays_the_games_ppo_td_plays_with_the_same_board_and_legal_moves():
     """The games suite's SB3 side is sb3-contrib's MaskablePPO on ppo_td's TurnBased game: the same seed gives the
     same seat, board and legal moves step for step (the board flattened to floats, the mask from action_masks()),

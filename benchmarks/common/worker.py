@@ -89,7 +89,8 @@ def _sb3_env_id(config: TrainConfig) -> Any:
 
 def sb3_vec_env(config: TrainConfig, n_envs: int, seed: int) -> Any:
     """SB3's vector env of ``config``'s env (:func:`_sb3_env_id`), integer observations given as floats
-    (:func:`_float_observations`): what its training, evaluation and latency runs step. A turn-based game (ppo_td's
+    (:func:`_float_observations`), without a render mode, as ppo_td's: what its training, evaluation and latency runs
+    step. A turn-based game (ppo_td's
     :class:`~ppo_td.envs.games.TurnBased`: the learner's seat against ``env.opponent``) as sb3-contrib's
     MaskablePPO takes it (:class:`BoardForMaskablePPO`)."""
     from stable_baselines3.common.env_util import make_vec_env
@@ -99,7 +100,11 @@ def sb3_vec_env(config: TrainConfig, n_envs: int, seed: int) -> Any:
 
         return make_vec_env(functools.partial(gym_env, config.env), n_envs=n_envs, seed=seed,
                             wrapper_class=BoardForMaskablePPO)
-    return make_vec_env(_sb3_env_id(config), n_envs=n_envs, seed=seed, wrapper_class=_float_observations)
+    env_id = _sb3_env_id(config)
+    # make_vec_env gives an id render_mode='rgb_array' unless told: LunarLander then makes a Box2D body of every engine
+    # puff, which its world steps (a fifth of SB3's frames/s late in a run); ppo_td, skrl and a maker have none
+    return make_vec_env(env_id, n_envs=n_envs, seed=seed, wrapper_class=_float_observations,
+                        env_kwargs={"render_mode": None} if isinstance(env_id, str) else None)
 
 
 @functools.cache
