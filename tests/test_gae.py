@@ -291,8 +291,9 @@ def test_value_statistics_are_checkpointed_and_an_estimator_without_them_is_refu
 
 def test_ppo_tds_own_critic_runs_directly_with_the_same_values_and_no_pandas():
     """GAE runs ppo_td's own critic's network directly (unless loss.fast_forward=False): the same values bit for bit
-    as through a TensorDictModule (the path of any other critic), without tensordict's ``from_any``, whose first call imports pandas (0.3-0.4 s of
-    a run's first iteration where pandas is installed): a run's training imports no pandas."""
+    as through a TensorDictModule (the path of any other critic), without tensordict's ``from_any``, whose first
+    call imports pandas (0.2-0.33 s of a run's first iteration where pandas is installed): a run's training imports
+    no pandas."""
     import subprocess
     import sys
 
