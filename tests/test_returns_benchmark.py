@@ -229,9 +229,11 @@ def test_sb3_steps_its_envs_without_a_render_mode_as_ppo_td_does():
     """SB3's make_vec_env gives an env id render_mode='rgb_array' unless told, and LunarLander then adds a Box2D body
     for each engine puff, which its world steps: the worker's SB3 envs have no render mode, as ppo_td's have none,
     and step through as many bodies."""
+    import dataclasses
+
     import numpy as np
 
-    from benchmarks.common.worker import sb3_vec_env
+    from benchmarks.common.worker import sb3_vec_env, turn_based
     from ppo_td.envs import gym_env
 
     task = next(t for t in SUITES["box2d"] if t.env_id == "LunarLander-v3")
@@ -247,6 +249,14 @@ def test_sb3_steps_its_envs_without_a_render_mode_as_ppo_td_does():
     assert bodies[0] == bodies[1], bodies
     ours.close()
     vec.close()
+    for suite, tasks in SUITES.items():  # every env SB3 runs, and one whose constructor takes no render_mode
+        for task in tasks:
+            if task.sb3 and not turn_based(suites.config_of(task)):
+                vec = sb3_vec_env(suites.config_of(task), 1, seed=3)
+                assert vec.get_attr("render_mode") == [None], (suite, task.env_id)
+                vec.close()
+    trading = dataclasses.replace(config, env=dataclasses.replace(config.env, env_id="ppo_td/TradingPenalty-v0"))
+    sb3_vec_env(trading, 1, seed=3).close()
 
 
 def test_sb3_plays_the_games_ppo_td_plays_with_the_same_board_and_legal_moves():

@@ -78,11 +78,12 @@ def run_ppo_td(config: TrainConfig) -> dict[str, Any]:
 
 def _sb3_env_id(config: TrainConfig) -> Any:
     """What SB3's make_vec_env takes: the Gymnasium id, or for ppo_td's ``module:function`` form the factory; with
-    ``env.kwargs`` (the ant preset's v4 observation) or ``env.wrappers`` (MiniGrid's FlatObsWrapper), a maker of the
-    env as ppo_td's user sees it (:func:`ppo_td.envs.gym_env`: the id, its kwargs, the wrappers and the time limit)."""
+    ``env.kwargs`` (the ant preset's v4 observation), ``env.wrappers`` (MiniGrid's FlatObsWrapper) or
+    ``env.max_episode_steps``, a maker of the env as ppo_td's user sees it (:func:`ppo_td.envs.gym_env`: the id,
+    its kwargs, the wrappers and the time limit)."""
     from ppo_td.envs import env_factory, gym_env
 
-    if config.env.wrappers or config.env.kwargs:
+    if config.env.wrappers or config.env.kwargs or config.env.max_episode_steps is not None:
         return functools.partial(gym_env, config.env)
     return env_factory(config.env.env_id) or config.env.env_id
 
@@ -101,10 +102,11 @@ def sb3_vec_env(config: TrainConfig, n_envs: int, seed: int) -> Any:
         return make_vec_env(functools.partial(gym_env, config.env), n_envs=n_envs, seed=seed,
                             wrapper_class=BoardForMaskablePPO)
     env_id = _sb3_env_id(config)
-    # make_vec_env gives an id render_mode='rgb_array' unless told: LunarLander then makes a Box2D body of every engine
-    # puff, which its world steps (a fifth of SB3's frames/s late in a run); ppo_td, skrl and a maker have none
-    return make_vec_env(env_id, n_envs=n_envs, seed=seed, wrapper_class=_float_observations,
-                        env_kwargs={"render_mode": None} if isinstance(env_id, str) else None)
+    if isinstance(env_id, str):  # make_vec_env gives an id render_mode='rgb_array': LunarLander then makes a Box2D
+        # body of every engine puff, which its world steps (a fifth of SB3's frames/s late in a run); gym.make gives
+        # none, as ppo_td's and skrl's envs have, and takes an env whose constructor has no render_mode
+        env_id = functools.partial(gym.make, env_id)
+    return make_vec_env(env_id, n_envs=n_envs, seed=seed, wrapper_class=_float_observations)
 
 
 @functools.cache
@@ -222,8 +224,8 @@ def run_sb3(config: TrainConfig, zoo: bool) -> dict[str, Any]:
             from stable_baselines3.common.vec_env import SubprocVecEnv
 
             vec = dict(vec_env_cls=SubprocVecEnv, vec_env_kwargs={"start_method": "fork"})
-        env = VecFrameStack(make_atari_env(config.env.env_id, n_envs=n_envs, seed=config.seed, env_kwargs=env_kwargs,
-                                           **vec), n_stack=4)
+        env = VecFrameStack(make_atari_env(config.env.env_id, n_envs=n_envs, seed=config.seed,
+                                           env_kwargs={"render_mode": None, **env_kwargs}, **vec), n_stack=4)
         policy = "CnnPolicy"  # the Nature CNN, shared by actor and critic, heads on its 512 features
     else:
         env = sb3_vec_env(config, n_envs, config.seed)
