@@ -117,6 +117,9 @@ CASES = {
     "varied-infos-one-copy": small_config(env=EnvConfig("info_envs:varied", num_envs=1)),
     # a Discrete observation with the action mask in info
     "taxi-info-mask": small_config(env=EnvConfig("Taxi-v4", num_envs=4, max_episode_steps=15)),
+    # a Discrete observation alone (read as TorchRL's categorical integer): the numpy step; one copy stepped directly
+    "frozenlake-discrete": small_config(env=EnvConfig("FrozenLake-v1", num_envs=4, max_episode_steps=9)),
+    "frozenlake-one-copy": small_config(env=EnvConfig("FrozenLake-v1", num_envs=1, max_episode_steps=9)),
     # turn-based games: a Dict of an int8 board and its int8 mask (the numpy step: the mask checked and cast there,
     # the action spec's mask updated), one game stepped directly and several in the vector env; a finished board's
     # all-masked last state
@@ -455,11 +458,13 @@ def test_numpy_step_for_box_observations_and_dicts_of_them():
     box = build_pipeline(small_config())  # CartPole: a Box
     assert box.collector.fast_env._array_steps is not None
     box.collector.shutdown()
-    # integer Boxes and games' Dicts of a board and its mask too (the cases above); a Dict with a Discrete entry or
-    # nested entries (read by TorchRL's readers as one-hot or nested TensorDicts) keeps the tensor step
+    # integer Boxes, games' Dicts of a board and its mask, and a Discrete observation too (the cases above); a Dict
+    # with a Discrete entry or nested entries (read by TorchRL's readers as one-hot or nested TensorDicts) keeps the
+    # tensor step
     for case, numpy_step in (("uint8-vector-normalized", True), ("uint8-vector-one-copy", True),
-                             ("tictactoe-one-copy", True), ("connect-four-copies", True), ("taxi-info-mask", False),
-                             ("seek-dict", False), ("blackjack-tuple", False)):
+                             ("tictactoe-one-copy", True), ("connect-four-copies", True), ("taxi-info-mask", True),
+                             ("frozenlake-discrete", True), ("frozenlake-one-copy", True), ("seek-dict", False),
+                             ("blackjack-tuple", False)):
         p = build_pipeline(CASES[case])
         assert (p.collector.fast_env._array_steps is not None) == numpy_step, case
         assert (p.collector.fast_env._one_copy is not None) == case.endswith("one-copy")

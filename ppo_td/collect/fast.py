@@ -42,7 +42,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import expand_as_right
 from torch import nn
-from torchrl.data import Composite
+from torchrl.data import Categorical, Composite
 from torchrl.envs import (
     ActionMask,
     Compose,
@@ -420,19 +420,21 @@ class FastEnv:
 
     def _observation_layout(self) -> dict[str, tuple[type, tuple[int, ...]]] | None:
         """Each observation entry's numpy dtype and shape (one per copy), where the observation is one numeric
-        array (a ``Box``) or a ``Dict`` of them read as top-level entries (a board and its action mask): else None
-        (the step then reads the observation with TorchRL's readers)."""
+        array (a ``Box``), a ``Discrete`` from 0 (TorchRL reads it as a categorical integer: toy text), or a ``Dict``
+        of them read as top-level entries (a board and its action mask, Taxi's state and mask): else None (the step
+        then reads the observation with TorchRL's readers)."""
         space = self.vec.single_observation_space
         spaces = (dict(space.spaces) if isinstance(space, gym.spaces.Dict)
-                  else {keys.OBSERVATION: space} if isinstance(space, gym.spaces.Box) else None)
+                  else {keys.OBSERVATION: space} if isinstance(space, gym.spaces.Box | gym.spaces.Discrete) else None)
         if spaces is None or self.nested or sorted(spaces) != sorted(self.obs_keys):
             return None
         layout: dict[str, tuple[type, tuple[int, ...]]] = {}
         for key, sub in spaces.items():
             spec = self.base.observation_spec.get(key)
             dtype = _NUMPY.get(spec.dtype, _NUMPY_INTEGERS.get(spec.dtype))
-            if not isinstance(sub, gym.spaces.Box | gym.spaces.MultiBinary) or dtype is None:
-                return None  # e.g. a Discrete entry, read as TorchRL's one-hot or categorical
+            discrete = isinstance(sub, gym.spaces.Discrete) and int(sub.start) == 0 and isinstance(spec, Categorical)
+            if not (isinstance(sub, gym.spaces.Box | gym.spaces.MultiBinary) or discrete) or dtype is None:
+                return None  # e.g. a Discrete entry TorchRL reads as one-hot, or one counted from a start
             layout[key] = (dtype, tuple(spec.shape))
         return layout
 
