@@ -22,9 +22,12 @@ from hypothesis import strategies as st
 
 pytestmark = pytest.mark.slow
 
+# eager: a huge --total-frames or --optim.update-epochs makes compile='auto' compile the loss, and once (a fresh
+# clone's suite, 2026-12-07) a second SIGTERM during that compilation did not end the run within STOP_S; not
+# reproduced in seven tries, it is open on its own (issue 65's notes), not a hostile value's doing
 TINY = ["--preset", "cleanrl", "--env.num-envs", "2", "--frames-per-batch", "64", "--total-frames", "128",
         "--model.hidden-sizes", "8", "--eval-episodes", "2", "--no-progress", "--log-every", "1",
-        "--checkpoint-every", "0"]
+        "--checkpoint-every", "0", "--no-compile"]
 RUNNING_S, STOP_S, MEMORY_MB = 15.0, 5.0, 2_500
 HOSTILE = {
     "INT": ["0", "-1", "2147483648", "9223372036854775808", "1000000000000", "1e3", "x"],
