@@ -91,9 +91,8 @@ def _sb3_env_id(config: TrainConfig) -> Any:
 def sb3_vec_env(config: TrainConfig, n_envs: int, seed: int) -> Any:
     """SB3's vector env of ``config``'s env (:func:`_sb3_env_id`), integer observations given as floats
     (:func:`_float_observations`), without a render mode, as ppo_td's: what its training, evaluation and latency runs
-    step. A turn-based game (ppo_td's
-    :class:`~ppo_td.envs.games.TurnBased`: the learner's seat against ``env.opponent``) as sb3-contrib's
-    MaskablePPO takes it (:class:`BoardForMaskablePPO`)."""
+    step. A turn-based game (ppo_td's :class:`~ppo_td.envs.games.TurnBased`: the learner's seat against
+    ``env.opponent``) as sb3-contrib's MaskablePPO takes it (:class:`BoardForMaskablePPO`)."""
     from stable_baselines3.common.env_util import make_vec_env
 
     if turn_based(config):
