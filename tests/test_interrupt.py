@@ -128,3 +128,95 @@ def test_resume_refuses_config_flags(tmp_path, capsys):
     # a flag equal to the preset's default is refused too (it would otherwise be silently ignored)
     assert main(["train", "--resume", str(tmp_path), "--optim.lr", "0.003", "--seed=1", "--run-dir", "x"]) == 2
     assert "drop --optim.lr, --run-dir, --seed" in capsys.readouterr().err
+
+
+LINGERING = '''import threading
+import time
+
+import gymnasium as gym
+
+THREAD = []
+
+
+def make():
+    """CartPole, and once a process a thread that outlives the run (as torch's C++ compiler threads can)."""
+    if not THREAD:
+        THREAD.append(threading.Thread(target=time.sleep, args=(120,), name="lingering"))
+        THREAD[0].start()
+    return gym.make("CartPole-v1")
+
+
+class Slow(gym.Wrapper):
+    def step(self, action):
+        time.sleep(0.25)
+        return self.env.step(action)
+
+
+def make_slow():
+    """make's, each step a quarter of a second: an iteration (16 steps of 4 copies) lasts 4 s."""
+    return Slow(make())
+'''
+
+
+def _lingering_run(tmp_path, factory="make"):
+    (tmp_path / "lingering.py").write_text(LINGERING)
+    run = tmp_path / "run"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
+    proc = subprocess.Popen([sys.executable, "-m", "ppo_td.cli", "train", *TINY, "--env.env-id", f"lingering:{factory}",
+                             "--total-frames", "100000000", "--run-dir", str(run), "--checkpoint-every", "0",
+                             "--no-compile"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return proc, run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_further_signal_ends_a_stopped_run_whose_process_waits_on_a_thread(tmp_path, sig):
+    """Fault injection: a thread the run did not start (torch's C++ compiler threads, a user's) holds the process
+    after the run stopped with its checkpoint; a second signal ends it at once with the signal's exit code, not a
+    death by the signal (-15) nor a traceback from the interpreter's join."""
+    proc, run = _lingering_run(tmp_path)
+    out = []
+    try:
+        _wait_for_rows(run / "metrics.csv", 2)
+        proc.send_signal(sig)
+        for line in proc.stdout:  # the run's last line said, the process waits on the thread
+            out.append(line)
+            if line.startswith("continue with"):
+                break
+        time.sleep(0.5)
+        assert proc.poll() is None, "the process ended without waiting for its thread: nothing tested"
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        rest, err = proc.communicate(timeout=10)
+        waited = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + sig, err
+    assert waited < 3.0 and "Traceback" not in err and "Exception ignored" not in err, (waited, err)
+    assert load_checkpoint(run)["iteration"] >= 2
+
+
+@pytest.mark.slow
+def test_a_run_stopped_now_ends_its_process_within_seconds_though_a_thread_would_hold_it(tmp_path):
+    """Fault injection: two SIGTERMs at once (stop now, no checkpoint) while a thread would hold the process for two
+    minutes: it ends within the CLI's STOP_NOW_S, with SIGTERM's exit code and what it said kept."""
+    from ppo_td.cli.main import STOP_NOW_S
+
+    proc, run = _lingering_run(tmp_path, "make_slow")
+    err = []
+    try:
+        _wait_for_rows(run / "metrics.csv", 1)
+        proc.send_signal(signal.SIGTERM)
+        for line in proc.stderr:  # the first one heard (two at once are one to Python)
+            err.append(line)
+            if "stopping at the end of this iteration" in line:
+                break
+        proc.send_signal(signal.SIGTERM)  # within the 4 s of the iteration
+        sent = time.monotonic()
+        _, rest = proc.communicate(timeout=30)
+        waited = time.monotonic() - sent
+    finally:
+        proc.kill()
+    err = "".join(err) + rest
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "ppo-td train: SIGTERM: stopped" in err and waited < STOP_NOW_S + 3.0, (waited, err)

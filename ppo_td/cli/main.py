@@ -14,8 +14,13 @@ from typing import Any
 from ppo_td.cli.command import RESUME_FLAGS
 from ppo_td.cli.parse import train_command
 from ppo_td.config import MAX_EVAL_EPISODES
-from ppo_td.experiment.signals import exit_code, interrupt_on_signals, signal_name
+from ppo_td.experiment.signals import SIGNALS, end_promptly, exit_code, interrupt_on_signals, signal_name
 from ppo_td.presets import DEFAULT_PRESET, get_preset
+
+STOP_NOW_S = 1.0
+"""Seconds ``ppo-td train`` lets the process take to end once a signal stopped it at once (the second Ctrl-C or
+SIGTERM): the interpreter otherwise waits for torch's C++ compiler threads of a loss being compiled (seconds; over 5 s
+seen under load, 2026-12-07). Training's own files are closed and its lines said before this starts."""
 
 USAGE = """usage: ppo-td COMMAND [ARGS]
 
@@ -62,9 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     guard = contextlib.nullcontext() if command == "doctor" else interrupt_on_signals()
     try:
         with guard:
-            return commands[command](rest)
+            code = commands[command](rest)
     except KeyboardInterrupt as err:
         print(f"ppo-td {command}: {signal_name(err)}: stopped", file=sys.stderr)
+        if command != "doctor":  # stopped now: the process too, within seconds (training's own files are closed)
+            end_promptly(exit_code(err), STOP_NOW_S if command == "train" else None)
         return exit_code(err)
     except Exception as err:
         from ppo_td.collect import WorkerError  # e.g. workers that could not start
@@ -77,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
             raise  # OSError: a full disk, a read-only or missing folder (the message names the file)
         print(f"ppo-td {command}: error: {err}", file=sys.stderr)
         return 2
+    if command != "doctor" and code - 128 in SIGNALS:  # e.g. a run stopped after its iteration, checkpointed
+        end_promptly(code)
+    return code
 
 
 def _out_of_memory(err: BaseException) -> bool:

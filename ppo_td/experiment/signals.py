@@ -5,6 +5,7 @@ export) stops at once, saying what it stopped, with the usual exit code."""
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -52,6 +53,30 @@ def interrupt_on_signals() -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def end_promptly(code: int, within: float | None = None) -> None:
+    """A command that a signal ended, on its way out of the process: the interpreter's own exit still waits for
+    threads others started (torch's C++ compilation of a loss, seconds under load) and runs their atexit hooks. From
+    here a further SIGINT or SIGTERM ends the process at once with ``code`` (not a traceback from a thread's join, nor
+    a death by the signal); with ``within``, it ends with ``code`` that many seconds from now at the latest (a stop
+    asked for "now"). Stdout and stderr are flushed first: every line said stays said. Main thread only, as
+    signal handlers are; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def leave(*_: Any) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):  # (a closed pipe: nothing left to say there)
+                stream.flush()
+        os._exit(code)
+
+    for sig in SIGNALS:
+        signal.signal(sig, leave)
+    if within is not None:
+        timer = threading.Timer(within, leave)
+        timer.daemon = True  # (the interpreter's exit does not wait for it; it waits for the threads it cuts short)
+        timer.start()
 
 
 @contextlib.contextmanager
