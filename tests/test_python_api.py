@@ -473,3 +473,34 @@ def test_compile_auto_goes_on_eager_where_the_loss_fails_to_compile(monkeypatch,
         assert torch.equal(a, b)
     with pytest.raises(RuntimeError, match="cannot compile this loss"):
         ppo_td.train(_config(total_frames=192, compile=True), progress=False)
+
+
+def test_a_compiler_a_signal_stopped_is_said_as_such_not_as_a_failure_of_compiling(monkeypatch, caplog):
+    """Fault injection: torch's C++ compiler killed by SIGINT (a terminal's Ctrl-C reaches every process of the
+    command) under the loss's compilation, as torch raises it (the compiler's CalledProcessError under its own
+    errors). compile='auto' says which signal stopped the compiler, not that compiling failed, and goes on eager."""
+    import logging
+    import subprocess
+
+    from ppo_td.training import FastLoss, pipeline
+
+    monkeypatch.setattr(pipeline, "COMPILE_PAYS_STEPS", 1)
+
+    def cut(self, device, fullgraph=False, cudagraphs=False):
+        def fail(minibatch):
+            try:
+                try:
+                    raise subprocess.CalledProcessError(-signal.SIGINT, ["g++", "kernel.cpp"])
+                except subprocess.CalledProcessError as killed:
+                    raise RuntimeError("C++ compile error") from killed
+            except RuntimeError as inner:
+                raise RuntimeError("InductorError: CppCompileError: C++ compile error") from inner
+        return fail
+
+    monkeypatch.setattr(FastLoss, "compiled_terms", cut)
+    with caplog.at_level(logging.WARNING, logger="ppo_td"):
+        run = ppo_td.train(_config(total_frames=128), progress=False)
+    said = [r.getMessage() for r in caplog.records if "compile='auto'" in r.getMessage()]
+    assert len(said) == 1 and "SIGINT stopped the C++ compiler" in said[0] and "failed" not in said[0], said
+    assert not run.pipeline.compiled and len(run.history) == 2
+    assert pipeline.compiler_signal(RuntimeError("no compiler under it")) is None

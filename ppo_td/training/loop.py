@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from ppo_td.training.objective import (
     lean_of,
     total_loss,
 )
-from ppo_td.training.pipeline import Pipeline, build_pipeline, error_line
+from ppo_td.training.pipeline import Pipeline, build_pipeline, compiler_signal, error_line
 from ppo_td.training.ranks import Ranks
 from ppo_td.training.schedules import KLAdaptiveLR
 from ppo_td.training.threads import using_threads
@@ -404,7 +405,9 @@ def _reorders_only(buffer: Any) -> bool:
 def _compiled_or_eager(p: Pipeline, lean: FastLoss, minibatch: TensorDictBase, params: list[torch.Tensor]) -> Any:
     """The compiled loss terms; with ``compile='auto'``, its first minibatch tried first, forward and backward (both
     compile then), the gradients and random numbers put back as they were: where compiling fails, the run goes on
-    eager from here (``p.compiled`` False, so its checkpoints say so), said in one line, instead of stopping."""
+    eager from here (``p.compiled`` False, so its checkpoints say so), said in one line, instead of stopping. A
+    compiler that a signal stopped (a terminal's Ctrl-C reaches it too) is said as such, not as a failure of compiling:
+    torch keeps the cut kernel as failed for the process, so the run goes on eager there too."""
     compiled = lean.compiled_terms(p.device, cudagraphs=p.config.cudagraphs)
     if p.config.compile != "auto" or lean.compile_tried:
         return compiled
@@ -413,8 +416,15 @@ def _compiled_or_eager(p: Pipeline, lean: FastLoss, minibatch: TensorDictBase, p
     try:
         compiled(minibatch)[0].backward()
     except Exception as err:  # noqa: BLE001 (whichever way compiling fails, eager computes the same within rounding)
-        logging.getLogger("ppo_td").warning("compile='auto': compiling the loss failed (%s); the run goes on eager "
-                                            "(compile=False silences this)", error_line(err))
+        stopped = compiler_signal(err)
+        if stopped is None:
+            logging.getLogger("ppo_td").warning("compile='auto': compiling the loss failed (%s); the run goes on "
+                                                "eager (compile=False silences this)", error_line(err))
+        else:  # (torch keeps the cut kernel as failed in this process: compiling again fails the same way)
+            logging.getLogger("ppo_td").warning(
+                "compile='auto': %s stopped the C++ compiler while it compiled the loss (a terminal's Ctrl-C reaches "
+                "it too); the run goes on eager, and so does its resume (a new run compiles)",
+                signal.Signals(stopped).name)
         p.compiled = False
         return lean.terms
     finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -641,6 +642,19 @@ def error_line(err: BaseException) -> str:
     """``err`` in one line: its type and the first line of its message (at most 200 characters)."""
     first = (str(err).strip().splitlines() or [""])[0][:200]
     return f"{type(err).__name__}: {first}" if first else type(err).__name__
+
+
+def compiler_signal(err: BaseException) -> int | None:
+    """The signal that stopped a compiler process under ``err`` (torch.compile's C++ build on the CPU, killed by the
+    terminal's Ctrl-C, which reaches every process of the command, or by the OOM killer's SIGKILL), read from the
+    ``subprocess.CalledProcessError`` in its chain of causes; None for a compilation that failed on its own."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, subprocess.CalledProcessError) and err.returncode < 0:
+            return -err.returncode
+        err = err.__cause__ or err.__context__
+    return None
 
 
 def _probe(x: torch.Tensor) -> torch.Tensor:
