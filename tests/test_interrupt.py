@@ -200,7 +200,7 @@ def test_a_further_signal_ends_a_stopped_run_whose_process_waits_on_a_thread(tmp
 def test_a_run_stopped_now_ends_its_process_within_seconds_though_a_thread_would_hold_it(tmp_path):
     """Fault injection: two SIGTERMs at once (stop now, no checkpoint) while a thread would hold the process for two
     minutes: it ends within the CLI's STOP_NOW_S, with SIGTERM's exit code and what it said kept."""
-    from ppo_td.cli.main import STOP_NOW_S
+    from ppo_td.cli import STOP_NOW_S
 
     proc, run = _lingering_run(tmp_path, "make_slow")
     err = []
@@ -220,3 +220,26 @@ def test_a_run_stopped_now_ends_its_process_within_seconds_though_a_thread_would
     err = "".join(err) + rest
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "ppo-td train: SIGTERM: stopped" in err and waited < STOP_NOW_S + 3.0, (waited, err)
+
+
+def test_main_called_from_python_leaves_the_process_and_its_handlers_as_they_were(monkeypatch, capsys):
+    """main() in a test or a notebook: a command that a signal stopped at once returns its code and changes nothing
+    of the process (the script alone ends its process promptly); command() says how the signal ended it."""
+    import importlib
+
+    cli_main = importlib.import_module("ppo_td.cli.main")  # (the package's ``main`` is the function)
+
+    def stopped(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_main, "_train", stopped)
+    monkeypatch.setattr(cli_main, "_eval", lambda args: 128 + signal.SIGTERM)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    threads = threading.active_count()
+    assert main(["train"]) == 130
+    assert cli_main.command(["train"]) == (130, "now")
+    assert cli_main.command(["eval", "runs/x"]) == (128 + signal.SIGTERM, "after")
+    assert cli_main.command(["--help"]) == (0, None)
+    time.sleep(1.5)  # past the script's STOP_NOW_S: this process goes on
+    assert {sig: signal.getsignal(sig) for sig in handlers} == handlers and threading.active_count() == threads
+    assert "ppo-td train: SIGINT: stopped" in capsys.readouterr().err

@@ -14,13 +14,8 @@ from typing import Any
 from ppo_td.cli.command import RESUME_FLAGS
 from ppo_td.cli.parse import train_command
 from ppo_td.config import MAX_EVAL_EPISODES
-from ppo_td.experiment.signals import SIGNALS, end_promptly, exit_code, interrupt_on_signals, signal_name
+from ppo_td.experiment.signals import SIGNALS, exit_code, interrupt_on_signals, signal_name
 from ppo_td.presets import DEFAULT_PRESET, get_preset
-
-STOP_NOW_S = 1.0
-"""Seconds ``ppo-td train`` lets the process take to end once a signal stopped it at once (the second Ctrl-C or
-SIGTERM): the interpreter otherwise waits for torch's C++ compiler threads of a loss being compiled (seconds; over 5 s
-seen under load, 2026-12-07). Training's own files are closed and its lines said before this starts."""
 
 USAGE = """usage: ppo-td COMMAND [ARGS]
 
@@ -51,42 +46,47 @@ examples:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``ppo-td`` script; returns the exit code."""
+    """Entry point of the ``ppo-td`` script; returns the exit code. Called from Python (a test, a notebook), it
+    leaves the process and its signal handlers as they were; the script itself also ends promptly (:func:`command`)."""
+    return command(argv)[0]
+
+
+def command(argv: list[str] | None = None) -> tuple[int, str | None]:
+    """:func:`main`'s exit code, and how a signal ended the command: None (none did, or the doctor's user script
+    had its own Ctrl-C), ``"now"`` (a run stopped at once: the second signal) or ``"after"`` (any other command a
+    signal ended, a run stopped at the end of its iteration with its checkpoint among them). The ``ppo-td`` script
+    ends its process promptly after either (:func:`~ppo_td.cli.script`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
-        return 0
-    command, rest = argv[0], argv[1:]
+        return 0, None
+    name, rest = argv[0], argv[1:]
     commands = {"train": _train, "tune": _tune, "eval": _eval, "export": _export, "doctor": _doctor, "play": _play,
                 "arena": _arena}
-    if command not in commands:
-        print(f"ppo-td: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
-        return 2
+    if name not in commands:
+        print(f"ppo-td: unknown command {name!r}\n\n{USAGE}", file=sys.stderr)
+        return 2, None
     # the doctor lets a user's script see its own Ctrl-C; elsewhere SIGINT and SIGTERM stop the command at once
     # (training: at the end of an iteration, with a checkpoint), saying what they stopped
-    guard = contextlib.nullcontext() if command == "doctor" else interrupt_on_signals()
+    guard = contextlib.nullcontext() if name == "doctor" else interrupt_on_signals()
     try:
         with guard:
-            code = commands[command](rest)
+            code = commands[name](rest)
     except KeyboardInterrupt as err:
-        print(f"ppo-td {command}: {signal_name(err)}: stopped", file=sys.stderr)
-        if command != "doctor":  # stopped now: the process too, within seconds (training's own files are closed)
-            end_promptly(exit_code(err), STOP_NOW_S if command == "train" else None)
-        return exit_code(err)
+        print(f"ppo-td {name}: {signal_name(err)}: stopped", file=sys.stderr)
+        return exit_code(err), None if name == "doctor" else "now" if name == "train" else "after"
     except Exception as err:
         from ppo_td.collect import WorkerError  # e.g. workers that could not start
 
         if _out_of_memory(err):  # an estimate of the run's size fell short: torch's allocator said no
-            print(f"ppo-td {command}: error: out of memory: {str(err).splitlines()[0]} (lower env.num_envs, "
+            print(f"ppo-td {name}: error: out of memory: {str(err).splitlines()[0]} (lower env.num_envs, "
                   "frames_per_batch or model.hidden_sizes)", file=sys.stderr)
-            return 2
+            return 2, None
         if not isinstance(err, (ValueError, TypeError, OSError, ImportError, WorkerError)):
             raise  # OSError: a full disk, a read-only or missing folder (the message names the file)
-        print(f"ppo-td {command}: error: {err}", file=sys.stderr)
-        return 2
-    if command != "doctor" and code - 128 in SIGNALS:  # e.g. a run stopped after its iteration, checkpointed
-        end_promptly(code)
-    return code
+        print(f"ppo-td {name}: error: {err}", file=sys.stderr)
+        return 2, None
+    return code, "after" if name != "doctor" and code - 128 in SIGNALS else None
 
 
 def _out_of_memory(err: BaseException) -> bool:
